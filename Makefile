@@ -1,0 +1,54 @@
+# User-facing commands. `make run` and `make test` install everything they need first.
+#
+# The environment is a virtualenv outside the checkout, keyed by the lock file's hash, so a fresh
+# clone (or CI) reuses it and a changed lock builds a new one. Override with VENV=/path.
+
+SHELL := /bin/bash
+LOCK_HASH := $(shell sha256sum requirements.lock | cut -c1-12)
+VENV ?= $(HOME)/.cache/textgen-tfx/venv-$(LOCK_HASH)
+UV_VERSION := 0.13.9
+# The first interpreter that really is Python 3.10 (a pyenv shim may exist without answering).
+PYTHON310 ?= $(shell for p in python3.10 $$HOME/.pyenv/versions/3.10*/bin/python3.10 /usr/local/bin/python3.10 /usr/bin/python3.10; do \
+	"$$p" -c 'import sys; assert sys.version_info[:2] == (3, 10)' 2>/dev/null && { echo "$$p"; break; }; done)
+PY := $(VENV)/bin/python
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+
+DATA_ROOT ?= data/corpus
+OUTPUT_ROOT ?= runs/local
+PYTEST_ARGS ?=
+
+.PHONY: help install run test test-fast compile lock clean
+
+help:  ## list the commands
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
+
+$(VENV)/.installed: requirements.lock
+	@test -n "$(PYTHON310)" || { echo "error: no Python 3.10 interpreter found (tried python3.10 and ~/.pyenv/versions/3.10*)"; exit 1; }
+	@echo ">> creating $(VENV) with $(PYTHON310) (keyed by requirements.lock)"
+	rm -rf "$(VENV)"
+	"$(PYTHON310)" -m venv "$(VENV)"
+	"$(PY)" -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
+	"$(VENV)/bin/uv" pip install --python "$(PY)" -r requirements.lock
+	touch "$@"
+
+install: $(VENV)/.installed  ## create the pinned environment and install this project into it
+	@"$(VENV)/bin/uv" pip install --quiet --python "$(PY)" --no-deps --no-build-isolation -e .
+
+run: install  ## run the full local pipeline on the bundled corpus, then print generations
+	"$(VENV)/bin/textgen" run --data-root "$(DATA_ROOT)" --output-root "$(OUTPUT_ROOT)"
+
+test: install  ## run the whole test suite (slow end-to-end tests included)
+	"$(PY)" -m pytest tests $(PYTEST_ARGS)
+
+test-fast: install  ## run the unit tests only (skips tests marked slow)
+	"$(PY)" -m pytest tests -m "not slow" $(PYTEST_ARGS)
+
+compile: install  ## compile the pipeline to a KFP v2 pipeline spec (runs/kubeflow/pipeline.yaml)
+	"$(VENV)/bin/textgen" compile --output-dir runs/kubeflow
+
+lock: $(VENV)/.installed  ## re-resolve requirements.in into requirements.lock
+	"$(VENV)/bin/uv" pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 requirements.in -o requirements.lock
+
+clean:  ## remove local run outputs
+	rm -rf runs

@@ -1,0 +1,1 @@
+"""Data gate: stops the run before Transform when TFDV reports blocking anomalies."""

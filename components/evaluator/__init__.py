@@ -1,0 +1,1 @@
+"""Evaluator: eval-split perplexity and the ModelBlessing it decides."""

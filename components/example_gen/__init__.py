@@ -1,0 +1,1 @@
+"""ExampleGen: corpus files (.txt, .jsonl) to tf.Example TFRecords."""

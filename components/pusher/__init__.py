@@ -1,0 +1,1 @@
+"""Pusher: atomic, versioned publication of blessed SavedModels for TF Serving."""

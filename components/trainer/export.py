@@ -1,0 +1,105 @@
+"""The serving export: a SavedModel that takes raw strings and needs no Python to call.
+
+Signatures (TF Serving can carry all inputs and outputs):
+    serving_default  prompts [batch] string -> generations [batch] string, num_generated_tokens
+                     (the `generate` defaults from config)
+    generate         prompts, max_new_tokens, temperature, top_k, seed -> same outputs
+    score            texts [batch] string -> mean_nll [batch], num_tokens [batch]; each text is
+                     scored as one document (EOS + text + EOS), truncated to the context length
+    score_tokens     blocks [batch, context_length + 1] int64 -> nll_sum, num_tokens per row;
+                     what the evaluator uses on packed eval blocks
+
+The tokenizer is the TF Transform graph itself (`transform_features_layer`), saved inside the
+model with its assets, so the served model tokenizes exactly as Transform did.
+"""
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from components.trainer import decoding
+from components.transform import tokenizer
+from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
+from pipeline.config import GenerationConfig
+
+
+def _masked_token_nll(backbone, inputs: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Per-position negative log-likelihood of `targets`, zeroed where `mask` is False."""
+    logits = backbone(inputs, training=False)
+    nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits)
+    return nll * tf.cast(mask, nll.dtype)
+
+
+class TextGenerationModule(tf.Module):
+    """Holds the backbone, the transform layer and the generation defaults; defines signatures."""
+
+    def __init__(self, backbone, transform_output: tft.TFTransformOutput, generation: GenerationConfig):
+        super().__init__(name="text_generation")
+        self.backbone = backbone
+        self.transform_layer = transform_output.transform_features_layer()
+        self.context_length = tf.Variable(backbone.context_length, dtype=tf.int64, trainable=False, name="context_length")
+        self._defaults = generation
+
+    def _tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        transformed = self.transform_layer({RAW_TEXT_KEY: tf.reshape(texts, [-1, 1])})
+        return tf.cast(transformed[TOKEN_IDS_KEY], tf.int64)
+
+    @tf.function(
+        input_signature=[
+            tf.TensorSpec([None], tf.string, name="prompts"),
+            tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+            tf.TensorSpec([], tf.float32, name="temperature"),
+            tf.TensorSpec([], tf.int32, name="top_k"),
+            tf.TensorSpec([], tf.int64, name="seed"),
+        ]
+    )
+    def generate(self, prompts, max_new_tokens, temperature, top_k, seed):
+        """Continues each prompt; see the module docstring."""
+        new_ids, counts = decoding.generate_tokens(
+            self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, seed
+        )
+        return {"generations": tokenizer.detokenize(new_ids), "num_generated_tokens": counts}
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
+    def generate_with_defaults(self, prompts):
+        """`generate` with the configured defaults; exported as serving_default."""
+        return self.generate(
+            prompts,
+            tf.constant(self._defaults.max_new_tokens, tf.int32),
+            tf.constant(self._defaults.temperature, tf.float32),
+            tf.constant(self._defaults.top_k, tf.int32),
+            tf.constant(0, tf.int64),
+        )
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    def score(self, texts):
+        """Mean next-token NLL of each text as a whole document (truncated to the context)."""
+        token_ids = self._tokenize(texts)
+        separators = tf.fill([token_ids.nrows(), 1], tf.constant(tokenizer.EOS_ID, tf.int64))
+        documents = tf.concat([separators, token_ids, separators], axis=1)[:, : self.backbone.context_length + 1]
+        lengths = documents.row_lengths()
+        dense = documents.to_tensor(default_value=tokenizer.PAD_ID)
+        mask = tf.range(tf.shape(dense, out_type=tf.int64)[1] - 1)[tf.newaxis, :] < (lengths - 1)[:, tf.newaxis]
+        nll = _masked_token_nll(self.backbone, dense[:, :-1], dense[:, 1:], mask)
+        num_tokens = tf.cast(lengths - 1, tf.float32)
+        return {"mean_nll": tf.reduce_sum(nll, axis=1) / num_tokens, "num_tokens": lengths - 1}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="blocks")])
+    def score_tokens(self, blocks):
+        """Summed NLL and token count of each packed block (inputs = block[:-1], targets = block[1:])."""
+        targets = blocks[:, 1:]
+        mask = tf.not_equal(targets, tokenizer.PAD_ID)
+        nll = _masked_token_nll(self.backbone, blocks[:, :-1], targets, mask)
+        return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)}
+
+
+def export_serving_model(
+    backbone, transform_output: tft.TFTransformOutput, generation: GenerationConfig, export_dir: str
+) -> None:
+    """Writes the SavedModel with the signatures described in the module docstring."""
+    module = TextGenerationModule(backbone, transform_output, generation)
+    signatures = {
+        "serving_default": module.generate_with_defaults,
+        "generate": module.generate,
+        "score": module.score,
+        "score_tokens": module.score_tokens,
+    }
+    tf.saved_model.save(module, export_dir, signatures=signatures)

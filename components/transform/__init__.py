@@ -1,0 +1,1 @@
+"""Transform: tokenization inside the TF Transform graph."""

@@ -1,0 +1,1 @@
+"""Compile, submit and schedule the pipeline on Kubeflow Pipelines."""

@@ -1,0 +1,46 @@
+"""Runs the pipeline locally: LocalDagRunner, Beam DirectRunner, ML Metadata in SQLite.
+
+After the run (successful or not) it writes `OUTPUT_ROOT/last_run.json` from ML Metadata and,
+when a model was pushed, adds generations for the sample prompts.
+"""
+import logging
+import os
+from typing import Any, Dict
+
+from tfx import v1 as tfx
+
+from pipeline import samples
+from pipeline.config import PipelineConfig
+from pipeline.pipeline import COMPONENT_IDS, PipelinePaths, create_pipeline
+from pipeline.run_summary import summarize_latest_run, write_summary
+
+log = logging.getLogger(__name__)
+
+
+def _sample_generations(config: PipelineConfig, summary: Dict[str, Any]) -> list:
+    push = summary["push"]
+    if not push.get("pushed") or not config.generation.num_samples:
+        return []
+    prompts = samples.load_prompts(config.generation.prompts_file, config.generation.num_samples)
+    log.info("Generating continuations of %d sample prompts with %s", len(prompts), push["path"])
+    continuations = samples.generate(
+        push["path"], prompts, config.generation.max_new_tokens, config.generation.temperature, config.generation.top_k
+    )
+    return [{"prompt": p, "continuation": c} for p, c in zip(prompts, continuations)]
+
+
+def run_locally(config: PipelineConfig) -> Dict[str, Any]:
+    """Runs the whole pipeline once; returns the summary also written to `last_run.json`."""
+    os.makedirs(config.output_root, exist_ok=True)
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
+    pipeline = create_pipeline(config, PipelinePaths.local(config), connection)
+    error = None
+    try:
+        tfx.orchestration.LocalDagRunner().run(pipeline)
+    except Exception as exc:  # the summary records any component failure; the CLI reports it
+        log.error("The pipeline run failed: %s", exc)
+        error = exc
+    summary = summarize_latest_run(connection, config.pipeline_name, COMPONENT_IDS, error)
+    summary["samples"] = _sample_generations(config, summary)
+    write_summary(summary, config.summary_path)
+    return summary

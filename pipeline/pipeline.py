@@ -1,0 +1,143 @@
+"""`create_pipeline(config)`: the one place the pipeline's components are wired.
+
+    ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
+      -> DataGate (fails the run on blocking anomalies) -> Transform (tokenization)
+      -> Trainer -> Evaluator (perplexity -> ModelBlessing) -> Pusher (only when blessed)
+
+Runners (local, Kubeflow) call this with their own paths and metadata; they never re-wire.
+"""
+import json
+import os
+from dataclasses import dataclass
+from typing import List, Optional
+
+from tfx import v1 as tfx
+from tfx.components.example_gen.component import FileBasedExampleGen
+from tfx.dsl.components.base import executor_spec
+
+from components.data_gate.component import DataGate
+from components.evaluator.component import PerplexityEvaluator
+from components.example_gen.executor import JSONL_TEXT_FIELD_KEY, TextCorpusExampleGenExecutor
+from components.pusher.component import VersionedPusher
+from pipeline.config import PipelineConfig
+
+PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
+RUN_FN = "components.trainer.run_fn.run_fn"
+
+# Node ids, in execution order; run summaries and tests refer to components by these.
+COMPONENT_IDS = (
+    "ExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "DataGate",
+    "Transform",
+    "Trainer",
+    "Evaluator",
+    "Pusher",
+)
+
+
+@dataclass(frozen=True)
+class PipelinePaths:
+    """Where a particular runner's pipeline reads and writes."""
+
+    pipeline_root: str
+    data_root: str
+    schema_file: str
+    serving_dir: str
+
+    @classmethod
+    def local(cls, config: PipelineConfig) -> "PipelinePaths":
+        """Absolute local paths derived from the config's output root."""
+        return cls(
+            pipeline_root=os.path.abspath(config.pipeline_root),
+            data_root=os.path.abspath(config.data_root),
+            schema_file=os.path.abspath(config.schema_path),
+            serving_dir=os.path.abspath(config.serving_dir),
+        )
+
+
+def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.types.BaseNode]:
+    """Instantiates and connects every component, in COMPONENT_IDS order."""
+    example_gen = FileBasedExampleGen(
+        input_base=paths.data_root,
+        input_config=tfx.proto.Input(
+            splits=[tfx.proto.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)]
+        ),
+        output_config=tfx.proto.Output(
+            split_config=tfx.proto.SplitConfig(
+                splits=[
+                    tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.example_gen.train_buckets),
+                    tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.example_gen.eval_buckets),
+                ]
+            )
+        ),
+        custom_config={JSONL_TEXT_FIELD_KEY: config.example_gen.jsonl_text_field},
+        custom_executor_spec=executor_spec.BeamExecutorSpec(TextCorpusExampleGenExecutor),
+    ).with_id("ExampleGen")
+
+    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]).with_id("StatisticsGen")
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=paths.schema_file).with_id("SchemaGen")
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    ).with_id("ExampleValidator")
+    data_gate = DataGate(
+        anomalies=example_validator.outputs["anomalies"],
+        allowed_anomaly_types=json.dumps(config.data_gate.allowed_anomaly_types),
+    ).with_id("DataGate")
+
+    transform = tfx.components.Transform(
+        examples=example_gen.outputs["examples"],
+        schema=schema_gen.outputs["schema"],
+        preprocessing_fn=PREPROCESSING_FN,
+    ).with_id("Transform")
+    transform.add_upstream_node(data_gate)
+
+    trainer = tfx.components.Trainer(
+        run_fn=RUN_FN,
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
+        eval_args=tfx.proto.EvalArgs(num_steps=0),
+        custom_config={
+            "model": config.model.model_dump(),
+            "training": config.training.model_dump(),
+            "generation": config.generation.model_dump(),
+        },
+    ).with_id("Trainer")
+
+    evaluator = PerplexityEvaluator(
+        model=trainer.outputs["model"],
+        examples=transform.outputs["transformed_examples"],
+        transform_graph=transform.outputs["transform_graph"],
+        max_perplexity=config.evaluator.max_perplexity,
+    ).with_id("Evaluator")
+
+    pusher = VersionedPusher(
+        model=trainer.outputs["model"],
+        model_blessing=evaluator.outputs["blessing"],
+        serving_dir=paths.serving_dir,
+    ).with_id("Pusher")
+
+    return [
+        example_gen, statistics_gen, schema_gen, example_validator, data_gate,
+        transform, trainer, evaluator, pusher,
+    ]
+
+
+def create_pipeline(
+    config: PipelineConfig,
+    paths: Optional[PipelinePaths] = None,
+    metadata_connection_config=None,
+) -> tfx.dsl.Pipeline:
+    """Builds the TFX pipeline for `config`; `paths` default to the local layout."""
+    paths = paths or PipelinePaths.local(config)
+    return tfx.dsl.Pipeline(
+        pipeline_name=config.pipeline_name,
+        pipeline_root=paths.pipeline_root,
+        components=create_components(config, paths),
+        enable_cache=config.enable_cache,
+        metadata_connection_config=metadata_connection_config,
+        beam_pipeline_args=list(config.beam_args),
+    )

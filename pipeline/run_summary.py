@@ -1,0 +1,149 @@
+"""Builds the machine-readable summary of the latest pipeline run from ML Metadata.
+
+Everything in `last_run.json` comes from what the components recorded in MLMD (execution
+states, output artifacts and their custom properties), so the summary reports what happened,
+not what the runner expected.
+"""
+import json
+from typing import Any, Dict, List, Optional, Sequence
+
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+
+from components.data_gate.anomalies import read_anomalies
+
+_OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
+
+
+def _custom_properties(artifact: metadata_store_pb2.Artifact) -> Dict[str, Any]:
+    values = {}
+    for key, value in artifact.custom_properties.items():
+        kind = value.WhichOneof("value")
+        values[key] = getattr(value, kind) if kind in ("int_value", "double_value", "string_value") else str(value)
+    return values
+
+
+class RunRecord:
+    """The executions and output artifacts of one pipeline run, keyed by component id."""
+
+    def __init__(self, store: metadata_store.MetadataStore, pipeline_name: str):
+        self.store = store
+        self.run_id: Optional[str] = None
+        self.executions: Dict[str, metadata_store_pb2.Execution] = {}
+        self.outputs: Dict[str, Dict[str, List[metadata_store_pb2.Artifact]]] = {}
+        self._load_latest_run(pipeline_name)
+
+    def _load_latest_run(self, pipeline_name: str) -> None:
+        pipeline_context = self.store.get_context_by_type_and_name("pipeline", pipeline_name)
+        if pipeline_context is None:
+            return
+        pipeline_executions = {e.id for e in self.store.get_executions_by_context(pipeline_context.id)}
+        runs = [
+            context for context in self.store.get_contexts_by_type("pipeline_run")
+            if any(e.id in pipeline_executions for e in self.store.get_executions_by_context(context.id))
+        ]
+        if not runs:
+            return
+        latest = max(runs, key=lambda context: (context.create_time_since_epoch, context.id))
+        self.run_id = latest.name
+        node_prefix = f"{pipeline_name}."
+        for execution in self.store.get_executions_by_context(latest.id):
+            node_contexts = [
+                context for context in self.store.get_contexts_by_execution(execution.id)
+                if context.name.startswith(node_prefix) and context.type_id == self._node_type_id
+            ]
+            if node_contexts:
+                node_id = node_contexts[0].name[len(node_prefix):]
+                self.executions[node_id] = execution
+                self.outputs[node_id] = self._output_artifacts(execution.id)
+
+    @property
+    def _node_type_id(self) -> int:
+        return self.store.get_context_type("node").id
+
+    def _output_artifacts(self, execution_id: int) -> Dict[str, List[metadata_store_pb2.Artifact]]:
+        """The execution's output artifacts grouped by output key (e.g. 'model', 'blessing')."""
+        events = [e for e in self.store.get_events_by_execution_ids([execution_id]) if e.type in _OUTPUT_EVENTS]
+        artifacts = {a.id: a for a in self.store.get_artifacts_by_id([e.artifact_id for e in events])} if events else {}
+        grouped: Dict[str, List[metadata_store_pb2.Artifact]] = {}
+        for event in events:
+            key = event.path.steps[0].key if event.path.steps else ""
+            grouped.setdefault(key, []).append(artifacts[event.artifact_id])
+        return grouped
+
+    def status(self, node_id: str) -> str:
+        execution = self.executions.get(node_id)
+        if execution is None:
+            return "NOT_RUN"
+        return metadata_store_pb2.Execution.State.Name(execution.last_known_state)
+
+    def output(self, node_id: str, key: str) -> Optional[metadata_store_pb2.Artifact]:
+        """The first artifact a component wrote under output `key`, if it ran."""
+        artifacts = self.outputs.get(node_id, {}).get(key) or []
+        return artifacts[0] if artifacts else None
+
+
+def _anomalies(record: RunRecord) -> List[Dict[str, Any]]:
+    artifact = record.output("ExampleValidator", "anomalies")
+    if artifact is None:
+        return []
+    split_names = artifact.properties["split_names"].string_value
+    return [anomaly.to_dict() for anomaly in read_anomalies(artifact.uri, split_names)]
+
+
+def _blessing(record: RunRecord) -> Optional[Dict[str, Any]]:
+    artifact = record.output("Evaluator", "blessing")
+    if artifact is None:
+        return None
+    properties = _custom_properties(artifact)
+    return {
+        "blessed": properties.get("blessed") == 1,
+        "reason": properties.get("reason"),
+        "metrics": {"perplexity": properties.get("perplexity")},
+        "thresholds": {"max_perplexity": properties.get("max_perplexity")},
+        "model": properties.get("current_model"),
+        "uri": artifact.uri,
+    }
+
+
+def _push(record: RunRecord, blessing: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    artifact = record.output("Pusher", "pushed_model")
+    if artifact is not None:
+        properties = _custom_properties(artifact)
+        if properties.get("pushed") == 1:
+            return {"pushed": True, "path": properties.get("pushed_destination"), "version": properties.get("pushed_version")}
+        return {"pushed": False, "reason": properties.get("push_skipped_reason")}
+    stopped_at = next((node for node, execution in record.executions.items()
+                       if record.status(node) == "FAILED"), None)
+    reason = f"the run stopped at {stopped_at}" if stopped_at else "the Pusher did not run"
+    return {"pushed": False, "reason": reason}
+
+
+def summarize_latest_run(
+    connection_config: metadata_store_pb2.ConnectionConfig,
+    pipeline_name: str,
+    component_ids: Sequence[str],
+    error: Optional[BaseException] = None,
+) -> Dict[str, Any]:
+    """The summary of the latest run of `pipeline_name` (see module docstring)."""
+    record = RunRecord(metadata_store.MetadataStore(connection_config), pipeline_name)
+    blessing = _blessing(record)
+    trainer_model = record.output("Trainer", "model")
+    return {
+        "pipeline_name": pipeline_name,
+        "run_id": record.run_id,
+        "succeeded": error is None,
+        "error": str(error) if error else None,
+        "components": {node: record.status(node) for node in component_ids},
+        "anomalies": _anomalies(record),
+        "blessing": blessing,
+        "push": _push(record, blessing),
+        "trained_model": trainer_model.uri if trainer_model is not None else None,
+    }
+
+
+def write_summary(summary: Dict[str, Any], path: str) -> None:
+    """Writes the summary as indented JSON (UTF-8, non-ASCII kept readable)."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(summary, handle, indent=2, ensure_ascii=False)
+        handle.write("\n")
