@@ -31,7 +31,11 @@ def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
 class _ProgressFilter(logging.Filter):
     """Keeps the run's progress readable: component start/finish, this project's logs, errors."""
 
-    _PROGRESS_SOURCES = ("local_dag_runner", os.sep + "components" + os.sep, os.sep + "pipeline" + os.sep)
+    _PROGRESS_SOURCES = (
+        "local_dag_runner.py",
+        os.path.join(config_module.PROJECT_ROOT, "components") + os.sep,
+        os.path.join(config_module.PROJECT_ROOT, "pipeline") + os.sep,
+    )
 
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR:

@@ -18,7 +18,7 @@ from components.data_gate.anomalies import blocking_anomalies, read_anomalies
 class DataGateResult(types.Artifact):
     """Outcome of the data gate: `passed` (1/0) and the anomalies it tolerated."""
 
-    TYPE_NAME = "DataGateResult"
+    TYPE_NAME = "textgen.DataGateResult"  # KFP v2 needs a "namespace.Name" schema title
 
 
 class BlockingAnomaliesError(RuntimeError):

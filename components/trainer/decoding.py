@@ -1,8 +1,9 @@
 """Autoregressive decoding in the TensorFlow graph (no Python per token).
 
-`generate_tokens` runs a `tf.while_loop` (via AutoGraph) over a fixed-size token buffer of
-`context_length` positions: each step runs the backbone on the buffer, reads each sequence's
-logits at its current end, samples the next token and writes it in place. Sequences of different
+`generate_tokens` runs a `tf.while_loop` (via AutoGraph) over a token buffer with room for the
+prompt and every new token: each step runs the backbone on each sequence's window of its last
+`context_length` tokens, reads the logits at the sequence's end, samples the next token and
+writes it in place. Sequences of different
 prompt lengths share a batch; each stops at EOS or the token limit. This recomputes the prefix at
 every step; a key/value cache replaces that in the generation issue.
 """
@@ -46,12 +47,18 @@ def generate_tokens(
     top_k: tf.Tensor,
     seed: tf.Tensor,
 ) -> tuple:
-    """Continues each prompt; returns (new token ids as ragged [batch, (n)], n per row as int32)."""
+    """Continues each prompt; returns (new token ids as ragged [batch, (n)], n per row as int32).
+
+    The model sees a sliding window of its last `context_length` tokens, so prompts keep their
+    context and generations may run past the context length.
+    """
     context_length = backbone.context_length
-    max_new_tokens = tf.clip_by_value(tf.cast(max_new_tokens, tf.int32), 1, context_length - 1)
-    context = prepare_context(prompt_ids, context_length - 1 - max_new_tokens)
+    max_new_tokens = tf.maximum(tf.cast(max_new_tokens, tf.int32), 1)
+    context = prepare_context(prompt_ids, context_length - 1)
     prompt_lengths = tf.cast(context.row_lengths(), tf.int32)
-    buffer = context.to_tensor(default_value=tokenizer.PAD_ID, shape=[None, context_length])
+    buffer = tf.pad(context.to_tensor(default_value=tokenizer.PAD_ID), [[0, 0], [0, max_new_tokens]])
+    total_length = tf.shape(buffer)[1]
+    window_width = tf.minimum(context_length, total_length)
     batch_size = tf.shape(buffer)[0]
     rows = tf.range(batch_size)
     lengths = prompt_lengths
@@ -60,15 +67,17 @@ def generate_tokens(
     for step in tf.range(max_new_tokens):
         if tf.reduce_all(done):
             break
-        logits = backbone(buffer, training=False)
-        last_logits = tf.gather(logits, lengths - 1, batch_dims=1)
+        # Each row's window ends at its last token; positions after it are masked by causality.
+        window_starts = tf.maximum(lengths - window_width, 0)
+        window_positions = tf.minimum(window_starts[:, tf.newaxis] + tf.range(window_width)[tf.newaxis, :], total_length - 1)
+        logits = backbone(tf.gather(buffer, window_positions, batch_dims=1), training=False)
+        last_logits = tf.gather(logits, lengths - 1 - window_starts, batch_dims=1)
         step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
         next_ids = sample_next_token(last_logits, temperature, top_k, step_seed)
         next_ids = tf.where(done, tf.constant(tokenizer.PAD_ID, tf.int64), next_ids)
-        write_at = tf.stack([rows, tf.minimum(lengths, context_length - 1)], axis=1)
-        buffer = tf.tensor_scatter_nd_update(buffer, write_at, next_ids)
+        buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, lengths], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
         done = tf.logical_or(done, tf.equal(next_ids, tokenizer.EOS_ID))
-    positions = tf.range(context_length)[tf.newaxis, :]
+    positions = tf.range(total_length)[tf.newaxis, :]
     is_new = tf.logical_and(positions >= prompt_lengths[:, tf.newaxis], positions < lengths[:, tf.newaxis])
     return tf.ragged.boolean_mask(buffer, is_new), lengths - prompt_lengths

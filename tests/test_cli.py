@@ -1,0 +1,23 @@
+"""The `textgen` command line: documented options and clear configuration errors."""
+import pytest
+
+from pipeline.cli import EXIT_USAGE, build_parser, main
+
+
+def test_run_help_documents_every_flag_and_config_key(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["run", "--help"])
+    text = capsys.readouterr().out
+    for flag in ("--data-root", "--output-root", "--config", "--set", "--no-cache"):
+        assert flag in text
+    assert "training.train_steps" in text and "evaluator.max_perplexity" in text
+
+
+def test_unknown_config_key_exits_with_a_usage_error(capsys):
+    assert main(["run", "--set", "training.stepz=3"]) == EXIT_USAGE
+    assert "unknown key 'training.stepz'" in capsys.readouterr().err
+
+
+def test_generate_rejects_a_path_without_a_model(tmp_path):
+    with pytest.raises(FileNotFoundError, match="neither a SavedModel"):
+        main(["generate", "--model", str(tmp_path), "hello"])

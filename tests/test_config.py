@@ -1,0 +1,59 @@
+"""The typed configuration surface: defaults, YAML and flag layering, rejection of bad keys."""
+import pytest
+
+from pipeline.config import ConfigError, PipelineConfig, describe_options, load_config
+
+
+def test_defaults_are_valid_and_paths_derive_from_output_root():
+    config = load_config()
+    assert config == PipelineConfig()
+    assert config.metadata_path.endswith("runs/local/metadata.sqlite")
+    assert config.serving_dir.endswith("runs/local/serving")
+
+
+def test_yaml_then_overrides_then_flags_win_in_order(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("training:\n  train_steps: 10\n  batch_size: 4\noutput_root: /tmp/a\n")
+    config = load_config(str(path), ["training.train_steps=20"], output_root="/tmp/b", data_root=None)
+    assert config.training.train_steps == 20
+    assert config.training.batch_size == 4
+    assert config.output_root == "/tmp/b"
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("trainig.train_steps=3", "unknown key 'trainig'"),
+        ("training.steps=3", "unknown key 'training.steps'"),
+        ("training.train_steps=lots", "training.train_steps"),
+        ("model.model_dim=130", "divisible by model.num_heads"),
+        ("no_equals_sign", "must look like section.key=value"),
+    ],
+)
+def test_bad_keys_and_values_are_rejected_with_the_key_named(override, message):
+    with pytest.raises(ConfigError, match=message.replace(".", r"\.").replace("'", "'")):
+        load_config(overrides=[override])
+
+
+def test_unknown_key_in_yaml_names_the_file(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("evaluator:\n  max_perplexty: 3\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(str(path))
+    assert str(path) in str(error.value) and "evaluator.max_perplexty" in str(error.value)
+
+
+def test_unreadable_and_malformed_yaml_are_clear_errors(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_config(str(tmp_path / "missing.yaml"))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("training: [unclosed\n")
+    with pytest.raises(ConfigError, match="not valid YAML"):
+        load_config(str(bad))
+
+
+def test_every_leaf_option_is_described():
+    lines = describe_options()
+    assert any(line.startswith("training.train_steps = ") for line in lines)
+    assert any(line.startswith("kubeflow.image = ") for line in lines)
+    assert len(lines) == len({line.split(" = ")[0] for line in lines})

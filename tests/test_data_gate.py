@@ -1,0 +1,49 @@
+"""The data gate: real TFDV statistics of real examples, validated against the curated schema."""
+import os
+
+import pytest
+import tensorflow as tf
+import tensorflow_data_validation as tfdv
+
+from components.data_gate.anomalies import blocking_anomalies, parse_anomalies
+from components.example_gen.executor import document_to_example
+from components.example_gen.readers import Document
+from pipeline.config import PipelineConfig
+
+
+def _anomalies_for(documents, tmp_path):
+    path = str(tmp_path / "examples.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for document in documents:
+            writer.write(document_to_example(document).SerializeToString())
+    statistics = tfdv.generate_statistics_from_tfrecord(path, pipeline_options=None)
+    schema = tfdv.load_schema_text(PipelineConfig().schema_path)
+    return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
+
+
+GOOD = [Document(f"Hello {i},\nthanks for writing.", "a.txt", i) for i in range(20)]
+
+
+def test_clean_corpus_passes_the_gate(tmp_path):
+    anomalies = _anomalies_for(GOOD, tmp_path)
+    assert anomalies == []
+    assert blocking_anomalies(anomalies, []) == []
+
+
+def test_missing_text_feature_blocks(tmp_path):
+    anomalies = _anomalies_for(GOOD + [Document(None, "b.jsonl", 1)], tmp_path)
+    blocking = blocking_anomalies(anomalies, [])
+    assert {a.feature for a in blocking} >= {"text"}
+    assert any("FEATURE_TYPE_LOW_FRACTION_PRESENT" in a.types for a in blocking if a.feature == "text")
+
+
+def test_empty_documents_violate_the_length_domain_and_block(tmp_path):
+    anomalies = _anomalies_for(GOOD + [Document("", "b.jsonl", 1)], tmp_path)
+    blocking = blocking_anomalies(anomalies, [])
+    assert [a.feature for a in blocking] == ["num_chars"]
+    assert "out-of-range" in str(blocking[0]).lower() or "out of range" in str(blocking[0]).lower()
+
+
+def test_allowed_anomaly_types_only_warn(tmp_path):
+    anomalies = _anomalies_for(GOOD + [Document("", "b.jsonl", 1)], tmp_path)
+    assert anomalies and blocking_anomalies(anomalies, anomalies[0].types) == []

@@ -1,0 +1,105 @@
+"""The backbone, the packed input pipeline and the exported serving model."""
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from components.trainer import data
+from components.transform import tokenizer
+from pipeline.config import ModelConfig
+from tests.conftest import TINY_MODEL_KWARGS
+
+TINY = ModelConfig(**TINY_MODEL_KWARGS)
+
+
+@pytest.fixture(scope="module")
+def backbone(tiny_backbone):
+    return tiny_backbone
+
+
+def test_forward_pass_shape(backbone):
+    logits = backbone(tf.ones([3, 17], tf.int64))
+    assert logits.shape == (3, 17, tokenizer.VOCAB_SIZE)
+
+
+def test_changing_a_future_token_never_changes_earlier_logits(backbone):
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(2, tokenizer.VOCAB_SIZE, size=(2, TINY.context_length))
+    for position in (1, 10, TINY.context_length - 1):
+        changed = tokens.copy()
+        changed[:, position] = (changed[:, position] + 7) % tokenizer.VOCAB_SIZE
+        before, after = backbone(tf.constant(tokens)), backbone(tf.constant(changed))
+        np.testing.assert_allclose(before[:, :position].numpy(), after[:, :position].numpy(), atol=1e-5)
+        assert not np.allclose(before[:, position:].numpy(), after[:, position:].numpy())
+
+
+def test_packing_concatenates_documents_with_separators_and_shifts_targets(transform_artifacts):
+    output_dir, examples, documents = transform_artifacts
+    spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
+    stream = []
+    for document in documents:
+        stream += [tokenizer.EOS_ID] + [b + tokenizer.BYTE_OFFSET for b in document.encode("utf-8")]
+    block = 16
+    batches = list(data.packed_blocks(examples, spec, context_length=block, batch_size=4))
+    inputs = np.concatenate([x.numpy() for x, _ in batches])
+    targets = np.concatenate([y.numpy() for _, y in batches])
+    assert inputs.shape == targets.shape == (len(stream) // (block + 1), block)
+    expected = np.array(stream[: inputs.shape[0] * (block + 1)]).reshape(-1, block + 1)
+    np.testing.assert_array_equal(inputs, expected[:, :-1])
+    np.testing.assert_array_equal(targets, expected[:, 1:])
+    assert (inputs == tokenizer.EOS_ID).sum() > 1  # documents are separated inside blocks
+
+
+def _generate(model, prompts, max_new_tokens=12, temperature=0.0, top_k=0, seed=0):
+    return model.signatures["generate"](
+        prompts=tf.constant(prompts),
+        max_new_tokens=tf.constant(max_new_tokens, tf.int32),
+        temperature=tf.constant(temperature, tf.float32),
+        top_k=tf.constant(top_k, tf.int32),
+        seed=tf.constant(seed, tf.int64),
+    )
+
+
+def test_export_has_the_serving_signatures(exported_model):
+    model, export_dir = exported_model
+    assert set(model.signatures) == {"serving_default", "generate", "score", "score_tokens"}
+    assert os.path.exists(os.path.join(export_dir, "saved_model.pb"))
+    outputs = model.signatures["serving_default"](prompts=tf.constant(["Hi Zoë,", "Thanks"]))
+    assert outputs["generations"].shape == (2,)
+    assert outputs["num_generated_tokens"].numpy().tolist() == [8, 8] or (outputs["num_generated_tokens"].numpy() <= 8).all()
+
+
+def test_greedy_generation_is_deterministic_and_batch_independent(exported_model):
+    model, _ = exported_model
+    prompts = ["a short one", "a considerably longer prompt than the other one"]
+    batch = _generate(model, prompts)["generations"].numpy().tolist()
+    alone = [_generate(model, [p])["generations"].numpy()[0] for p in prompts]
+    assert batch == alone
+    assert batch == _generate(model, prompts)["generations"].numpy().tolist()
+
+
+def test_generation_respects_the_token_limit_and_truncates_long_prompts(exported_model):
+    model, _ = exported_model
+    outputs = _generate(model, ["x" * 500], max_new_tokens=5)
+    assert int(outputs["num_generated_tokens"][0]) <= 5
+    assert len(outputs["generations"].numpy()[0]) <= 5  # byte tokens: at most one byte each
+
+
+def test_seeded_sampling_is_reproducible(exported_model):
+    model, _ = exported_model
+    first = _generate(model, ["Hello"], temperature=1.0, top_k=50, seed=7)["generations"].numpy()
+    again = _generate(model, ["Hello"], temperature=1.0, top_k=50, seed=7)["generations"].numpy()
+    assert first.tolist() == again.tolist()
+
+
+def test_score_signatures_agree_with_an_untrained_model_being_near_uniform(exported_model):
+    model, _ = exported_model
+    scores = model.signatures["score"](texts=tf.constant(["hello there", "ab"]))
+    assert scores["num_tokens"].numpy().tolist() == [12, 3]  # bytes + closing EOS
+    mean_nll = scores["mean_nll"].numpy()
+    assert np.all(np.abs(mean_nll - np.log(tokenizer.VOCAB_SIZE)) < 1.5)
+    block = tf.constant([[tokenizer.EOS_ID] + [b + tokenizer.BYTE_OFFSET for b in b"hello there"] + [tokenizer.EOS_ID]], tf.int64)
+    token_scores = model.signatures["score_tokens"](blocks=block)
+    np.testing.assert_allclose(token_scores["nll_sum"].numpy()[0] / 12, mean_nll[0], rtol=1e-4)

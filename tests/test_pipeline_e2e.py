@@ -1,0 +1,121 @@
+"""End to end: the whole pipeline under LocalDagRunner, checked through ML Metadata.
+
+Marked slow (each run takes one to two minutes here); CI runs them. One module-scoped run
+is shared by the checks that only read its results.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from ml_metadata.metadata_store import metadata_store
+from ml_metadata.proto import metadata_store_pb2
+from tfx import v1 as tfx
+
+from pipeline.config import load_config
+from pipeline.local_runner import run_locally
+from pipeline.pipeline import COMPONENT_IDS
+from tests.conftest import FAST_OVERRIDES, write_tiny_corpus
+
+pytestmark = pytest.mark.slow
+
+
+def _config(data_root, output_root, *extra):
+    return load_config(overrides=FAST_OVERRIDES + list(extra), data_root=str(data_root), output_root=str(output_root))
+
+
+def _execution_states_by_node(config, run_id):
+    """{node id: state name} of the executions in pipeline run `run_id`, read from MLMD."""
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
+    store = metadata_store.MetadataStore(connection)
+    run = store.get_context_by_type_and_name("pipeline_run", run_id)
+    states = {}
+    for execution in store.get_executions_by_context(run.id):
+        for context in store.get_contexts_by_execution(execution.id):
+            if context.name.startswith(config.pipeline_name + "."):
+                states[context.name.split(".", 1)[1]] = metadata_store_pb2.Execution.State.Name(execution.last_known_state)
+    return states
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("e2e")
+    config = _config(write_tiny_corpus(str(root / "corpus")), root / "out", "evaluator.max_perplexity=200")
+    return config, run_locally(config)
+
+
+def test_every_component_executes_and_the_model_is_pushed(first_run):
+    config, summary = first_run
+    assert summary["succeeded"], summary["error"]
+    assert _execution_states_by_node(config, summary["run_id"]) == {node: "COMPLETE" for node in COMPONENT_IDS}
+    assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 200
+    assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.serving_dir), "1")
+    assert os.path.exists(os.path.join(summary["push"]["path"], "saved_model.pb"))
+    with open(config.summary_path, encoding="utf-8") as handle:
+        assert json.load(handle) == summary
+    assert len(summary["samples"]) == 2 and all(s["continuation"] for s in summary["samples"])
+
+
+def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text(first_run):
+    _, summary = first_run
+    script = textwrap.dedent(f"""
+        import sys
+        import tensorflow as tf
+        import tensorflow_text  # registers the TF Text ops used by the tokenizer
+        model = tf.saved_model.load({summary["push"]["path"]!r})
+        out = model.signatures["serving_default"](prompts=tf.constant(["Hi Zoë,\\nThanks for"]))
+        text = out["generations"].numpy()[0].decode("utf-8", "replace")
+        assert text.strip(), "empty generation"
+        scores = model.signatures["score"](texts=tf.constant(["Hello"]))
+        assert scores["mean_nll"].numpy()[0] > 0
+        loaded = sorted(m.split(".")[0] for m in sys.modules if m.split(".")[0] in ("tfx", "tensorflow_transform", "components", "pipeline"))
+        assert not loaded, loaded
+        print("GENERATED:", repr(text))
+    """)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd="/")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "GENERATED:" in result.stdout
+
+
+def test_second_run_with_caching_re_executes_nothing(first_run):
+    config, _ = first_run
+    summary = run_locally(config)
+    assert summary["succeeded"], summary["error"]
+    assert _execution_states_by_node(config, summary["run_id"]) == {node: "CACHED" for node in COMPONENT_IDS}
+    assert sorted(os.listdir(config.serving_dir)) == ["1"]
+
+
+def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(first_run):
+    config, _ = first_run
+    strict = config.model_copy(update={"evaluator": config.evaluator.model_copy(update={"max_perplexity": 1.01})})
+    summary = run_locally(strict)
+    assert summary["succeeded"], summary["error"]
+    states = _execution_states_by_node(strict, summary["run_id"])
+    assert states["Trainer"] == "CACHED" and states["Evaluator"] == "COMPLETE" and states["Pusher"] == "COMPLETE"
+    assert summary["blessing"]["blessed"] is False
+    assert summary["push"] == {"pushed": False, "reason": summary["push"]["reason"]}
+    assert "not blessed" in summary["push"]["reason"] and ">= threshold 1.010" in summary["push"]["reason"]
+    assert sorted(os.listdir(strict.serving_dir)) == ["1"]  # still only the earlier, blessed version
+
+
+def test_corpus_violating_the_schema_stops_at_the_gate(tmp_path):
+    corpus = write_tiny_corpus(str(tmp_path / "corpus"))
+    with open(os.path.join(corpus, "broken.jsonl"), "w", encoding="utf-8") as handle:
+        handle.write(json.dumps({"body": "this record has no text field"}) + "\n")
+        handle.write(json.dumps({"text": ""}) + "\n")
+    config = _config(corpus, tmp_path / "out")
+    summary = run_locally(config)
+    assert not summary["succeeded"]
+    assert summary["components"]["DataGate"] == "FAILED"
+    for node in ("Transform", "Trainer", "Evaluator", "Pusher"):
+        assert summary["components"][node] == "NOT_RUN"
+    assert not os.path.exists(config.serving_dir)
+    assert summary["push"]["pushed"] is False
+    with open(config.summary_path, encoding="utf-8") as handle:
+        written = json.load(handle)
+    flagged = {anomaly["feature"] for anomaly in written["anomalies"]}
+    assert {"text", "num_chars"} & flagged
+    assert "data gate" in written["error"] and "blocking" in written["error"]
