@@ -103,3 +103,12 @@ def test_score_signatures_agree_with_an_untrained_model_being_near_uniform(expor
     block = tf.constant([[tokenizer.EOS_ID] + [b + tokenizer.BYTE_OFFSET for b in b"hello there"] + [tokenizer.EOS_ID]], tf.int64)
     token_scores = model.signatures["score_tokens"](blocks=block)
     np.testing.assert_allclose(token_scores["nll_sum"].numpy()[0] / 12, mean_nll[0], rtol=1e-4)
+
+
+def test_the_prompt_conditions_the_output_and_generation_runs_past_the_context(exported_model):
+    model, _ = exported_model
+    outputs = _generate(model, ["aaaa", "zzzz"], max_new_tokens=TINY.context_length + 8)
+    first, second = outputs["generations"].numpy().tolist()
+    assert first != second
+    counts = outputs["num_generated_tokens"].numpy()
+    assert counts.max() <= TINY.context_length + 8
