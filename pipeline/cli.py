@@ -32,7 +32,6 @@ class _ProgressFilter(logging.Filter):
     """Keeps the run's progress readable: component start/finish, this project's logs, errors."""
 
     _PROGRESS_SOURCES = (
-        "local_dag_runner.py",
         os.path.join(config_module.PROJECT_ROOT, "components") + os.sep,
         os.path.join(config_module.PROJECT_ROOT, "pipeline") + os.sep,
     )
@@ -40,6 +39,8 @@ class _ProgressFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if record.levelno >= logging.ERROR:
             return True
+        if record.pathname.endswith("local_dag_runner.py"):  # it also dumps the whole pipeline IR
+            return str(record.msg).startswith("Component ")
         return record.levelno >= logging.INFO and any(source in record.pathname for source in self._PROGRESS_SOURCES)
 
 

@@ -43,6 +43,12 @@ def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any]) -> t
     )
 
 
+def holds_one_block(file_patterns: FilePatterns, feature_spec: Dict[str, Any], context_length: int) -> bool:
+    """Whether the examples hold at least one full training block (context_length + 1 tokens)."""
+    stream = token_stream(file_patterns, feature_spec).batch(context_length + 1, drop_remainder=True)
+    return any(True for _ in stream.take(1))
+
+
 def packed_blocks(
     file_patterns: FilePatterns,
     feature_spec: Dict[str, Any],

@@ -37,7 +37,7 @@ def run_fn(fn_args: FnArgs) -> None:
         seed=training.seed,
         repeat=True,
     )
-    if not any(True for _ in train_blocks.take(1)):
+    if not data.holds_one_block(fn_args.train_files, feature_spec, model_config.context_length):
         raise ValueError(
             f"the train split {fn_args.train_files} holds fewer than {model_config.context_length + 1} tokens "
             "(one training block): add data or lower model.context_length"
