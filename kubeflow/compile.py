@@ -23,6 +23,7 @@ def kubeflow_paths(config: PipelineConfig) -> PipelinePaths:
         pipeline_root=config.kubeflow.pipeline_root,
         data_root=config.kubeflow.data_root,
         schema_file=f"{IMAGE_PROJECT_ROOT}/schema/schema.pbtxt",
+        transformed_schema_file=f"{IMAGE_PROJECT_ROOT}/schema/transformed_schema.pbtxt",
         serving_dir=config.kubeflow.serving_dir,
     )
 

@@ -69,7 +69,8 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     for node, status in summary["components"].items():
         print(f"  {node:<17} {status}")
     for anomaly in summary["anomalies"]:
-        print(f"anomaly [{anomaly['split']}] {anomaly['feature']}: {anomaly['short_description']} - {anomaly['description']}")
+        print(f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
+              f"{anomaly['short_description']} - {anomaly['description']}")
     blessing = summary.get("blessing")
     if blessing:
         verdict = "BLESSED" if blessing["blessed"] else "NOT BLESSED"
@@ -97,7 +98,8 @@ def _command_run(args: argparse.Namespace) -> int:
     _print_run_report(summary, cfg.summary_path)
     if summary["succeeded"]:
         return EXIT_OK
-    return EXIT_BLOCKED if summary["components"].get("DataGate") == "FAILED" else EXIT_FAILED
+    gates = ("DataGate", "TokenGate")
+    return EXIT_BLOCKED if any(summary["components"].get(gate) == "FAILED" for gate in gates) else EXIT_FAILED
 
 
 def _command_compile(args: argparse.Namespace) -> int:

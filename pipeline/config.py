@@ -40,12 +40,18 @@ class ExampleGenConfig(_Section):
 
 
 class DataGateConfig(_Section):
-    """Which TFDV anomalies stop the run before Transform."""
+    """Which TFDV anomalies stop the run (raw data before Transform, token data before Trainer)."""
 
     allowed_anomaly_types: List[str] = Field(
         default_factory=list,
         description="TFDV anomaly type names (e.g. 'ENUM_TYPE_UNEXPECTED_STRING_VALUES') that only warn; all others block.",
     )
+
+
+class TransformConfig(_Section):
+    """Tokenization learned in Transform's analyze phase."""
+
+    vocab_size: int = Field(4096, ge=515, le=1_000_000, description="WordPiece vocabulary size, including the 515 base tokens.")
 
 
 class ModelConfig(_Section):
@@ -68,10 +74,10 @@ class ModelConfig(_Section):
 class TrainingConfig(_Section):
     """Optimisation settings for the Trainer's run_fn."""
 
-    train_steps: int = Field(600, ge=1)
+    train_steps: int = Field(300, ge=1)
     batch_size: int = Field(32, ge=1, description="Sequences per global batch.")
     learning_rate: float = Field(3e-3, gt=0.0)
-    warmup_steps: int = Field(50, ge=0)
+    warmup_steps: int = Field(30, ge=0)
     weight_decay: float = Field(0.01, ge=0.0)
     shuffle_buffer: int = Field(2048, ge=1)
     seed: int = 42
@@ -108,7 +114,10 @@ class PipelineConfig(_Section):
     pipeline_name: str = "textgen"
     data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl).")
     output_root: str = Field("runs/local", description="Root of all local outputs.")
-    schema_dir: str = Field(os.path.join(PROJECT_ROOT, "schema"), description="Directory holding the curated schema.pbtxt.")
+    schema_dir: str = Field(
+        os.path.join(PROJECT_ROOT, "schema"),
+        description="Directory holding the curated schema.pbtxt (raw data) and transformed_schema.pbtxt (tokens).",
+    )
     enable_cache: bool = True
     beam_args: List[str] = Field(
         default_factory=lambda: ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
@@ -116,6 +125,7 @@ class PipelineConfig(_Section):
     )
     example_gen: ExampleGenConfig = Field(default_factory=ExampleGenConfig)
     data_gate: DataGateConfig = Field(default_factory=DataGateConfig)
+    transform: TransformConfig = Field(default_factory=TransformConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
@@ -142,6 +152,10 @@ class PipelineConfig(_Section):
     @property
     def schema_path(self) -> str:
         return os.path.join(self.schema_dir, "schema.pbtxt")
+
+    @property
+    def transformed_schema_path(self) -> str:
+        return os.path.join(self.schema_dir, "transformed_schema.pbtxt")
 
 
 def _set_dotted(tree: Dict[str, Any], dotted_key: str, value: Any) -> None:

@@ -1,7 +1,8 @@
 """`create_pipeline(config)`: the one place the pipeline's components are wired.
 
     ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
-      -> DataGate (fails the run on blocking anomalies) -> Transform (tokenization)
+      -> DataGate (fails the run on blocking anomalies) -> Transform (learned tokenizer)
+      -> statistics + validation of the token data (curated transformed schema) -> TokenGate
       -> Trainer -> Evaluator (perplexity -> ModelBlessing) -> Pusher (only when blessed)
 
 Runners (local, Kubeflow) call this with their own paths and metadata; they never re-wire.
@@ -19,6 +20,7 @@ from components.data_gate.component import DataGate
 from components.evaluator.component import PerplexityEvaluator
 from components.example_gen.executor import JSONL_TEXT_FIELD_KEY, TextCorpusExampleGenExecutor
 from components.pusher.component import VersionedPusher
+from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
 from pipeline.config import PipelineConfig
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
@@ -32,6 +34,10 @@ COMPONENT_IDS = (
     "ExampleValidator",
     "DataGate",
     "Transform",
+    "TransformedStatisticsGen",
+    "TransformedSchemaGen",
+    "TransformedExampleValidator",
+    "TokenGate",
     "Trainer",
     "Evaluator",
     "Pusher",
@@ -45,6 +51,7 @@ class PipelinePaths:
     pipeline_root: str
     data_root: str
     schema_file: str
+    transformed_schema_file: str
     serving_dir: str
 
     @classmethod
@@ -54,8 +61,36 @@ class PipelinePaths:
             pipeline_root=os.path.abspath(config.pipeline_root),
             data_root=os.path.abspath(config.data_root),
             schema_file=os.path.abspath(config.schema_path),
+            transformed_schema_file=os.path.abspath(config.transformed_schema_path),
             serving_dir=os.path.abspath(config.serving_dir),
         )
+
+
+@dataclass(frozen=True)
+class _ValidationStage:
+    """Statistics, the imported curated schema, validation against it, and the gate that acts on it."""
+
+    statistics_gen: tfx.types.BaseNode
+    schema_gen: tfx.types.BaseNode
+    example_validator: tfx.types.BaseNode
+    gate: tfx.types.BaseNode
+
+    def nodes(self) -> List[tfx.types.BaseNode]:
+        return [self.statistics_gen, self.schema_gen, self.example_validator, self.gate]
+
+
+def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_prefix: str, gate_id: str) -> _ValidationStage:
+    """TFDV checks of `examples` against `schema_file`, ending in a DataGate with id `gate_id`."""
+    statistics_gen = tfx.components.StatisticsGen(examples=examples).with_id(f"{id_prefix}StatisticsGen")
+    schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_file).with_id(f"{id_prefix}SchemaGen")
+    example_validator = tfx.components.ExampleValidator(
+        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
+    ).with_id(f"{id_prefix}ExampleValidator")
+    gate = DataGate(
+        anomalies=example_validator.outputs["anomalies"],
+        allowed_anomaly_types=json.dumps(config.data_gate.allowed_anomaly_types),
+    ).with_id(gate_id)
+    return _ValidationStage(statistics_gen, schema_gen, example_validator, gate)
 
 
 def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.types.BaseNode]:
@@ -77,22 +112,18 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         custom_executor_spec=executor_spec.BeamExecutorSpec(TextCorpusExampleGenExecutor),
     ).with_id("ExampleGen")
 
-    statistics_gen = tfx.components.StatisticsGen(examples=example_gen.outputs["examples"]).with_id("StatisticsGen")
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=paths.schema_file).with_id("SchemaGen")
-    example_validator = tfx.components.ExampleValidator(
-        statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
-    ).with_id("ExampleValidator")
-    data_gate = DataGate(
-        anomalies=example_validator.outputs["anomalies"],
-        allowed_anomaly_types=json.dumps(config.data_gate.allowed_anomaly_types),
-    ).with_id("DataGate")
-
+    raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate")
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
-        schema=schema_gen.outputs["schema"],
+        schema=raw_data_checks.schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
+        custom_config={VOCAB_SIZE_CONFIG_KEY: config.transform.vocab_size},
     ).with_id("Transform")
-    transform.add_upstream_node(data_gate)
+    transform.add_upstream_node(raw_data_checks.gate)
+
+    token_data_checks = _validation_stage(
+        transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
+    )
 
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
@@ -106,6 +137,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
             "generation": config.generation.model_dump(),
         },
     ).with_id("Trainer")
+    trainer.add_upstream_node(token_data_checks.gate)
 
     evaluator = PerplexityEvaluator(
         model=trainer.outputs["model"],
@@ -121,8 +153,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Pusher")
 
     return [
-        example_gen, statistics_gen, schema_gen, example_validator, data_gate,
-        transform, trainer, evaluator, pusher,
+        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(), trainer, evaluator, pusher,
     ]
 
 

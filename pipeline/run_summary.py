@@ -83,12 +83,18 @@ class RunRecord:
         return artifacts[0] if artifacts else None
 
 
+VALIDATORS = {"ExampleValidator": "raw data", "TransformedExampleValidator": "token data"}
+
+
 def _anomalies(record: RunRecord) -> List[Dict[str, Any]]:
-    artifact = record.output("ExampleValidator", "anomalies")
-    if artifact is None:
-        return []
-    split_names = artifact.properties["split_names"].string_value
-    return [anomaly.to_dict() for anomaly in read_anomalies(artifact.uri, split_names)]
+    """Every anomaly either validator recorded, labelled with the data it was found in."""
+    found = []
+    for node, data in VALIDATORS.items():
+        artifact = record.output(node, "anomalies")
+        if artifact is not None:
+            split_names = artifact.properties["split_names"].string_value
+            found += [dict(anomaly.to_dict(), data=data) for anomaly in read_anomalies(artifact.uri, split_names)]
+    return found
 
 
 def _blessing(record: RunRecord) -> Optional[Dict[str, Any]]:

@@ -8,7 +8,13 @@ import os
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import sys  # noqa: E402
+
 import pytest  # noqa: E402
+
+# Parts of TFX parse absl flags from sys.argv inside pipeline runs; pytest's own options (-v
+# would be read as absl's --verbosity) must not reach them.
+sys.argv = sys.argv[:1]
 
 from pipeline.config import PROJECT_ROOT  # noqa: E402
 
@@ -35,6 +41,7 @@ def tiny_corpus(tmp_path) -> str:
 
 
 FAST_OVERRIDES = [
+    "transform.vocab_size=1024",
     "training.train_steps=30",
     "training.batch_size=8",
     "training.warmup_steps=5",
@@ -46,6 +53,8 @@ FAST_OVERRIDES = [
     "generation.num_samples=2",
 ]
 
+
+FIXTURE_VOCAB_SIZE = 560  # the 515 base tokens + up to 45 learned pieces
 
 TRANSFORM_DOCUMENTS = [
     "Hi Zoë,\nthanks for writing about sync.",
@@ -60,34 +69,14 @@ def transform_artifacts(tmp_path_factory):
     """Runs the real preprocessing_fn through TF Transform on Beam, like the Transform component.
 
     Returns (transform_output_dir, transformed_examples_file, documents): the transform graph
-    written with WriteTransformFn, and the transformed documents as GZIP tf.Example TFRecords
-    encoded with the transformed schema, in input order.
+    (with its learned vocabulary asset) written with WriteTransformFn, and the transformed
+    documents as GZIP tf.Example TFRecords encoded with the transformed schema, in input order.
     """
-    import apache_beam as beam
-    import tensorflow as tf
-    import tensorflow_transform as tft
-    import tensorflow_transform.beam as tft_beam
-
-    from components.transform.preprocessing import preprocessing_fn
+    from components.transform.standalone import analyze_and_transform
 
     root = tmp_path_factory.mktemp("transform")
-    output_dir = str(root / "transform_graph")
     examples_prefix = str(root / "transformed")
-    raw_metadata = tft.DatasetMetadata.from_feature_spec({"text": tf.io.FixedLenFeature([1], tf.string)})
-    raw_data = [{"text": [document.encode("utf-8")]} for document in TRANSFORM_DOCUMENTS]
-    with beam.Pipeline() as pipeline, tft_beam.Context(temp_dir=str(root / "tmp")):
-        raw = pipeline | beam.Create(raw_data, reshuffle=False)
-        (transformed, transformed_metadata), transform_fn = (raw, raw_metadata) | tft_beam.AnalyzeAndTransformDataset(
-            preprocessing_fn, output_record_batches=False
-        )
-        coder = tft.coders.ExampleProtoCoder(transformed_metadata.schema)
-        _ = (
-            transformed
-            | beam.Map(coder.encode)
-            | beam.io.WriteToTFRecord(examples_prefix, file_name_suffix=".gz", num_shards=1,
-                                      compression_type=beam.io.filesystem.CompressionTypes.GZIP)
-        )
-        _ = transform_fn | tft_beam.WriteTransformFn(output_dir)
+    output_dir = analyze_and_transform(TRANSFORM_DOCUMENTS, FIXTURE_VOCAB_SIZE, str(root / "transform_graph"), examples_prefix)
     return output_dir, examples_prefix + "*.gz", list(TRANSFORM_DOCUMENTS)
 
 
@@ -95,16 +84,19 @@ TINY_MODEL_KWARGS = dict(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, co
 
 
 @pytest.fixture(scope="session")
-def tiny_backbone():
-    """An untrained 2-layer backbone with a 32-token context (random, seeded weights)."""
+def tiny_backbone(transform_artifacts):
+    """An untrained 2-layer backbone with a 32-token context (random, seeded weights), sized to
+    the fixture transform graph's learned vocabulary."""
     import tensorflow as tf
+    import tensorflow_transform as tft
 
     from components.trainer.backbone import build_backbone
     from components.transform import tokenizer
     from pipeline.config import ModelConfig
 
+    vocab_size = tft.TFTransformOutput(transform_artifacts[0]).vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
     tf.keras.utils.set_random_seed(0)
-    return build_backbone(ModelConfig(**TINY_MODEL_KWARGS), tokenizer.VOCAB_SIZE)
+    return build_backbone(ModelConfig(**TINY_MODEL_KWARGS), vocab_size)
 
 
 @pytest.fixture(scope="session")

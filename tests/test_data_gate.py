@@ -47,3 +47,33 @@ def test_empty_documents_violate_the_length_domain_and_block(tmp_path):
 def test_allowed_anomaly_types_only_warn(tmp_path):
     anomalies = _anomalies_for(GOOD + [Document("", "b.jsonl", 1)], tmp_path)
     assert anomalies and blocking_anomalies(anomalies, anomalies[0].types) == []
+
+
+def _token_data_anomalies(serialized_examples, tmp_path):
+    path = str(tmp_path / "transformed.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for record in serialized_examples:
+            writer.write(record)
+    statistics = tfdv.generate_statistics_from_tfrecord(path, pipeline_options=None)
+    schema = tfdv.load_schema_text(PipelineConfig().transformed_schema_path)
+    return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
+
+
+def _transformed_example(token_ids, byte_fraction=0.5, bytes_per_token=2.0):
+    return tf.train.Example(features=tf.train.Features(feature={
+        "token_ids$ragged_values": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
+        "num_tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=[len(token_ids)])),
+        "byte_token_fraction": tf.train.Feature(float_list=tf.train.FloatList(value=[byte_fraction])),
+        "bytes_per_token": tf.train.Feature(float_list=tf.train.FloatList(value=[bytes_per_token])),
+    })).SerializeToString()
+
+
+def test_real_transformed_examples_pass_the_token_gate(transform_artifacts, tmp_path):
+    records = [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(transform_artifacts[1]), compression_type="GZIP")]
+    assert records and _token_data_anomalies(records, tmp_path) == []
+
+
+def test_unknown_tokens_and_empty_token_sequences_block_the_token_gate(tmp_path):
+    good = [_transformed_example([600, 601, 602]) for _ in range(10)]
+    anomalies = _token_data_anomalies(good + [_transformed_example([600, 2]), _transformed_example([])], tmp_path)
+    assert {a.feature for a in blocking_anomalies(anomalies, [])} == {"token_ids$ragged_values", "num_tokens"}

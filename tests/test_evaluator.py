@@ -2,6 +2,7 @@
 import math
 
 import pytest
+import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.evaluator.perplexity import decide_blessing, eval_split_perplexity
@@ -24,9 +25,12 @@ def test_untrained_model_is_near_uniform_and_is_blocked_by_a_real_threshold(expo
     output_dir, examples, documents = transform_artifacts
     spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
     result = eval_split_perplexity(model_dir, examples, spec, batch_size=4)
-    total_tokens = sum(len(d.encode("utf-8")) + 1 for d in documents)
+    output = tft.TFTransformOutput(output_dir)
+    transformed = output.transform_features_layer()({"text": tf.reshape(tf.constant(documents), [-1, 1])})
+    total_tokens = int(tf.reduce_sum(transformed["num_tokens"])) + len(documents)  # + one EOS each
     assert result.num_tokens == (total_tokens // 33) * 32  # whole packed blocks of context 32
-    assert tokenizer.VOCAB_SIZE / 4 < result.perplexity < tokenizer.VOCAB_SIZE * 4
+    vocab_size = output.vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
+    assert vocab_size / 4 < result.perplexity < vocab_size * 4
     assert not decide_blessing(result.perplexity, 12.0).blessed
     assert decide_blessing(result.perplexity, 1000.0).blessed
 

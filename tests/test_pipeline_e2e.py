@@ -42,7 +42,7 @@ def _execution_states_by_node(config, run_id):
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")
-    config = _config(write_tiny_corpus(str(root / "corpus")), root / "out", "evaluator.max_perplexity=200")
+    config = _config(write_tiny_corpus(str(root / "corpus")), root / "out", "evaluator.max_perplexity=600")
     return config, run_locally(config)
 
 
@@ -50,7 +50,7 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
     config, summary = first_run
     assert summary["succeeded"], summary["error"]
     assert _execution_states_by_node(config, summary["run_id"]) == {node: "COMPLETE" for node in COMPONENT_IDS}
-    assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 200
+    assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 600
     assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.serving_dir), "1")
     assert os.path.exists(os.path.join(summary["push"]["path"], "saved_model.pb"))
     with open(config.summary_path, encoding="utf-8") as handle:

@@ -10,7 +10,8 @@ Signatures (TF Serving can carry all inputs and outputs):
                      what the evaluator uses on packed eval blocks
 
 The tokenizer is the TF Transform graph itself (`transform_features_layer`), saved inside the
-model with its assets, so the served model tokenizes exactly as Transform did.
+model with its assets, so the served model tokenizes exactly as Transform did; the detokenizer
+reads the same vocabulary asset.
 """
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -35,6 +36,8 @@ class TextGenerationModule(tf.Module):
         super().__init__(name="text_generation")
         self.backbone = backbone
         self.transform_layer = transform_output.transform_features_layer()
+        self.vocabulary = tf.saved_model.Asset(transform_output.vocabulary_file_by_name(tokenizer.VOCABULARY_ASSET_NAME))
+        self._id_to_piece = tokenizer.id_to_piece_table(self.vocabulary)
         self.context_length = tf.Variable(backbone.context_length, dtype=tf.int64, trainable=False, name="context_length")
         self._defaults = generation
 
@@ -56,7 +59,7 @@ class TextGenerationModule(tf.Module):
         new_ids, counts = decoding.generate_tokens(
             self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, seed
         )
-        return {"generations": tokenizer.detokenize(new_ids), "num_generated_tokens": counts}
+        return {"generations": tokenizer.detokenize(new_ids, self._id_to_piece), "num_generated_tokens": counts}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
     def generate_with_defaults(self, prompts):

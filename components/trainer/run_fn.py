@@ -44,13 +44,14 @@ def run_fn(fn_args: FnArgs) -> None:
         )
     eval_blocks = data.packed_blocks(fn_args.eval_files, feature_spec, model_config.context_length, training.batch_size)
 
+    vocab_size = transform_output.vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
     strategy = choose_strategy()
     with strategy.scope():
-        backbone = build_backbone(model_config, tokenizer.VOCAB_SIZE)
+        backbone = build_backbone(model_config, vocab_size)
         task.compile_for_language_modelling(backbone, training)
     logging.info(
-        "Training a %d-parameter model for %d steps of %d x %d tokens with %s",
-        backbone.count_params(), training.train_steps, training.batch_size, model_config.context_length,
+        "Training a %d-parameter model (vocabulary %d) for %d steps of %d x %d tokens with %s",
+        backbone.count_params(), vocab_size, training.train_steps, training.batch_size, model_config.context_length,
         type(strategy).__name__,
     )
 

@@ -1,0 +1,30 @@
+"""Op allow-list: the transform graph and the serving model load in stock TF Serving 2.16."""
+import os
+
+import pytest
+
+from components.trainer.serving_compat import ops_stock_serving_cannot_load, saved_model_op_types
+
+
+def test_transform_graph_uses_only_serving_safe_ops(transform_artifacts):
+    transform_fn = os.path.join(transform_artifacts[0], "transform_fn")
+    ops = saved_model_op_types(transform_fn)
+    assert {"RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets"} <= ops
+    assert ops_stock_serving_cannot_load(transform_fn) == set()
+
+
+def test_serving_model_uses_only_serving_safe_ops(exported_model):
+    assert ops_stock_serving_cannot_load(exported_model[1]) == set()
+
+
+def test_the_check_catches_an_op_stock_serving_lacks(tmp_path):
+    import tensorflow as tf
+    import tensorflow_text as tf_text
+
+    class ByteSplit(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def split(self, texts):
+            return tf_text.ByteSplitter().split(texts).flat_values
+
+    tf.saved_model.save(ByteSplit(), str(tmp_path))
+    assert ops_stock_serving_cannot_load(str(tmp_path)) == {"TFText>ByteSplitWithOffsets"}
