@@ -67,7 +67,7 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     print("\n=== textgen run summary ===")
     print(f"run id: {summary['run_id']}")
     for node, status in summary["components"].items():
-        print(f"  {node:<17} {status}")
+        print(f"  {node:<28} {status}")
     for anomaly in summary["anomalies"]:
         print(f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
               f"{anomaly['short_description']} - {anomaly['description']}")
