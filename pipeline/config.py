@@ -89,6 +89,13 @@ class EvaluatorConfig(_Section):
     max_perplexity: float = Field(12.0, gt=1.0, description="Bless only if eval-split perplexity is below this.")
 
 
+class PusherConfig(_Section):
+    """Where and how blessed models are published for TF Serving."""
+
+    model_name: str = Field("textgen", min_length=1, description="Model name in TF Serving's models.config.")
+    keep_versions: int = Field(5, ge=1, description="Pushed versions kept under the serving directory; older ones are deleted.")
+
+
 class GenerationConfig(_Section):
     """Defaults of the exported `generate` signature and of the run's sample generations."""
 
@@ -130,6 +137,7 @@ class PipelineConfig(_Section):
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
+    pusher: PusherConfig = Field(default_factory=PusherConfig)
     kubeflow: KubeflowConfig = Field(default_factory=KubeflowConfig)
 
     # Paths derived from output_root: one place so the runner, summary and tests agree.

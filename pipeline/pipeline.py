@@ -150,6 +150,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         serving_dir=paths.serving_dir,
+        model_name=config.pusher.model_name,
+        keep_versions=config.pusher.keep_versions,
     ).with_id("Pusher")
 
     return [

@@ -52,3 +52,29 @@ def test_a_failed_copy_leaves_no_version_and_no_staging_directory(tmp_path, monk
     with pytest.raises(OSError, match="disk full"):
         push_saved_model(_fake_saved_model(tmp_path / "m"), str(base))
     assert os.listdir(base) == []
+
+
+def test_retention_keeps_only_the_newest_versions(tmp_path):
+    from components.pusher.versioned_push import retain_latest
+
+    model = _fake_saved_model(tmp_path / "m")
+    base = str(tmp_path / "serving")
+    for _ in range(4):
+        push_saved_model(model, base)
+    assert retain_latest(base, 2) == [1, 2]
+    assert existing_versions(base) == [3, 4]
+    assert retain_latest(base, 5) == []
+
+
+def test_serving_config_serves_and_labels_the_pushed_version(tmp_path):
+    from components.pusher.serving_config import read_serving_config, write_serving_config
+
+    base = str(tmp_path / "serving")
+    os.makedirs(base)
+    write_serving_config("support-bot", base, 3)
+    write_serving_config("support-bot", base, 4)  # rewritten in place, atomically
+    (model,) = read_serving_config(base).model_config_list.config
+    assert (model.name, model.base_path, model.model_platform) == ("support-bot", base, "tensorflow")
+    assert list(model.model_version_policy.specific.versions) == [4]
+    assert dict(model.version_labels) == {"stable": 4}
+    assert sorted(os.listdir(base)) == ["models.config"]  # no staging file left

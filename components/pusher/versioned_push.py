@@ -35,6 +35,15 @@ def _copy_tree(source: str, destination: str) -> None:
             tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target_dir, name), overwrite=True)
 
 
+def retain_latest(base_dir: str, keep: int) -> List[int]:
+    """Deletes all but the `keep` highest versions under `base_dir`; returns the deleted versions."""
+    versions = existing_versions(base_dir)
+    stale = versions[:-keep] if keep > 0 else []
+    for version in stale:
+        tf.io.gfile.rmtree(os.path.join(base_dir, str(version)))
+    return stale
+
+
 def push_saved_model(saved_model_dir: str, base_dir: str) -> PushResult:
     """Publishes `saved_model_dir` as the next version under `base_dir`; returns where it went."""
     if not tf.io.gfile.exists(os.path.join(saved_model_dir, "saved_model.pb")):
