@@ -47,19 +47,16 @@ class RunRecord:
         latest = max(runs, key=lambda context: (context.create_time_since_epoch, context.id))
         self.run_id = latest.name
         node_prefix = f"{pipeline_name}."
+        node_type_id = self.store.get_context_type("node").id
         for execution in self.store.get_executions_by_context(latest.id):
             node_contexts = [
                 context for context in self.store.get_contexts_by_execution(execution.id)
-                if context.name.startswith(node_prefix) and context.type_id == self._node_type_id
+                if context.name.startswith(node_prefix) and context.type_id == node_type_id
             ]
             if node_contexts:
                 node_id = node_contexts[0].name[len(node_prefix):]
                 self.executions[node_id] = execution
                 self.outputs[node_id] = self._output_artifacts(execution.id)
-
-    @property
-    def _node_type_id(self) -> int:
-        return self.store.get_context_type("node").id
 
     def _output_artifacts(self, execution_id: int) -> Dict[str, List[metadata_store_pb2.Artifact]]:
         """The execution's output artifacts grouped by output key (e.g. 'model', 'blessing')."""
@@ -112,15 +109,15 @@ def _blessing(record: RunRecord) -> Optional[Dict[str, Any]]:
     }
 
 
-def _push(record: RunRecord, blessing: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+def _push(record: RunRecord) -> Dict[str, Any]:
+    """Where the model was pushed, or why it was not."""
     artifact = record.output("Pusher", "pushed_model")
     if artifact is not None:
         properties = _custom_properties(artifact)
         if properties.get("pushed") == 1:
             return {"pushed": True, "path": properties.get("pushed_destination"), "version": properties.get("pushed_version")}
         return {"pushed": False, "reason": properties.get("push_skipped_reason")}
-    stopped_at = next((node for node, execution in record.executions.items()
-                       if record.status(node) == "FAILED"), None)
+    stopped_at = next((node for node in record.executions if record.status(node) == "FAILED"), None)
     reason = f"the run stopped at {stopped_at}" if stopped_at else "the Pusher did not run"
     return {"pushed": False, "reason": reason}
 
@@ -143,7 +140,7 @@ def summarize_latest_run(
         "components": {node: record.status(node) for node in component_ids},
         "anomalies": _anomalies(record),
         "blessing": blessing,
-        "push": _push(record, blessing),
+        "push": _push(record),
         "trained_model": trainer_model.uri if trainer_model is not None else None,
     }
 
