@@ -1,7 +1,8 @@
 # User-facing commands. `make run` and `make test` install everything they need first.
 #
 # The environment is a virtualenv outside the checkout, keyed by the lock file's hash, so a fresh
-# clone (or CI) reuses it and a changed lock builds a new one. Override with VENV=/path.
+# clone (or CI) reuses it and a changed lock builds a new one. Override with VENV=/path (an
+# overridden path is not keyed: delete it to rebuild after the lock changes).
 
 SHELL := /bin/bash
 LOCK_HASH := $(shell sha256sum requirements.lock | cut -c1-12)
@@ -23,7 +24,9 @@ PYTEST_ARGS ?=
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 
-$(VENV)/.installed: requirements.lock
+# No prerequisite on purpose: the path already carries the lock's hash, and a fresh clone's lock
+# file is always newer than the stamp, which would rebuild the environment on every CI run.
+$(VENV)/.installed:
 	@test -n "$(PYTHON310)" || { echo "error: no Python 3.10 interpreter found (tried python3.10 and ~/.pyenv/versions/3.10*)"; exit 1; }
 	@echo ">> creating $(VENV) with $(PYTHON310) (keyed by requirements.lock)"
 	rm -rf "$(VENV)"
