@@ -71,7 +71,8 @@ def test_export_has_the_serving_signatures(exported_model):
     assert os.path.exists(os.path.join(export_dir, "saved_model.pb"))
     outputs = model.signatures["serving_default"](prompts=tf.constant(["Hi Zoë,", "Thanks"]))
     assert outputs["generations"].shape == (2,)
-    assert outputs["num_generated_tokens"].numpy().tolist() == [8, 8] or (outputs["num_generated_tokens"].numpy() <= 8).all()
+    counts = outputs["num_generated_tokens"].numpy()
+    assert ((counts >= 1) & (counts <= 8)).all()  # the exported default is 8 new tokens (fewer if [EOS])
 
 
 def test_greedy_generation_is_deterministic_and_batch_independent(exported_model):
