@@ -35,7 +35,7 @@ def test_untrained_model_is_near_uniform_and_is_blocked_by_a_real_threshold(expo
     assert decide_blessing(result.perplexity, 1000.0).blessed
 
 
-def test_an_eval_split_shorter_than_one_block_is_an_error(exported_model, tmp_path, transform_artifacts):
+def test_missing_eval_examples_are_a_clear_error(exported_model, tmp_path, transform_artifacts):
     output_dir, _, _ = transform_artifacts
     spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
     with pytest.raises(FileNotFoundError, match="no transformed examples"):
