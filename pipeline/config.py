@@ -101,15 +101,50 @@ class ModelConfig(_Section):
 
 
 class TrainingConfig(_Section):
-    """Optimisation settings for the Trainer's run_fn."""
+    """Optimisation, speed, distribution and checkpoint settings for the Trainer's run_fn."""
 
-    train_steps: int = Field(300, ge=1)
-    batch_size: int = Field(32, ge=1, description="Sequences per global batch.")
+    train_steps: int = Field(300, ge=1, description="Optimizer steps in total (a resumed run finishes the remainder).")
+    batch_size: int = Field(32, ge=1, description="Sequences per global batch (across all replicas and micro-batches).")
+    global_batch_tokens: Optional[int] = Field(
+        None, ge=8, description="Tokens per global batch; when set, replaces batch_size (must be a multiple of the context length)."
+    )
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, description="Micro-batches per optimizer step; the global batch is split into this many."
+    )
     learning_rate: float = Field(3e-3, gt=0.0)
     warmup_steps: int = Field(30, ge=0)
     weight_decay: float = Field(0.01, ge=0.0)
+    clip_norm: float = Field(1.0, gt=0.0, description="Global gradient-norm clipping threshold.")
     shuffle_buffer: int = Field(2048, ge=1)
     seed: int = 42
+    precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = Field(
+        "auto", description="Keras mixed-precision policy; auto = mixed_float16 on GPU, mixed_bfloat16 on TPU, float32 on CPU."
+    )
+    jit_compile: Literal["auto", "on", "off"] = Field(
+        "auto", description="Compile the forward/backward step with XLA; auto = on for accelerators and on CPU."
+    )
+    steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
+    distribution: Literal["auto", "default", "mirrored", "multi_worker", "tpu"] = Field(
+        "auto", description="tf.distribute strategy; auto picks TPU, multi-worker (TF_CONFIG), mirrored (>1 GPU) or default."
+    )
+    tpu: str = Field("", description="TPU name or grpc:// address for TPUStrategy (empty: the TPU_NAME environment variable or local).")
+    log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
+    eval_batches: int = Field(8, ge=0, description="Eval-split batches measured at each progress line (0 disables).")
+    checkpoint_every: int = Field(100, ge=1, description="Steps between checkpoints in the ModelRun directory (resume points).")
+    warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
+    peak_flops: Optional[float] = Field(
+        None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
+    )
+
+    def resolved_batch_size(self, context_length: int) -> int:
+        """Sequences per global batch, from global_batch_tokens when set."""
+        if self.global_batch_tokens is None:
+            return self.batch_size
+        if self.global_batch_tokens % context_length:
+            raise ValueError(
+                f"training.global_batch_tokens ({self.global_batch_tokens}) must be a multiple of model.context_length ({context_length})"
+            )
+        return self.global_batch_tokens // context_length
 
 
 class EvaluatorConfig(_Section):
@@ -168,6 +203,16 @@ class PipelineConfig(_Section):
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     pusher: PusherConfig = Field(default_factory=PusherConfig)
     kubeflow: KubeflowConfig = Field(default_factory=KubeflowConfig)
+
+    @model_validator(mode="after")
+    def _batch_fits_model(self) -> "PipelineConfig":
+        batch = self.training.resolved_batch_size(self.model.context_length)
+        if batch % self.training.gradient_accumulation_steps:
+            raise ValueError(
+                f"the global batch ({batch} sequences) must be divisible by "
+                f"training.gradient_accumulation_steps ({self.training.gradient_accumulation_steps})"
+            )
+        return self
 
     # Paths derived from output_root: one place so the runner, summary and tests agree.
     @property

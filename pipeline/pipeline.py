@@ -125,8 +125,19 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
     )
 
+    # Warm start: the Trainer's base_model is the latest blessed model (none on a first run).
+    warm_start = (
+        tfx.dsl.Resolver(
+            strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+            model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        ).with_id("WarmStartModelResolver")
+        if config.training.warm_start
+        else None
+    )
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
+        base_model=warm_start.outputs["model"] if warm_start else None,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
@@ -155,7 +166,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Pusher")
 
     return [
-        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(), trainer, evaluator, pusher,
+        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(),
+        *([warm_start] if warm_start else []), trainer, evaluator, pusher,
     ]
 
 
