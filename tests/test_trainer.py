@@ -256,3 +256,19 @@ def test_sigkilled_trainer_resumes_from_its_checkpoint(transform_artifacts, tmp_
     model = tf.saved_model.load(str(tmp_path / "serving"))
     scores = model.signatures["score"](texts=tf.constant(["Hi Zoë, thanks for writing about sync."]))
     assert np.isfinite(scores["mean_nll"].numpy()).all()
+
+
+def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_backbone):
+    from components.trainer.warm_start import warm_start_from
+    from tests.conftest import TINY_MODEL_KWARGS
+
+    _, export_dir = exported_model
+    same_shape = build_backbone(ModelConfig(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
+    assert warm_start_from(same_shape, export_dir)
+    for a, b in zip(tiny_backbone.weights, same_shape.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    wider = build_backbone(ModelConfig(**{**TINY_MODEL_KWARGS, "model_dim": 64}), tiny_backbone.vocab_size)
+    before = [weight.numpy() for weight in wider.weights]
+    assert not warm_start_from(wider, export_dir)
+    for a, b in zip(before, wider.weights):
+        np.testing.assert_array_equal(a, b.numpy())
