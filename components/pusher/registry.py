@@ -145,6 +145,8 @@ class ModelRegistry:
         self.model_name = model_name
         self.production_alias = production_alias
         self.artifact_root = artifact_root
+        if tracking_uri.startswith("sqlite:///"):  # the embedded store: its directory is ours to make
+            os.makedirs(os.path.dirname(tracking_uri[len("sqlite:///"):]) or ".", exist_ok=True)
         self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 
     @classmethod
