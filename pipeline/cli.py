@@ -4,6 +4,10 @@
     textgen compile   compile the same pipeline to a KFP v2 pipeline spec YAML
     textgen generate  generate text from an exported or pushed model
     textgen options   list every configuration key with its default
+    textgen promote   point a serving label (stable/canary) at a pushed version
+    textgen rollback  serve the previous (or a given) pushed version as stable
+    textgen submit    submit one run of the compiled pipeline to a KFP host
+    textgen schedule  create a recurring run of the compiled pipeline on a KFP host
 
 Heavy imports (TFX, TensorFlow) happen inside the commands so `--help` is instant.
 """
@@ -78,6 +82,8 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     push = summary["push"]
     if push["pushed"]:
         print(f"pushed model: {push['path']} (version {push['version']})")
+        if push.get("registered_version") is not None:
+            print(f"registered: {push['registered_model']} version {push['registered_version']} in {push['registry_uri']}")
     else:
         print(f"nothing pushed: {push['reason']}")
     if summary.get("error"):
@@ -135,6 +141,43 @@ def _command_options(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _serving_change(args: argparse.Namespace, change) -> int:
+    """Runs a promote/rollback `change(serving_dir, model_name, registry)` and prints the result."""
+    cfg = config_module.load_config(args.config, args.overrides, output_root=args.output_root)
+    from components.pusher import registry, serving_ops
+
+    serving_dir = os.path.abspath(args.serving_dir or cfg.serving_dir)
+    model_registry = None
+    if cfg.registry.enabled and not args.no_registry:
+        model_registry = registry.ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.registry_dir)
+    try:
+        result = change(serving_dir, cfg.pusher.model_name, model_registry)
+    except (serving_ops.ServingChangeError, LookupError) as exc:
+        print(f"textgen: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(dict(result, serving_dir=serving_dir), indent=2))
+    return EXIT_OK
+
+
+def _command_promote(args: argparse.Namespace) -> int:
+    from components.pusher import serving_ops
+
+    return _serving_change(args, lambda d, name, reg: serving_ops.promote(d, name, args.version, args.label, reg))
+
+
+def _command_rollback(args: argparse.Namespace) -> int:
+    from components.pusher import serving_ops
+
+    return _serving_change(args, lambda d, name, reg: serving_ops.rollback(d, name, args.to, reg))
+
+
+def _add_serving_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-root", help="Output root of the local runs (its serving/ and registry/). Default: runs/local.")
+    parser.add_argument("--serving-dir", help="TF Serving model base path (default: OUTPUT_ROOT/serving).")
+    parser.add_argument("--no-registry", action="store_true", help="Change models.config only; leave the registry alias.")
+    _add_config_arguments(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `textgen` argument parser (every option documented in its help)."""
     parser = argparse.ArgumentParser(prog="textgen", description=__doc__.split("\n\n")[0])
@@ -178,6 +221,26 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--seed", type=int, default=0, help="Seed for reproducible sampling.")
     generate.add_argument("--json", action="store_true", help="Print one JSON object per prompt.")
     generate.set_defaults(handler=_command_generate)
+
+    promote = commands.add_parser(
+        "promote", help="Point a serving label at a pushed version.",
+        description="Rewrites SERVING_DIR/models.config atomically so LABEL points at VERSION (TF Serving re-reads it "
+                    "every --model_config_file_poll_wait_seconds) and moves the matching registry alias "
+                    "(stable -> registry.production_alias, canary -> canary).",
+    )
+    promote.add_argument("version", type=int, help="A pushed version number under the serving directory.")
+    promote.add_argument("--label", choices=["stable", "canary"], default="stable")
+    _add_serving_arguments(promote)
+    promote.set_defaults(handler=_command_promote)
+
+    rollback = commands.add_parser(
+        "rollback", help="Serve the previous (or a given) pushed version as stable.",
+        description="Like `promote VERSION --label stable`, where VERSION defaults to the newest pushed version "
+                    "older than the current stable one.",
+    )
+    rollback.add_argument("--to", type=int, help="Version to roll back to (default: the previous one).")
+    _add_serving_arguments(rollback)
+    rollback.set_defaults(handler=_command_rollback)
 
     options = commands.add_parser("options", help="List every configuration key and its default.")
     options.set_defaults(handler=_command_options)

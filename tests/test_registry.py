@@ -137,3 +137,8 @@ def test_registry_against_a_real_mlflow_server(mlflow_server, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "not-checked-by-a-bare-server")
     model_registry = registry.ModelRegistry(mlflow_server, "textgen-remote")
     _check_registry_behaviour(model_registry, "gs://bucket/serving")
+
+
+def test_display_uri_drops_credentials():
+    assert registry.display_uri("https://u:p@mlflow.example.com:8443/x") == "https://mlflow.example.com:8443/x"
+    assert registry.display_uri("sqlite:////tmp/r/mlflow.db") == "sqlite:////tmp/r/mlflow.db"

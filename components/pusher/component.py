@@ -110,7 +110,7 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
             model_registry.move_alias(model_registry.alias_for_label(label), serving_dir, result.version)
         pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
         pushed_model.set_int_custom_property("registered_model_version", int(version.version))
-        pushed_model.set_string_custom_property("registry_uri", model_registry.tracking_uri)
+        pushed_model.set_string_custom_property("registry_uri", registry.display_uri(model_registry.tracking_uri))
 
 
 class VersionedPusher(base_component.BaseComponent):

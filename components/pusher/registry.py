@@ -64,6 +64,16 @@ def resolve_tracking_uri(configured: str, registry_dir: Optional[str]) -> str:
     return embedded_tracking_uri(registry_dir)
 
 
+def display_uri(uri: str) -> str:
+    """`uri` without any user:password part, safe to record and print."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(uri)
+    if parsed.username or parsed.password:
+        return parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else "")).geturl()
+    return uri
+
+
 def load_credentials_file(path: str) -> None:
     """Copies MLFLOW_TRACKING_* credentials from a mounted secret file (KEY=VALUE lines) into the
     environment MLflow reads; other keys are refused so the file cannot reconfigure anything else."""
