@@ -151,6 +151,20 @@ class GenerationConfig(_Section):
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 
 
+class TFJobConfig(_Section):
+    """Distributed training as a Kubeflow Training Operator TFJob (chief + workers, TF_CONFIG set by the operator)."""
+
+    enabled: bool = Field(False, description="Launch the Trainer's training as a TFJob instead of in the Trainer's pod.")
+    workers: int = Field(2, ge=0, description="Worker replicas besides the chief.")
+    image: str = Field("", description="Replica image; empty = kubeflow.image.")
+    cpu: str = Field("4", description="CPU request/limit per replica.")
+    memory: str = Field("16Gi", description="Memory request/limit per replica.")
+    gpus: int = Field(0, ge=0, description="nvidia.com/gpu per replica.")
+    service_account: str = Field("", description="Kubernetes service account of the replicas (object-store access).")
+    poll_seconds: float = Field(10.0, gt=0)
+    timeout_seconds: float = Field(24 * 3600.0, gt=0, description="Fail the Trainer if the TFJob has not finished by then.")
+
+
 class KubeflowConfig(_Section):
     """Settings used only when compiling for Kubeflow Pipelines."""
 
@@ -161,6 +175,7 @@ class KubeflowConfig(_Section):
     host: str = Field("", description="KFP API endpoint for submit/schedule, e.g. https://kfp.example.com/pipeline.")
     namespace: str = Field("kubeflow", description="Kubernetes namespace (multi-user KFP: the profile namespace).")
     experiment: str = Field("textgen", min_length=1, description="KFP experiment runs and recurring runs are filed under.")
+    tfjob: TFJobConfig = Field(default_factory=TFJobConfig)
 
 
 class PipelineConfig(_Section):

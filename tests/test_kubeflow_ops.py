@@ -176,3 +176,34 @@ def test_cron_accepts_kfp_expressions(good):
 def test_cron_rejects_with_the_field_named(bad, message):
     with pytest.raises(CronError, match=message):
         validate_cron(bad)
+
+
+@pytest.mark.slow
+def test_a_compiled_container_command_runs_locally_and_writes_its_output_artifact(compiled_spec, tmp_path):
+    """Runs the SchemaGen executor's container command exactly as compiled (the KFP v2 launcher
+    would substitute `{{$}}` with the ExecutorInput JSON) in a subprocess, with `python` being this
+    environment's interpreter instead of the image's. The ExecutorInput is synthesised here: the
+    schema file parameter points at the checkout's curated schema instead of the image path."""
+    import subprocess
+    import sys
+
+    from pipeline.config import PROJECT_ROOT
+
+    spec = yaml.safe_load(open(compiled_spec))
+    container = spec["deploymentSpec"]["executors"]["SchemaGen_executor"]["container"]
+    schema_uri = str(tmp_path / "SchemaGen" / "schema")
+    executor_input = {
+        "inputs": {"parameterValues": {"schema_file": os.path.join(PROJECT_ROOT, "schema", "schema.pbtxt")}},
+        "outputs": {
+            "artifacts": {"schema": {"artifacts": [
+                {"name": "schema", "type": {"schemaTitle": "tfx.Schema"}, "uri": schema_uri, "metadata": {}}]}},
+            "outputFile": str(tmp_path / "SchemaGen" / "executor_output.json"),
+        },
+    }
+    command = container["command"] + [json.dumps(executor_input) if arg == "{{$}}" else arg for arg in container["args"]]
+    assert command[0] == "python"
+    completed = subprocess.run([sys.executable] + command[1:], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert open(os.path.join(schema_uri, "schema.pbtxt")).read() == open(os.path.join(PROJECT_ROOT, "schema", "schema.pbtxt")).read()
+    output = json.load(open(executor_input["outputs"]["outputFile"]))
+    assert output["artifacts"]["schema"]["artifacts"][0]["uri"] == schema_uri

@@ -99,6 +99,8 @@ def vocabulary_sha256(saved_model_dir: str, asset_name: str) -> str:
     names = sorted(n for n in (tf.io.gfile.listdir(assets) if tf.io.gfile.isdir(assets) else []) if n.startswith(asset_name))
     if not names:
         raise FileNotFoundError(f"{saved_model_dir} has no tokenizer vocabulary asset assets/{asset_name}*")
+    if len(names) > 1:
+        raise ValueError(f"{saved_model_dir} has several assets named {asset_name}*: {names}; cannot tell the vocabulary")
     digest = hashlib.sha256()
     with tf.io.gfile.GFile(os.path.join(assets, names[0]), "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
