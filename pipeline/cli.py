@@ -153,8 +153,11 @@ def _serving_change(args: argparse.Namespace, change) -> int:
         model_registry = registry.ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.registry_dir)
     try:
         result = change(serving_dir, cfg.pusher.model_name, model_registry)
-    except (serving_ops.ServingChangeError, LookupError) as exc:
+    except serving_ops.ServingChangeError as exc:
         print(f"textgen: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except LookupError as exc:
+        print(f"textgen: {exc}; nothing changed (--no-registry changes serving only)", file=sys.stderr)
         return EXIT_FAILED
     print(json.dumps(dict(result, serving_dir=serving_dir), indent=2))
     return EXIT_OK

@@ -10,6 +10,10 @@ Every write goes to a temporary file on the same filesystem and is renamed over 
 polling server never reads half a file. TF Serving only accepts a label on a version it has
 already loaded unless it runs with `--allow_version_labels_for_unavailable_models`; the serving
 manifest in kubeflow/manifests sets that flag so a push can label its new version in one write.
+
+Updating the labels is a read-modify-write of one file: two writers at the same moment are
+last-writer-wins (the version directories themselves are safe, see versioned_push). Pipelines that
+push to one serving path should run one at a time (`textgen schedule --max-concurrency 1`).
 """
 import os
 import uuid
