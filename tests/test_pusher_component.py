@@ -7,7 +7,6 @@ MLflow SQLite store under the test's output root.
 import json
 import os
 
-import pytest
 from tfx.dsl.components.base import base_executor
 from tfx.types import standard_artifacts
 
