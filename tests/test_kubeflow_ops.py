@@ -207,3 +207,60 @@ def test_a_compiled_container_command_runs_locally_and_writes_its_output_artifac
     assert open(os.path.join(schema_uri, "schema.pbtxt")).read() == open(os.path.join(PROJECT_ROOT, "schema", "schema.pbtxt")).read()
     output = json.load(open(executor_input["outputs"]["outputFile"]))
     assert output["artifacts"]["schema"]["artifacts"][0]["uri"] == schema_uri
+
+
+@pytest.mark.slow
+def test_the_compiled_pusher_command_pushes_and_registers_from_kfp_executor_input(compiled_spec, tmp_path):
+    """The project's own Pusher through the KFP v2 container entrypoint: input artifacts and their
+    metadata arrive as KFP sends them (numbers as JSON numbers), the serving path is overridden in
+    parameterValues, and MLFLOW_TRACKING_URI in the pod environment (here an SQLite store) wins over
+    the compiled registry.tracking_uri."""
+    import subprocess
+    import sys
+
+    from pipeline.config import PROJECT_ROOT
+    from tests.pusher_fixtures import fake_saved_model
+
+    spec = yaml.safe_load(open(compiled_spec))
+    container = spec["deploymentSpec"]["executors"]["Pusher_executor"]["container"]
+    parameters = {name: value["runtimeValue"]["constant"]
+                  for name, value in spec["root"]["dag"]["tasks"]["Pusher"]["inputs"]["parameters"].items()}
+    parameters["serving_dir"] = str(tmp_path / "serving")
+    secret = tmp_path / "credentials"  # stands in for the mounted secret the compiled spec names
+    secret.write_text("MLFLOW_TRACKING_TOKEN=unused-by-sqlite\n")
+    parameters["registry"] = json.dumps(dict(json.loads(parameters["registry"]), credentials_file=str(secret)))
+    model_uri = str(tmp_path / "Trainer" / "model")
+    fake_saved_model(os.path.join(model_uri, "Format-Serving"))
+
+    def artifact(title, uri, metadata):
+        return {"artifacts": [{"name": f"projects/x/artifacts/{title}", "type": {"schemaTitle": title}, "uri": uri,
+                               "metadata": metadata}]}
+
+    executor_input = {
+        "inputs": {
+            "parameterValues": parameters,
+            "artifacts": {
+                "model": artifact("tfx.Model", model_uri, {}),
+                "model_blessing": artifact("tfx.ModelBlessing", str(tmp_path / "blessing"),
+                                           {"blessed": 1, "perplexity": 4.5, "current_model_id": 7, "reason": "ok"}),
+                "examples": artifact("tfx.Examples", str(tmp_path / "examples"), {"span": 3, "split_names": '["train"]'}),
+            },
+        },
+        "outputs": {"artifacts": {"pushed_model": artifact("tfx.PushedModel", str(tmp_path / "pushed"), {})},
+                    "outputFile": str(tmp_path / "executor_output.json")},
+    }
+    command = container["command"] + [json.dumps(executor_input) if arg == "{{$}}" else arg for arg in container["args"]]
+    tracking_uri = f"sqlite:///{tmp_path}/mlflow.db"
+    env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri)
+    completed = subprocess.run([sys.executable] + command[1:], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                               timeout=600, env=env)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    (pushed,) = json.load(open(executor_input["outputs"]["outputFile"]))["artifacts"]["pushed_model"]["artifacts"]
+    assert (pushed["metadata"]["pushed"], pushed["metadata"]["pushed_version"]) == (1, 1)
+    assert pushed["metadata"]["registry_uri"] == tracking_uri
+    assert os.path.exists(tmp_path / "serving" / "1" / "saved_model.pb")
+    from components.pusher import registry
+
+    version = registry.ModelRegistry(tracking_uri, "textgen").client.get_model_version("textgen", "1")
+    assert version.tags["metric.perplexity"] == "4.5" and "metric.current_model_id" not in version.tags
+    assert version.tags[registry.TAG_SPAN] == "3"

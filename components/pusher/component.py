@@ -49,12 +49,23 @@ class VersionedPusherSpec(ComponentSpec):
     OUTPUTS = {"pushed_model": ChannelParameter(type=standard_artifacts.PushedModel)}
 
 
+# Numeric blessing properties that are bookkeeping, not metrics.
+_NOT_METRICS = frozenset({"blessed", "current_model_id", "baseline_model_id"})
+
+
 def _float_properties(artifact: types.Artifact) -> Dict[str, float]:
-    """The evaluation metrics the Evaluator recorded on the blessing (its float custom properties)."""
+    """The evaluation metrics the Evaluator recorded on the blessing: its float custom properties.
+    (Locally they arrive as MLMD doubles; through KFP's executor input every number arrives as a
+    JSON number, so integers are told apart by name.)"""
     metrics = {}
     for name, value in artifact.mlmd_artifact.custom_properties.items():
-        if value.WhichOneof("value") == "double_value":
+        kind = value.WhichOneof("value")
+        if kind == "double_value":
             metrics[name] = value.double_value
+        elif kind in ("struct_value", "proto_value") and name not in _NOT_METRICS:
+            json_value = artifact.get_json_value_custom_property(name)
+            if isinstance(json_value, float):
+                metrics[name] = json_value
     return metrics
 
 
