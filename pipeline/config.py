@@ -153,11 +153,56 @@ class EvaluatorConfig(_Section):
     max_perplexity: float = Field(12.0, gt=1.0, description="Bless only if eval-split perplexity is below this.")
 
 
+class BatchingConfig(_Section):
+    """TF Serving server-side batching (written to `<serving_dir>/batching_parameters`)."""
+
+    max_batch_size: int = Field(16, ge=1)
+    batch_timeout_micros: int = Field(2000, ge=0, description="How long a partial batch waits for more requests.")
+    max_enqueued_batches: int = Field(64, ge=1)
+    num_batch_threads: int = Field(4, ge=1)
+    pad_variable_length_inputs: bool = False
+    allowed_batch_sizes: List[int] = Field(default_factory=list, description="Empty, or increasing sizes ending at max_batch_size.")
+
+    @model_validator(mode="after")
+    def _allowed_sizes_end_at_max(self) -> "BatchingConfig":
+        sizes = self.allowed_batch_sizes
+        if sizes and (sizes != sorted(set(sizes)) or sizes[-1] != self.max_batch_size):
+            raise ValueError(f"allowed_batch_sizes {sizes} must increase and end at max_batch_size ({self.max_batch_size})")
+        return self
+
+
 class PusherConfig(_Section):
     """Where and how blessed models are published for TF Serving."""
 
     model_name: str = Field("textgen", min_length=1, description="Model name in TF Serving's models.config.")
     keep_versions: int = Field(5, ge=1, description="Pushed versions kept under the serving directory; older ones are deleted.")
+    label: Literal["stable", "canary"] = Field(
+        "stable", description="Version label a push assigns in models.config ('canary' keeps the stable version serving too).")
+    batching: BatchingConfig = Field(default_factory=BatchingConfig)
+
+
+class RegistryConfig(_Section):
+    """The MLflow Model Registry every pushed model is registered in.
+
+    Empty `tracking_uri` = the embedded store (SQLite under the output root), unless the
+    MLFLOW_TRACKING_URI environment variable names a server. Credentials never go here: MLflow
+    reads MLFLOW_TRACKING_TOKEN / MLFLOW_TRACKING_USERNAME + MLFLOW_TRACKING_PASSWORD from the
+    environment, or `credentials_file` names a mounted secret holding them (KEY=VALUE lines).
+    """
+
+    enabled: bool = True
+    tracking_uri: str = Field("", description="MLflow tracking server URL; empty = embedded SQLite store (or $MLFLOW_TRACKING_URI).")
+    registered_model_name: str = Field("", description="Registered model name; empty = pusher.model_name.")
+    production_alias: str = Field("production", min_length=1, description="Alias moved to each version pushed as stable.")
+    credentials_file: str = Field("", description="Path of a mounted secret with MLFLOW_TRACKING_* KEY=VALUE lines (read at push time).")
+
+    @model_validator(mode="after")
+    def _no_credentials_in_uri(self) -> "RegistryConfig":
+        from urllib.parse import urlparse
+
+        if urlparse(self.tracking_uri).password or "@" in urlparse(self.tracking_uri).netloc:
+            raise ValueError("registry.tracking_uri must not embed credentials; use the environment or credentials_file")
+        return self
 
 
 class GenerationConfig(_Section):
@@ -170,6 +215,20 @@ class GenerationConfig(_Section):
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 
 
+class TFJobConfig(_Section):
+    """Distributed training as a Kubeflow Training Operator TFJob (chief + workers, TF_CONFIG set by the operator)."""
+
+    enabled: bool = Field(False, description="Launch the Trainer's training as a TFJob instead of in the Trainer's pod.")
+    workers: int = Field(2, ge=0, description="Worker replicas besides the chief.")
+    image: str = Field("", description="Replica image; empty = kubeflow.image.")
+    cpu: str = Field("4", description="CPU request/limit per replica.")
+    memory: str = Field("16Gi", description="Memory request/limit per replica.")
+    gpus: int = Field(0, ge=0, description="nvidia.com/gpu per replica.")
+    service_account: str = Field("", description="Kubernetes service account of the replicas (object-store access).")
+    poll_seconds: float = Field(10.0, gt=0)
+    timeout_seconds: float = Field(24 * 3600.0, gt=0, description="Fail the Trainer if the TFJob has not finished by then.")
+
+
 class KubeflowConfig(_Section):
     """Settings used only when compiling for Kubeflow Pipelines."""
 
@@ -177,6 +236,10 @@ class KubeflowConfig(_Section):
     pipeline_root: str = Field("gs://YOUR-BUCKET/textgen/pipeline-root", description="Artifact root on the cluster's object store.")
     data_root: str = Field("gs://YOUR-BUCKET/textgen/corpus", description="Corpus location the cluster can read.")
     serving_dir: str = Field("gs://YOUR-BUCKET/textgen/serving", description="TF Serving model base path on the cluster.")
+    host: str = Field("", description="KFP API endpoint for submit/schedule, e.g. https://kfp.example.com/pipeline.")
+    namespace: str = Field("kubeflow", description="Kubernetes namespace (multi-user KFP: the profile namespace).")
+    experiment: str = Field("textgen", min_length=1, description="KFP experiment runs and recurring runs are filed under.")
+    tfjob: TFJobConfig = Field(default_factory=TFJobConfig)
 
 
 class PipelineConfig(_Section):
@@ -202,6 +265,7 @@ class PipelineConfig(_Section):
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     pusher: PusherConfig = Field(default_factory=PusherConfig)
+    registry: RegistryConfig = Field(default_factory=RegistryConfig)
     kubeflow: KubeflowConfig = Field(default_factory=KubeflowConfig)
 
     @model_validator(mode="after")
@@ -226,6 +290,11 @@ class PipelineConfig(_Section):
     @property
     def serving_dir(self) -> str:
         return os.path.join(self.output_root, "serving")
+
+    @property
+    def registry_dir(self) -> str:
+        """The embedded MLflow registry: `mlflow.db` (SQLite) and its artifact store."""
+        return os.path.join(self.output_root, "registry")
 
     @property
     def summary_path(self) -> str:

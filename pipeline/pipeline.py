@@ -53,6 +53,8 @@ class PipelinePaths:
     schema_file: str
     transformed_schema_file: str
     serving_dir: str
+    # The embedded model registry's directory; empty where the registry is a server (Kubeflow).
+    registry_dir: str = ""
 
     @classmethod
     def local(cls, config: PipelineConfig) -> "PipelinePaths":
@@ -63,6 +65,7 @@ class PipelinePaths:
             schema_file=os.path.abspath(config.schema_path),
             transformed_schema_file=os.path.abspath(config.transformed_schema_path),
             serving_dir=os.path.abspath(config.serving_dir),
+            registry_dir=os.path.abspath(config.registry_dir),
         )
 
 
@@ -163,6 +166,11 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         serving_dir=paths.serving_dir,
         model_name=config.pusher.model_name,
         keep_versions=config.pusher.keep_versions,
+        label=config.pusher.label,
+        batching_config=config.pusher.batching,
+        registry_config=config.registry,
+        registry_dir=paths.registry_dir,
+        examples=example_gen.outputs["examples"],
     ).with_id("Pusher")
 
     return [

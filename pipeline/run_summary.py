@@ -115,7 +115,13 @@ def _push(record: RunRecord) -> Dict[str, Any]:
     if artifact is not None:
         properties = _custom_properties(artifact)
         if properties.get("pushed") == 1:
-            return {"pushed": True, "path": properties.get("pushed_destination"), "version": properties.get("pushed_version")}
+            return {
+                "pushed": True, "path": properties.get("pushed_destination"), "version": properties.get("pushed_version"),
+                "label": properties.get("serving_label"),
+                "registered_model": properties.get("registered_model_name"),
+                "registered_version": properties.get("registered_model_version"),
+                "registry_uri": properties.get("registry_uri"),
+            }
         return {"pushed": False, "reason": properties.get("push_skipped_reason")}
     stopped_at = next((node for node in record.executions if record.status(node) == "FAILED"), None)
     reason = f"the run stopped at {stopped_at}" if stopped_at else "the Pusher did not run"
