@@ -49,8 +49,13 @@ def _replace_cards(match: "re.Match") -> str:
     return CARD_PLACEHOLDER if _luhn_valid(digits) else match.group(0)
 
 
+_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+
+
 def _replace_phones(match: "re.Match") -> str:
     digits = sum(char.isdigit() for char in match.group(0))
+    if _DATE.fullmatch(match.group(0)):
+        return match.group(0)
     return PHONE_PLACEHOLDER if 7 <= digits <= 15 else match.group(0)
 
 
