@@ -68,6 +68,12 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     print(f"run id: {summary['run_id']}")
     for node, status in summary["components"].items():
         print(f"  {node:<28} {status}")
+    if summary.get("data_quality"):
+        from components.example_gen.ingest_report import summary_lines
+
+        print(f"data quality (span {summary['data_quality'].get('span')}):")
+        for line in summary_lines(summary["data_quality"]):
+            print(f"  {line}")
     for anomaly in summary["anomalies"]:
         print(f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
               f"{anomaly['short_description']} - {anomaly['description']}")

@@ -122,6 +122,17 @@ def _push(record: RunRecord) -> Dict[str, Any]:
     return {"pushed": False, "reason": reason}
 
 
+def _data_quality(record: RunRecord) -> Optional[Dict[str, Any]]:
+    """ExampleGen's ingest report (read/kept/repaired/quarantined/removed counts) and its span."""
+    artifact = record.output("ExampleGen", "examples")
+    report = _custom_properties(artifact).get("ingest_report") if artifact is not None else None
+    if not report:
+        return None
+    quality = json.loads(report)
+    quality["span"] = artifact.properties["span"].int_value if "span" in artifact.properties else None
+    return quality
+
+
 def summarize_latest_run(
     connection_config: metadata_store_pb2.ConnectionConfig,
     pipeline_name: str,
@@ -138,6 +149,7 @@ def summarize_latest_run(
         "succeeded": error is None,
         "error": str(error) if error else None,
         "components": {node: record.status(node) for node in component_ids},
+        "data_quality": _data_quality(record),
         "anomalies": _anomalies(record),
         "blessing": blessing,
         "push": _push(record),
