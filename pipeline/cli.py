@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Configuration keys (for --config files and --set):\n  " + "\n  ".join(config_module.describe_options()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl). Default: the bundled data/corpus.")
+    run.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; optionally .gz/.bz2). Default: the bundled data/corpus.")
     run.add_argument("--output-root", help="Root of all run outputs (pipeline root, metadata.sqlite, serving/, "
                                            "last_run.json). Default: runs/local.")
     run.add_argument("--no-cache", action="store_true", help="Re-execute every component even if inputs are unchanged.")

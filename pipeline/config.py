@@ -160,7 +160,7 @@ class PipelineConfig(_Section):
     """Everything a pipeline run needs; `create_pipeline` reads only this."""
 
     pipeline_name: str = "textgen"
-    data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl).")
+    data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).")
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
         os.path.join(PROJECT_ROOT, "schema"),

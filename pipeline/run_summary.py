@@ -125,11 +125,15 @@ def _push(record: RunRecord) -> Dict[str, Any]:
 def _data_quality(record: RunRecord) -> Optional[Dict[str, Any]]:
     """ExampleGen's ingest report (read/kept/repaired/quarantined/removed counts) and its span."""
     artifact = record.output("ExampleGen", "examples")
-    report = _custom_properties(artifact).get("ingest_report") if artifact is not None else None
-    if not report:
+    properties = _custom_properties(artifact) if artifact is not None else {}
+    if not properties.get("ingest_report"):
         return None
-    quality = json.loads(report)
-    quality["span"] = artifact.properties["span"].int_value if "span" in artifact.properties else None
+    quality = json.loads(properties["ingest_report"])
+    # TFX's ExampleGen driver records the span as a custom property (older drivers: a property).
+    span = properties.get("span")
+    if span is None and "span" in artifact.properties:
+        span = artifact.properties["span"].int_value
+    quality["span"] = span
     return quality
 
 
