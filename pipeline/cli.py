@@ -73,6 +73,12 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     print(f"run id: {summary['run_id']}")
     for node, status in summary["components"].items():
         print(f"  {node:<28} {status}")
+    if summary.get("data_quality"):
+        from components.example_gen.ingest_report import summary_lines
+
+        print(f"data quality (span {summary['data_quality'].get('span')}):")
+        for line in summary_lines(summary["data_quality"]):
+            print(f"  {line}")
     for anomaly in summary["anomalies"]:
         print(f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
               f"{anomaly['short_description']} - {anomaly['description']}")
@@ -251,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Configuration keys (for --config files and --set):\n  " + "\n  ".join(config_module.describe_options()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl). Default: the bundled data/corpus.")
+    run.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; optionally .gz/.bz2). Default: the bundled data/corpus.")
     run.add_argument("--output-root", help="Root of all run outputs (pipeline root, metadata.sqlite, serving/, "
                                            "last_run.json). Default: runs/local.")
     run.add_argument("--no-cache", action="store_true", help="Re-execute every component even if inputs are unchanged.")

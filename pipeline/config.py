@@ -36,7 +36,48 @@ class ExampleGenConfig(_Section):
     file_pattern: str = Field("*", description="Glob (relative to data_root) of the corpus files to read.")
     train_buckets: int = Field(9, ge=1, description="Hash buckets for the train split.")
     eval_buckets: int = Field(1, ge=1, description="Hash buckets for the eval split.")
-    jsonl_text_field: str = Field("text", description="Field of a .jsonl record holding the document.")
+    jsonl_text_field: str = Field("text", description="Field of a .jsonl record (or bytes feature of a TFRecord tf.Example) holding the document.")
+    csv_text_column: str = Field("text", description="Header name of the .csv/.tsv column holding the document.")
+    txt_document_separator: str = Field(
+        "blank_line", min_length=1,
+        description="How .txt files split into documents: 'blank_line', 'line' (one per line) or a literal separator line.",
+    )
+    metadata_fields: List[str] = Field(
+        default_factory=list,
+        description="Extra .jsonl/.csv/TFRecord fields carried into the examples (declare them in the curated schema).",
+    )
+    invalid_utf8: Literal["replace", "skip", "fail"] = Field(
+        "replace", description="Invalid UTF-8: replace with U+FFFD (counted), skip the record (quarantined) or fail the run.",
+    )
+    max_record_bytes: int = Field(16 * 1024 * 1024, ge=1, description="Longer lines/documents are quarantined, never held in memory.")
+    quarantine_sample_bytes: int = Field(4096, ge=0, description="Raw bytes kept per quarantined record.")
+    span: Optional[int] = Field(
+        None, ge=0,
+        description="Span to ingest when file_pattern has {SPAN} or {YYYY}{MM}{DD}; default (null) is the latest span.",
+    )
+
+
+class CleaningConfig(_Section):
+    """Cleaning steps ExampleGen applies (in this order), each counted in the run summary."""
+
+    unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
+    remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
+    scrub_pii: bool = Field(False, description="Replace e-mail addresses, phone and card numbers with placeholders.")
+    min_chars: int = Field(1, ge=0, description="Shorter documents are removed (counted).")
+    max_chars: int = Field(200_000, ge=1, description="Longer documents are removed (counted).")
+    exact_dedup: bool = True
+    near_dedup: bool = Field(True, description="MinHash/LSH near-duplicate removal on Beam.")
+    near_dedup_threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity of word shingles that counts as a near-duplicate.")
+    shingle_words: int = Field(5, ge=1)
+    minhash_permutations: int = Field(128, ge=1)
+    lsh_bands: int = Field(32, ge=1, description="Must divide minhash_permutations; more bands find less similar candidates.")
+    seed: int = 1
+
+    @model_validator(mode="after")
+    def _bands_divide_permutations(self) -> "CleaningConfig":
+        if self.minhash_permutations % self.lsh_bands:
+            raise ValueError(f"cleaning.lsh_bands ({self.lsh_bands}) must divide cleaning.minhash_permutations ({self.minhash_permutations})")
+        return self
 
 
 class DataGateConfig(_Section):
@@ -246,7 +287,7 @@ class PipelineConfig(_Section):
     """Everything a pipeline run needs; `create_pipeline` reads only this."""
 
     pipeline_name: str = "textgen"
-    data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl).")
+    data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).")
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
         os.path.join(PROJECT_ROOT, "schema"),
@@ -258,6 +299,7 @@ class PipelineConfig(_Section):
         description="Apache Beam pipeline options for the data components.",
     )
     example_gen: ExampleGenConfig = Field(default_factory=ExampleGenConfig)
+    cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     data_gate: DataGateConfig = Field(default_factory=DataGateConfig)
     transform: TransformConfig = Field(default_factory=TransformConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)

@@ -18,7 +18,7 @@ from tfx.dsl.components.base import executor_spec
 
 from components.data_gate.component import DataGate
 from components.evaluator.component import PerplexityEvaluator
-from components.example_gen.executor import JSONL_TEXT_FIELD_KEY, TextCorpusExampleGenExecutor
+from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, TextCorpusExampleGenExecutor
 from components.pusher.component import VersionedPusher
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
 from pipeline.config import PipelineConfig
@@ -96,6 +96,31 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
     return _ValidationStage(statistics_gen, schema_gen, example_validator, gate)
 
 
+def example_gen_custom_config(config: PipelineConfig) -> dict:
+    """The ExampleGen executor's reader and cleaning options, taken from the config."""
+    example_gen = config.example_gen
+    return {
+        READ_OPTIONS_KEY: {
+            "txt_document_separator": example_gen.txt_document_separator,
+            "text_field": example_gen.jsonl_text_field,
+            "csv_text_column": example_gen.csv_text_column,
+            "metadata_fields": list(example_gen.metadata_fields),
+            "invalid_utf8": example_gen.invalid_utf8,
+            "max_record_bytes": example_gen.max_record_bytes,
+            "quarantine_sample_bytes": example_gen.quarantine_sample_bytes,
+        },
+        CLEANING_OPTIONS_KEY: config.cleaning.model_dump(),
+    }
+
+
+def _span_range(config: PipelineConfig):
+    """TFX's own span selection: None means the driver picks the latest span."""
+    span = config.example_gen.span
+    if span is None:
+        return None
+    return tfx.proto.RangeConfig(static_range=tfx.proto.StaticRange(start_span_number=span, end_span_number=span))
+
+
 def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.types.BaseNode]:
     """Instantiates and connects every component, in COMPONENT_IDS order."""
     example_gen = FileBasedExampleGen(
@@ -111,7 +136,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
                 ]
             )
         ),
-        custom_config={JSONL_TEXT_FIELD_KEY: config.example_gen.jsonl_text_field},
+        range_config=_span_range(config),
+        custom_config=example_gen_custom_config(config),
         custom_executor_spec=executor_spec.BeamExecutorSpec(TextCorpusExampleGenExecutor),
     ).with_id("ExampleGen")
 

@@ -128,6 +128,21 @@ def _push(record: RunRecord) -> Dict[str, Any]:
     return {"pushed": False, "reason": reason}
 
 
+def _data_quality(record: RunRecord) -> Optional[Dict[str, Any]]:
+    """ExampleGen's ingest report (read/kept/repaired/quarantined/removed counts) and its span."""
+    artifact = record.output("ExampleGen", "examples")
+    properties = _custom_properties(artifact) if artifact is not None else {}
+    if not properties.get("ingest_report"):
+        return None
+    quality = json.loads(properties["ingest_report"])
+    # TFX's ExampleGen driver records the span as a custom property (older drivers: a property).
+    span = properties.get("span")
+    if span is None and "span" in artifact.properties:
+        span = artifact.properties["span"].int_value
+    quality["span"] = span
+    return quality
+
+
 def summarize_latest_run(
     connection_config: metadata_store_pb2.ConnectionConfig,
     pipeline_name: str,
@@ -144,6 +159,7 @@ def summarize_latest_run(
         "succeeded": error is None,
         "error": str(error) if error else None,
         "components": {node: record.status(node) for node in component_ids},
+        "data_quality": _data_quality(record),
         "anomalies": _anomalies(record),
         "blessing": blessing,
         "push": _push(record),
