@@ -175,6 +175,11 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
             "model": config.model.model_dump(),
             "training": config.training.model_dump(),
             "generation": config.generation.model_dump(),
+            "tfjob": {
+                "config": config.kubeflow.tfjob.model_dump(),
+                "image": config.kubeflow.image,
+                "namespace": config.kubeflow.namespace,
+            },
         },
     ).with_id("Trainer")
     trainer.add_upstream_node(token_data_checks.gate)

@@ -118,3 +118,25 @@ def test_launch_writes_fn_args_submits_and_waits(tmp_path):
     jsonschema.validate(body, SCHEMA)
     written = json.load(open(tmp_path / "run" / "tfjob_fn_args.json"))
     assert FnArgs(**written).train_files == ["a*.gz"] and written["custom_config"] == {"model": {"num_layers": 1}}
+
+
+def test_run_fn_launches_a_tfjob_when_enabled_and_trains_itself_inside_a_replica(monkeypatch, tmp_path):
+    """The Trainer hook: the launcher submits instead of training; a replica trains."""
+    import types
+
+    from components.trainer import run_fn as run_fn_module
+    from pipeline.config import TFJobConfig
+
+    launched = []
+    monkeypatch.setattr(run_fn_module.tfjob, "launch", lambda *args: launched.append(args))
+    monkeypatch.delenv(run_fn_module.tfjob.REPLICA_ENV, raising=False)
+    fn_args = types.SimpleNamespace(
+        model_run_dir=str(tmp_path / "Trainer" / "model_run" / "17"),
+        custom_config={"tfjob": {"config": TFJobConfig(enabled=True, workers=3).model_dump(), "image": "img:1", "namespace": "team"}},
+    )
+    run_fn_module.run_fn(fn_args)  # returns after launching: no training inputs are needed
+    ((passed_args, config, image, namespace, job_name),) = launched
+    assert (passed_args, config.workers, image, namespace) == (fn_args, 3, "img:1", "team")
+    assert job_name.startswith("textgen-train-") and len(job_name) <= 63
+    monkeypatch.setenv(run_fn_module.tfjob.REPLICA_ENV, "1")
+    assert not run_fn_module._launched_as_tfjob(fn_args)

@@ -8,6 +8,7 @@ Outputs in the Trainer's ModelRun artifact (`fn_args.model_run_dir`): `checkpoin
 points) and `train/` (TensorBoard summaries). The chief writes them and the exported model; other
 workers of a multi-worker run write to temporary directories that are removed.
 """
+import hashlib
 import logging
 import os
 from typing import TYPE_CHECKING
@@ -16,7 +17,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
-from components.trainer import data, export, task
+from components.trainer import data, export, task, tfjob
 from components.trainer.backbone import build_backbone
 from components.trainer.hardware import measure_matmul_flops
 from components.trainer.loop import LanguageModelTrainer, LoopSettings
@@ -25,7 +26,7 @@ from components.trainer.precision import accelerator_kind, keras_policy, resolve
 from components.trainer.strategy import choose_strategy, cleanup_worker_dir, writable_dir
 from components.trainer.warm_start import warm_start_from
 from components.transform import tokenizer
-from pipeline.config import GenerationConfig, ModelConfig, TrainingConfig
+from pipeline.config import GenerationConfig, ModelConfig, TFJobConfig, TrainingConfig
 
 if TYPE_CHECKING:  # importing TFX costs ~1 minute; worker processes only need the attributes
     from tfx.components.trainer.fn_args_utils import FnArgs
@@ -38,8 +39,24 @@ def _peak_flops(training: TrainingConfig, policy_name: str) -> float:
     return measure_matmul_flops(dtype)
 
 
+def _launched_as_tfjob(fn_args: "FnArgs") -> bool:
+    """With `kubeflow.tfjob.enabled`, runs the training as a TFJob (see tfjob.py) and returns True.
+
+    Inside a TFJob replica (or when disabled) returns False, and this process trains itself.
+    """
+    settings = fn_args.custom_config.get("tfjob") or {}
+    if not settings.get("config", {}).get("enabled") or tfjob.running_in_replica():
+        return False
+    # One TFJob per Trainer execution: the model run directory is unique to the execution.
+    job_name = "textgen-train-" + hashlib.sha1(fn_args.model_run_dir.encode("utf-8")).hexdigest()[:12]
+    tfjob.launch(fn_args, TFJobConfig(**settings["config"]), settings["image"], settings["namespace"], job_name)
+    return True
+
+
 def run_fn(fn_args: "FnArgs") -> None:
     """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
+    if _launched_as_tfjob(fn_args):
+        return
     model_config = ModelConfig(**fn_args.custom_config["model"])
     training = TrainingConfig(**fn_args.custom_config["training"])
     generation = GenerationConfig(**fn_args.custom_config["generation"])
