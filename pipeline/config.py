@@ -9,7 +9,7 @@ environment or holds a tunable constant of its own.
 from __future__ import annotations
 
 import os
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Literal, Optional, Sequence
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -54,20 +54,49 @@ class TransformConfig(_Section):
     vocab_size: int = Field(4096, ge=515, le=1_000_000, description="WordPiece vocabulary size, including the 515 base tokens.")
 
 
-class ModelConfig(_Section):
-    """Shape of the decoder-only Transformer."""
+# Named model shapes: (num_layers, num_heads, model_dim, mlp_dim, context_length). "small" is the
+# default the bundled corpus trains in minutes on a laptop CPU; "10m" is the benchmark shape;
+# "gpt2-124m" is GPT-2 small's shape (124M parameters with its 50,257-token vocabulary).
+MODEL_PRESETS: Dict[str, Dict[str, int]] = {
+    "tiny": dict(num_layers=1, num_heads=2, model_dim=32, mlp_dim=64, context_length=32),
+    "small": dict(num_layers=2, num_heads=4, model_dim=128, mlp_dim=512, context_length=128),
+    "10m": dict(num_layers=6, num_heads=6, model_dim=384, mlp_dim=1536, context_length=256),
+    "gpt2-124m": dict(num_layers=12, num_heads=12, model_dim=768, mlp_dim=3072, context_length=1024),
+}
 
-    num_layers: int = Field(2, ge=1)
-    num_heads: int = Field(4, ge=1)
-    model_dim: int = Field(128, ge=8)
-    mlp_dim: int = Field(512, ge=8)
-    context_length: int = Field(128, ge=8, description="Tokens per training block and the model's maximum context.")
+
+class ModelConfig(_Section):
+    """Shape of the decoder-only Transformer: a named preset, any dimension overridable."""
+
+    preset: Literal["tiny", "small", "10m", "gpt2-124m"] = Field(
+        "small", description="Named shape; dimensions given explicitly override the preset's."
+    )
+    num_layers: int = Field(MODEL_PRESETS["small"]["num_layers"], ge=1)
+    num_heads: int = Field(MODEL_PRESETS["small"]["num_heads"], ge=1)
+    model_dim: int = Field(MODEL_PRESETS["small"]["model_dim"], ge=8)
+    mlp_dim: int = Field(MODEL_PRESETS["small"]["mlp_dim"], ge=8)
+    context_length: int = Field(
+        MODEL_PRESETS["small"]["context_length"], ge=8, description="Tokens per training block and the model's maximum context."
+    )
+    position_encoding: Literal["learned", "rotary"] = Field(
+        "learned", description="Learned absolute position embeddings, or rotary embeddings applied to queries and keys."
+    )
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, values: Any) -> Any:
+        if isinstance(values, dict):
+            preset = MODEL_PRESETS.get(values.get("preset", "small"), {})
+            values = {**preset, **values}
+        return values
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> "ModelConfig":
         if self.model_dim % self.num_heads:
             raise ValueError(f"model.model_dim ({self.model_dim}) must be divisible by model.num_heads ({self.num_heads})")
+        if self.position_encoding == "rotary" and (self.model_dim // self.num_heads) % 2:
+            raise ValueError("rotary positions need an even head size (model.model_dim / model.num_heads)")
         return self
 
 

@@ -1,61 +1,149 @@
 """The decoder-only Transformer backbone (GPT family): token ids in, next-token logits out.
 
-Pre-LayerNorm blocks with causal multi-head self-attention and a GELU MLP, learned positions, and
-output logits tied to the input embedding. Pure network: no loss, no tokenizer, no decoding.
+Pre-LayerNorm blocks with causal multi-head self-attention and a GELU MLP, learned or rotary
+positions, and output logits tied to the input embedding. Pure network: no loss, no tokenizer, no
+decoding loop.
+
+Written for speed and for every execution mode the trainer uses:
+- one fused Q/K/V projection per block and explicit attention maths (`project_qkv`, `attend`), so
+  the graph is a few large matmuls that XLA compiles well, and a key/value cache can reuse the
+  same projections one position at a time;
+- mixed precision: layers compute in the global Keras policy's dtype (bfloat16 or float16);
+  attention softmax and the output logits are float32, so the loss is stable.
 """
+import math
+from typing import Optional
+
 import tensorflow as tf
 import tf_keras as keras
 
 from pipeline.config import ModelConfig
 
+_NEG_INF = -1e9  # additive mask value; finite so fully masked rows stay NaN-free
+
+
+def rotate_positions(heads: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+    """Rotary position embedding of `heads` [batch, heads, length, head_dim] at `positions`.
+
+    `positions` is [length] or [batch, length] (int). Each pair of dimensions (i, i + head_dim/2)
+    is rotated by the angle position * 10000^(-2i/head_dim), so query-key dot products depend
+    only on relative position.
+    """
+    head_dim = heads.shape[-1]
+    half = head_dim // 2
+    inverse_frequency = 1.0 / (10000.0 ** (tf.range(half, dtype=tf.float32) * 2.0 / head_dim))
+    angles = tf.cast(positions, tf.float32)[..., tf.newaxis] * inverse_frequency  # [(batch,) length, half]
+    if angles.shape.rank == 3:
+        angles = angles[:, tf.newaxis]  # broadcast over heads
+    cos = tf.cast(tf.cos(angles), heads.dtype)
+    sin = tf.cast(tf.sin(angles), heads.dtype)
+    first, second = heads[..., :half], heads[..., half:]
+    return tf.concat([first * cos - second * sin, first * sin + second * cos], axis=-1)
+
+
+def causal_mask(length: tf.Tensor) -> tf.Tensor:
+    """[length, length] bool: position i may attend to positions <= i."""
+    return tf.cast(tf.linalg.band_part(tf.ones([length, length]), -1, 0), tf.bool)
+
+
+class CausalSelfAttention(keras.layers.Layer):
+    """Multi-head self-attention with a fused Q/K/V projection."""
+
+    def __init__(self, model_dim: int, num_heads: int, dropout: float, rotary: bool, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.head_dim = model_dim // num_heads
+        self.rotary = rotary
+        self.qkv = keras.layers.Dense(3 * model_dim, name="qkv")
+        self.output_projection = keras.layers.Dense(model_dim, name="output")
+        self.attention_dropout = keras.layers.Dropout(dropout)
+
+    def project_qkv(self, hidden: tf.Tensor, positions: tf.Tensor) -> tuple:
+        """hidden [batch, length, model_dim] -> query, key, value, each [batch, heads, length, head_dim]."""
+        batch, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
+        qkv = tf.reshape(self.qkv(hidden), [batch, length, 3, self.num_heads, self.head_dim])
+        query, key, value = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
+        if self.rotary:
+            query, key = rotate_positions(query, positions), rotate_positions(key, positions)
+        return query, key, value
+
+    def attend(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """Scaled dot-product attention; `mask` (bool, broadcastable to [batch, heads, q_len, k_len])
+        marks the key positions each query may see. Returns [batch, q_len, model_dim]."""
+        scores = tf.einsum("bhqd,bhkd->bhqk", query, key) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+        scores = tf.where(mask, tf.cast(scores, tf.float32), _NEG_INF)
+        weights = self.attention_dropout(tf.cast(tf.nn.softmax(scores, axis=-1), value.dtype), training=training)
+        attended = tf.einsum("bhqk,bhkd->bqhd", weights, value)
+        batch, length = tf.shape(attended)[0], tf.shape(attended)[1]
+        return self.output_projection(tf.reshape(attended, [batch, length, self.num_heads * self.head_dim]))
+
+    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
+        query, key, value = self.project_qkv(hidden, positions)
+        return self.attend(query, key, value, causal_mask(tf.shape(hidden)[1]), training=training)
+
 
 class DecoderBlock(keras.layers.Layer):
     """One pre-LayerNorm Transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
 
-    def __init__(self, model_dim: int, num_heads: int, mlp_dim: int, dropout: float, **kwargs):
+    def __init__(self, model_dim: int, num_heads: int, mlp_dim: int, dropout: float, rotary: bool, **kwargs):
         super().__init__(**kwargs)
-        self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-5)
-        self.attention = keras.layers.MultiHeadAttention(
-            num_heads=num_heads, key_dim=model_dim // num_heads, dropout=dropout
-        )
-        self.mlp_norm = keras.layers.LayerNormalization(epsilon=1e-5)
-        self.mlp_in = keras.layers.Dense(mlp_dim, activation="gelu")
-        self.mlp_out = keras.layers.Dense(model_dim)
+        self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="attention_norm")
+        self.attention = CausalSelfAttention(model_dim, num_heads, dropout, rotary, name="attention")
+        self.mlp_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="mlp_norm")
+        self.mlp_in = keras.layers.Dense(mlp_dim, activation="gelu", name="mlp_in")
+        self.mlp_out = keras.layers.Dense(model_dim, name="mlp_out")
         self.dropout = keras.layers.Dropout(dropout)
 
-    def call(self, hidden: tf.Tensor, training: bool = False) -> tf.Tensor:
-        normed = self.attention_norm(hidden)
-        hidden = hidden + self.dropout(
-            self.attention(normed, normed, use_causal_mask=True, training=training), training=training
-        )
+    def mlp(self, hidden: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """The residual MLP half of the block."""
         return hidden + self.dropout(self.mlp_out(self.mlp_in(self.mlp_norm(hidden))), training=training)
+
+    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
+        attended = self.attention(self.attention_norm(hidden), positions, training=training)
+        return self.mlp(hidden + self.dropout(attended, training=training), training=training)
 
 
 class GPTBackbone(keras.Model):
-    """Token ids [batch, length] -> logits [batch, length, vocab_size] (length <= context_length)."""
+    """Token ids [batch, length] -> float32 logits [batch, length, vocab_size] (length <= context_length)."""
 
     def __init__(self, config: ModelConfig, vocab_size: int, **kwargs):
         super().__init__(**kwargs)
+        self.architecture = config
         self.context_length = config.context_length
         self.vocab_size = vocab_size
+        rotary = config.position_encoding == "rotary"
         self.token_embedding = keras.layers.Embedding(vocab_size, config.model_dim, name="token_embedding")
-        self.position_embedding = keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding")
+        self.position_embedding = (
+            None if rotary else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding")
+        )
         self.blocks = [
-            DecoderBlock(config.model_dim, config.num_heads, config.mlp_dim, config.dropout, name=f"block_{index}")
+            DecoderBlock(config.model_dim, config.num_heads, config.mlp_dim, config.dropout, rotary, name=f"block_{index}")
             for index in range(config.num_layers)
         ]
-        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5)
+        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
         self.embedding_dropout = keras.layers.Dropout(config.dropout)
 
-    def call(self, token_ids: tf.Tensor, training: bool = False) -> tf.Tensor:
-        positions = tf.range(tf.shape(token_ids)[1])
-        hidden = self.token_embedding(token_ids) + self.position_embedding(positions)[tf.newaxis]
-        hidden = self.embedding_dropout(hidden, training=training)
-        for block in self.blocks:
-            hidden = block(hidden, training=training)
+    def embed(self, token_ids: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
+        """Token (+ learned position) embeddings; `positions` is [length] or [batch, length]."""
+        hidden = self.token_embedding(token_ids)
+        if self.position_embedding is not None:
+            position_vectors = self.position_embedding(positions)
+            hidden = hidden + (position_vectors if position_vectors.shape.rank == 3 else position_vectors[tf.newaxis])
+        return self.embedding_dropout(hidden, training=training)
+
+    def logits(self, hidden: tf.Tensor) -> tf.Tensor:
+        """Final norm and the tied output projection (similarity with each embedding row), in float32."""
         hidden = self.final_norm(hidden)
-        # Tied output projection: logits are similarities with the input embedding rows.
-        return tf.matmul(hidden, self.token_embedding.embeddings, transpose_b=True)
+        embeddings = tf.cast(self.token_embedding.embeddings, hidden.dtype)
+        return tf.cast(tf.matmul(hidden, embeddings, transpose_b=True), tf.float32)
+
+    def call(self, token_ids: tf.Tensor, training: bool = False, positions: Optional[tf.Tensor] = None) -> tf.Tensor:
+        if positions is None:
+            positions = tf.range(tf.shape(token_ids)[1])
+        hidden = self.embed(token_ids, positions, training=training)
+        for block in self.blocks:
+            hidden = block(hidden, positions, training=training)
+        return self.logits(hidden)
 
 
 def build_backbone(config: ModelConfig, vocab_size: int) -> GPTBackbone:
