@@ -51,6 +51,9 @@ def sample_next_token(
     def sample():
         scaled = logits / tf.maximum(temperature, 1e-6)
         filtered = tf.where(allowed_token_mask(scaled, top_k, top_p), scaled, _FILTERED_LOGIT)
-        return tf.random.stateless_categorical(filtered, 1, seed=seed, dtype=tf.int64)[:, 0]
+        # Gumbel-max: argmax(logits + Gumbel noise) is a draw from softmax(logits). Unlike
+        # StatelessMultinomial, it has an XLA kernel for int64 seeds.
+        uniform = tf.random.stateless_uniform(tf.shape(filtered), seed=seed, minval=1e-20, maxval=1.0)
+        return tf.argmax(filtered - tf.math.log(-tf.math.log(uniform)), axis=-1, output_type=tf.int64)
 
     return tf.cond(temperature > 0.0, sample, greedy)
