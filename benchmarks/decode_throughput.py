@@ -11,7 +11,7 @@ numpy measures here. Greedy decoding of exactly the requested number of tokens f
 prompt (the [EOS] embedding row is zeroed so a random model never stops early; HF gets
 min_new_tokens). Prints a table and writes benchmarks/results/decode_throughput.json.
 
-    python benchmarks/decode_throughput.py [--shapes 10m gpt2-124m] [--new-tokens 256]
+    python benchmarks/decode_throughput.py [--shapes 10m gpt2-124m] [--new-tokens '{"10m": 256, "gpt2-124m": 256}']
 """
 import argparse
 import json
@@ -90,7 +90,7 @@ def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int) -
     rng = np.random.default_rng(batch)
     prompts = tf.ragged.constant(rng.integers(3, vocab, size=(batch, PROMPT_TOKENS)).tolist(), dtype=tf.int64)
     decode = _decoder(backbone, path)
-    first_call = _seconds(lambda: decode(prompts, tf.constant(new_tokens)).numpy())
+    first_call = _seconds(lambda: decode(prompts, tf.constant(new_tokens)).numpy())  # trace (+ XLA compile) + run
     decode(prompts, tf.constant(1)).numpy()  # compiles the 1-token buckets (XLA) before timing
     first_token = min(_seconds(lambda: decode(prompts, tf.constant(1)).numpy()) for _ in range(3))
     start = time.perf_counter()
@@ -114,7 +114,8 @@ def measure_reference(shape: str, config: ModelConfig, new_tokens: int, python: 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--new-tokens", type=json.loads, default={"10m": 256, "gpt2-124m": 256},
+                        help="New tokens of the cached paths and the reference per shape (JSON).")
     parser.add_argument("--no-cache-tokens", type=json.loads,
                         default={"10m": {"1": 256, "8": 64}, "gpt2-124m": {"1": 32, "8": 32}},
                         help="New tokens for the slow no-cache path per shape and batch (JSON).")
@@ -133,12 +134,12 @@ def main() -> None:
                  "bandwidth_bound_tokens_per_s_batch1": bandwidth / weight_bytes, "ours": {}}
         for path in ("no-cache", "cache graph", "cache XLA"):
             for batch in BATCHES:
-                tokens = args.no_cache_tokens[shape][str(batch)] if path == "no-cache" else args.new_tokens
+                tokens = args.no_cache_tokens[shape][str(batch)] if path == "no-cache" else args.new_tokens[shape]
                 result = measure_ours(backbone, path, batch, tokens, vocab)
                 entry["ours"][f"{path} b{batch}"] = result
                 rows.append((shape, f"ours {path}", batch, result))
                 print(f"{shape} ours {path} b{batch}: {result}", flush=True)
-        reference = measure_reference(shape, config, args.new_tokens, args.reference_python)
+        reference = measure_reference(shape, config, args.new_tokens[shape], args.reference_python)
         entry["reference"] = reference
         for batch in BATCHES:
             rows.append((shape, "HF GPT2LMHeadModel.generate", batch, reference["batches"][str(batch)]))
