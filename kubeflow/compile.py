@@ -4,7 +4,14 @@ The same `create_pipeline` is used with cluster paths from the `kubeflow` config
 `KubeflowV2DagRunner` writes a Vertex PipelineJob JSON unless the output file name ends in
 .yaml, in which case it writes the bare pipeline spec the open-source KFP client accepts; the
 pipeline root is passed again at submission.
+
+The spec uses pipeline spec schema 2.1 (`use_pipeline_spec_2_1`): typed `parameterType` inputs, and
+executors that read `inputs.parameterValues` from the ExecutorInput (the field current KFP 2.x
+launchers fill in). With the default 2.0 schema the TFX container entrypoint reads only the
+deprecated `inputs.parameters` field, and parameters sent as `parameterValues` never reach the
+executor (checked by tests/test_kubeflow_ops.py, which runs a compiled command locally).
 """
+import logging
 import os
 
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
@@ -30,9 +37,15 @@ def kubeflow_paths(config: PipelineConfig) -> PipelinePaths:
 
 def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
     """Writes OUTPUT_DIR/pipeline.yaml and returns its path."""
+    if config.registry.enabled and not config.registry.tracking_uri:
+        logging.getLogger(__name__).warning(
+            "registry.tracking_uri is empty: on the cluster the Pusher registers models only if its pod has "
+            "MLFLOW_TRACKING_URI set, and fails after pushing otherwise (set the URI, or registry.enabled=false)")
     os.makedirs(output_dir, exist_ok=True)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
-        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(default_image=config.kubeflow.image),
+        config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
+            default_image=config.kubeflow.image, use_pipeline_spec_2_1=True,
+        ),
         output_dir=output_dir,
         output_filename=PIPELINE_SPEC_FILE,
     )

@@ -4,10 +4,15 @@
     textgen compile   compile the same pipeline to a KFP v2 pipeline spec YAML
     textgen generate  generate text from an exported or pushed model
     textgen options   list every configuration key with its default
+    textgen promote   point a serving label (stable/canary) at a pushed version
+    textgen rollback  serve the previous (or a given) pushed version as stable
+    textgen submit    submit one run of the compiled pipeline to a KFP host
+    textgen schedule  create a recurring run of the compiled pipeline on a KFP host
 
 Heavy imports (TFX, TensorFlow) happen inside the commands so `--help` is instant.
 """
 import argparse
+import datetime
 import json
 import logging
 import os
@@ -68,6 +73,12 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     print(f"run id: {summary['run_id']}")
     for node, status in summary["components"].items():
         print(f"  {node:<28} {status}")
+    if summary.get("data_quality"):
+        from components.example_gen.ingest_report import summary_lines
+
+        print(f"data quality (span {summary['data_quality'].get('span')}):")
+        for line in summary_lines(summary["data_quality"]):
+            print(f"  {line}")
     for anomaly in summary["anomalies"]:
         print(f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
               f"{anomaly['short_description']} - {anomaly['description']}")
@@ -78,6 +89,8 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     push = summary["push"]
     if push["pushed"]:
         print(f"pushed model: {push['path']} (version {push['version']})")
+        if push.get("registered_version") is not None:
+            print(f"registered: {push['registered_model']} version {push['registered_version']} in {push['registry_uri']}")
     else:
         print(f"nothing pushed: {push['reason']}")
     if summary.get("error"):
@@ -136,6 +149,102 @@ def _command_options(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _serving_change(args: argparse.Namespace, change) -> int:
+    """Runs a promote/rollback `change(serving_dir, model_name, registry)` and prints the result."""
+    cfg = config_module.load_config(args.config, args.overrides, output_root=args.output_root)
+    from components.pusher import registry, serving_ops
+
+    serving_dir = os.path.abspath(args.serving_dir or cfg.serving_dir)
+    model_registry = None
+    if cfg.registry.enabled and not args.no_registry:
+        model_registry = registry.ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.registry_dir)
+    try:
+        result = change(serving_dir, cfg.pusher.model_name, model_registry)
+    except serving_ops.ServingChangeError as exc:
+        print(f"textgen: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except LookupError as exc:
+        print(f"textgen: {exc}; nothing changed (--no-registry changes serving only)", file=sys.stderr)
+        return EXIT_FAILED
+    print(json.dumps(dict(result, serving_dir=serving_dir), indent=2))
+    return EXIT_OK
+
+
+def _command_promote(args: argparse.Namespace) -> int:
+    from components.pusher import serving_ops
+
+    return _serving_change(args, lambda d, name, reg: serving_ops.promote(d, name, args.version, args.label, reg))
+
+
+def _command_rollback(args: argparse.Namespace) -> int:
+    from components.pusher import serving_ops
+
+    return _serving_change(args, lambda d, name, reg: serving_ops.rollback(d, name, args.to, reg))
+
+
+def _add_serving_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-root", help="Output root of the local runs (its serving/ and registry/). Default: runs/local.")
+    parser.add_argument("--serving-dir", help="TF Serving model base path (default: OUTPUT_ROOT/serving).")
+    parser.add_argument("--no-registry", action="store_true", help="Change models.config only; leave the registry alias.")
+    _add_config_arguments(parser)
+
+
+def _kfp_target(args: argparse.Namespace):
+    """The KFP host, namespace, experiment and auth from flags over the `kubeflow` config section."""
+    cfg = config_module.load_config(args.config, args.overrides)
+    from kubeflow.submit import KfpTarget
+
+    target = KfpTarget(
+        host=args.host or cfg.kubeflow.host, namespace=args.namespace or cfg.kubeflow.namespace,
+        experiment=args.experiment or cfg.kubeflow.experiment, token_env=args.token_env, token_file=args.token_file or "",
+    )
+    return cfg, target
+
+
+def _print_kfp_result(result: dict) -> int:
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return EXIT_OK
+
+
+def _command_submit(args: argparse.Namespace) -> int:
+    cfg, target = _kfp_target(args)
+    from kubeflow import submit
+
+    run_name = args.run_name or f"{cfg.pipeline_name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
+    try:
+        return _print_kfp_result(submit.submit(target, args.spec, run_name, args.pipeline_root or cfg.kubeflow.pipeline_root,
+                                               dry=args.dry_run))
+    except (OSError, ValueError) as exc:
+        print(f"textgen: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+
+
+def _command_schedule(args: argparse.Namespace) -> int:
+    cfg, target = _kfp_target(args)
+    from kubeflow import submit
+
+    try:
+        trigger = submit.Schedule(cron=args.cron, max_concurrency=args.max_concurrency, catchup=args.catchup,
+                                  start_time=args.start_time, end_time=args.end_time)
+        return _print_kfp_result(submit.schedule(target, args.spec, args.name or f"{cfg.pipeline_name} schedule",
+                                                 args.pipeline_root or cfg.kubeflow.pipeline_root, trigger, dry=args.dry_run))
+    except (OSError, ValueError) as exc:
+        print(f"textgen: {exc}", file=sys.stderr)
+        return EXIT_USAGE if isinstance(exc, ValueError) else EXIT_FAILED
+
+
+def _add_kfp_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--spec", default="runs/kubeflow/pipeline.yaml", help="Compiled pipeline spec (textgen compile).")
+    parser.add_argument("--host", help="KFP API endpoint (kubeflow.host), e.g. https://kfp.example.com/pipeline.")
+    parser.add_argument("--namespace", help="Kubernetes/KFP namespace (kubeflow.namespace).")
+    parser.add_argument("--experiment", help="KFP experiment name (kubeflow.experiment); created if missing.")
+    parser.add_argument("--pipeline-root", help="Artifact root for the run (default kubeflow.pipeline_root).")
+    parser.add_argument("--token-env", default="KFP_TOKEN", help="Environment variable holding a bearer token (default KFP_TOKEN).")
+    parser.add_argument("--token-file", help="File holding a bearer token (wins over --token-env), e.g. a mounted SA token.")
+    parser.add_argument("--dry-run", action="store_true", help="Print the request as JSON instead of sending it.")
+    _add_config_arguments(parser)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The `textgen` argument parser (every option documented in its help)."""
     parser = argparse.ArgumentParser(prog="textgen", description=__doc__.split("\n\n")[0])
@@ -149,7 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Configuration keys (for --config files and --set):\n  " + "\n  ".join(config_module.describe_options()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl). Default: the bundled data/corpus.")
+    run.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; optionally .gz/.bz2). Default: the bundled data/corpus.")
     run.add_argument("--output-root", help="Root of all run outputs (pipeline root, metadata.sqlite, serving/, "
                                            "last_run.json). Default: runs/local.")
     run.add_argument("--no-cache", action="store_true", help="Re-execute every component even if inputs are unchanged.")
@@ -184,6 +293,46 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--seed", type=int, default=0, help="Seed for reproducible sampling.")
     generate.add_argument("--json", action="store_true", help="Print one JSON object per prompt.")
     generate.set_defaults(handler=_command_generate)
+
+    promote = commands.add_parser(
+        "promote", help="Point a serving label at a pushed version.",
+        description="Rewrites SERVING_DIR/models.config atomically so LABEL points at VERSION (TF Serving re-reads it "
+                    "every --model_config_file_poll_wait_seconds) and moves the matching registry alias "
+                    "(stable -> registry.production_alias, canary -> canary).",
+    )
+    promote.add_argument("version", type=int, help="A pushed version number under the serving directory.")
+    promote.add_argument("--label", choices=["stable", "canary"], default="stable")
+    _add_serving_arguments(promote)
+    promote.set_defaults(handler=_command_promote)
+
+    rollback = commands.add_parser(
+        "rollback", help="Serve the previous (or a given) pushed version as stable.",
+        description="Like `promote VERSION --label stable`, where VERSION defaults to the newest pushed version "
+                    "older than the current stable one.",
+    )
+    rollback.add_argument("--to", type=int, help="Version to roll back to (default: the previous one).")
+    _add_serving_arguments(rollback)
+    rollback.set_defaults(handler=_command_rollback)
+
+    submit = commands.add_parser("submit", help="Submit one run of the compiled pipeline to a KFP host.")
+    submit.add_argument("--run-name", help="Display name of the run (default: pipeline name and UTC time).")
+    _add_kfp_arguments(submit)
+    submit.set_defaults(handler=_command_submit)
+
+    schedule = commands.add_parser(
+        "schedule", help="Create a recurring run of the compiled pipeline on a KFP host.",
+        description="Creates a KFP recurring run. CRON has six fields, seconds first "
+                    "(SECOND MINUTE HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK), e.g. '0 0 2 * * *' for 02:00 daily.",
+    )
+    schedule.add_argument("--cron", required=True, help="Six-field KFP cron expression or @daily/@hourly/@every 6h.")
+    schedule.add_argument("--name", help="Display name of the recurring run.")
+    schedule.add_argument("--max-concurrency", type=int, default=1, help="Runs allowed at once (1-10, default 1).")
+    schedule.add_argument("--catchup", action="store_true",
+                          help="Start the runs missed while paused (default: skip them, no_catchup=true).")
+    schedule.add_argument("--start-time", help="ISO-8601 time the schedule starts (default: now).")
+    schedule.add_argument("--end-time", help="ISO-8601 time the schedule ends (default: never).")
+    _add_kfp_arguments(schedule)
+    schedule.set_defaults(handler=_command_schedule)
 
     options = commands.add_parser("options", help="List every configuration key and its default.")
     options.set_defaults(handler=_command_options)

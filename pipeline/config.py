@@ -36,7 +36,48 @@ class ExampleGenConfig(_Section):
     file_pattern: str = Field("*", description="Glob (relative to data_root) of the corpus files to read.")
     train_buckets: int = Field(9, ge=1, description="Hash buckets for the train split.")
     eval_buckets: int = Field(1, ge=1, description="Hash buckets for the eval split.")
-    jsonl_text_field: str = Field("text", description="Field of a .jsonl record holding the document.")
+    jsonl_text_field: str = Field("text", description="Field of a .jsonl record (or bytes feature of a TFRecord tf.Example) holding the document.")
+    csv_text_column: str = Field("text", description="Header name of the .csv/.tsv column holding the document.")
+    txt_document_separator: str = Field(
+        "blank_line", min_length=1,
+        description="How .txt files split into documents: 'blank_line', 'line' (one per line) or a literal separator line.",
+    )
+    metadata_fields: List[str] = Field(
+        default_factory=list,
+        description="Extra .jsonl/.csv/TFRecord fields carried into the examples (declare them in the curated schema).",
+    )
+    invalid_utf8: Literal["replace", "skip", "fail"] = Field(
+        "replace", description="Invalid UTF-8: replace with U+FFFD (counted), skip the record (quarantined) or fail the run.",
+    )
+    max_record_bytes: int = Field(16 * 1024 * 1024, ge=1, description="Longer lines/documents are quarantined, never held in memory.")
+    quarantine_sample_bytes: int = Field(4096, ge=0, description="Raw bytes kept per quarantined record.")
+    span: Optional[int] = Field(
+        None, ge=0,
+        description="Span to ingest when file_pattern has {SPAN} or {YYYY}{MM}{DD}; default (null) is the latest span.",
+    )
+
+
+class CleaningConfig(_Section):
+    """Cleaning steps ExampleGen applies (in this order), each counted in the run summary."""
+
+    unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
+    remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
+    scrub_pii: bool = Field(False, description="Replace e-mail addresses, phone and card numbers with placeholders.")
+    min_chars: int = Field(1, ge=0, description="Shorter documents are removed (counted).")
+    max_chars: int = Field(200_000, ge=1, description="Longer documents are removed (counted).")
+    exact_dedup: bool = True
+    near_dedup: bool = Field(True, description="MinHash/LSH near-duplicate removal on Beam.")
+    near_dedup_threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity of word shingles that counts as a near-duplicate.")
+    shingle_words: int = Field(5, ge=1)
+    minhash_permutations: int = Field(128, ge=1)
+    lsh_bands: int = Field(32, ge=1, description="Must divide minhash_permutations; more bands find less similar candidates.")
+    seed: int = 1
+
+    @model_validator(mode="after")
+    def _bands_divide_permutations(self) -> "CleaningConfig":
+        if self.minhash_permutations % self.lsh_bands:
+            raise ValueError(f"cleaning.lsh_bands ({self.lsh_bands}) must divide cleaning.minhash_permutations ({self.minhash_permutations})")
+        return self
 
 
 class DataGateConfig(_Section):
@@ -101,15 +142,50 @@ class ModelConfig(_Section):
 
 
 class TrainingConfig(_Section):
-    """Optimisation settings for the Trainer's run_fn."""
+    """Optimisation, speed, distribution and checkpoint settings for the Trainer's run_fn."""
 
-    train_steps: int = Field(300, ge=1)
-    batch_size: int = Field(32, ge=1, description="Sequences per global batch.")
+    train_steps: int = Field(300, ge=1, description="Optimizer steps in total (a resumed run finishes the remainder).")
+    batch_size: int = Field(32, ge=1, description="Sequences per global batch (across all replicas and micro-batches).")
+    global_batch_tokens: Optional[int] = Field(
+        None, ge=8, description="Tokens per global batch; when set, replaces batch_size (must be a multiple of the context length)."
+    )
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, description="Micro-batches per optimizer step; the global batch is split into this many."
+    )
     learning_rate: float = Field(3e-3, gt=0.0)
     warmup_steps: int = Field(30, ge=0)
     weight_decay: float = Field(0.01, ge=0.0)
+    clip_norm: float = Field(1.0, gt=0.0, description="Global gradient-norm clipping threshold.")
     shuffle_buffer: int = Field(2048, ge=1)
     seed: int = 42
+    precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = Field(
+        "auto", description="Keras mixed-precision policy; auto = mixed_float16 on GPU, mixed_bfloat16 on TPU, float32 on CPU."
+    )
+    jit_compile: Literal["auto", "on", "off"] = Field(
+        "auto", description="Compile the forward/backward step with XLA; auto = on for accelerators and on CPU."
+    )
+    steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
+    distribution: Literal["auto", "default", "mirrored", "multi_worker", "tpu"] = Field(
+        "auto", description="tf.distribute strategy; auto picks TPU, multi-worker (TF_CONFIG), mirrored (>1 GPU) or default."
+    )
+    tpu: str = Field("", description="TPU name or grpc:// address for TPUStrategy (empty: the TPU_NAME environment variable or local).")
+    log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
+    eval_batches: int = Field(8, ge=0, description="Eval-split batches measured at each progress line (0 disables).")
+    checkpoint_every: int = Field(100, ge=1, description="Steps between checkpoints in the ModelRun directory (resume points).")
+    warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
+    peak_flops: Optional[float] = Field(
+        None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
+    )
+
+    def resolved_batch_size(self, context_length: int) -> int:
+        """Sequences per global batch, from global_batch_tokens when set."""
+        if self.global_batch_tokens is None:
+            return self.batch_size
+        if self.global_batch_tokens % context_length:
+            raise ValueError(
+                f"training.global_batch_tokens ({self.global_batch_tokens}) must be a multiple of model.context_length ({context_length})"
+            )
+        return self.global_batch_tokens // context_length
 
 
 class EvaluatorConfig(_Section):
@@ -118,11 +194,56 @@ class EvaluatorConfig(_Section):
     max_perplexity: float = Field(12.0, gt=1.0, description="Bless only if eval-split perplexity is below this.")
 
 
+class BatchingConfig(_Section):
+    """TF Serving server-side batching (written to `<serving_dir>/batching_parameters`)."""
+
+    max_batch_size: int = Field(16, ge=1)
+    batch_timeout_micros: int = Field(2000, ge=0, description="How long a partial batch waits for more requests.")
+    max_enqueued_batches: int = Field(64, ge=1)
+    num_batch_threads: int = Field(4, ge=1)
+    pad_variable_length_inputs: bool = False
+    allowed_batch_sizes: List[int] = Field(default_factory=list, description="Empty, or increasing sizes ending at max_batch_size.")
+
+    @model_validator(mode="after")
+    def _allowed_sizes_end_at_max(self) -> "BatchingConfig":
+        sizes = self.allowed_batch_sizes
+        if sizes and (sizes != sorted(set(sizes)) or sizes[-1] != self.max_batch_size):
+            raise ValueError(f"allowed_batch_sizes {sizes} must increase and end at max_batch_size ({self.max_batch_size})")
+        return self
+
+
 class PusherConfig(_Section):
     """Where and how blessed models are published for TF Serving."""
 
     model_name: str = Field("textgen", min_length=1, description="Model name in TF Serving's models.config.")
     keep_versions: int = Field(5, ge=1, description="Pushed versions kept under the serving directory; older ones are deleted.")
+    label: Literal["stable", "canary"] = Field(
+        "stable", description="Version label a push assigns in models.config ('canary' keeps the stable version serving too).")
+    batching: BatchingConfig = Field(default_factory=BatchingConfig)
+
+
+class RegistryConfig(_Section):
+    """The MLflow Model Registry every pushed model is registered in.
+
+    Empty `tracking_uri` = the embedded store (SQLite under the output root), unless the
+    MLFLOW_TRACKING_URI environment variable names a server. Credentials never go here: MLflow
+    reads MLFLOW_TRACKING_TOKEN / MLFLOW_TRACKING_USERNAME + MLFLOW_TRACKING_PASSWORD from the
+    environment, or `credentials_file` names a mounted secret holding them (KEY=VALUE lines).
+    """
+
+    enabled: bool = True
+    tracking_uri: str = Field("", description="MLflow tracking server URL; empty = embedded SQLite store (or $MLFLOW_TRACKING_URI).")
+    registered_model_name: str = Field("", description="Registered model name; empty = pusher.model_name.")
+    production_alias: str = Field("production", min_length=1, description="Alias moved to each version pushed as stable.")
+    credentials_file: str = Field("", description="Path of a mounted secret with MLFLOW_TRACKING_* KEY=VALUE lines (read at push time).")
+
+    @model_validator(mode="after")
+    def _no_credentials_in_uri(self) -> "RegistryConfig":
+        from urllib.parse import urlparse
+
+        if urlparse(self.tracking_uri).password or "@" in urlparse(self.tracking_uri).netloc:
+            raise ValueError("registry.tracking_uri must not embed credentials; use the environment or credentials_file")
+        return self
 
 
 class GenerationConfig(_Section):
@@ -140,6 +261,20 @@ class GenerationConfig(_Section):
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 
 
+class TFJobConfig(_Section):
+    """Distributed training as a Kubeflow Training Operator TFJob (chief + workers, TF_CONFIG set by the operator)."""
+
+    enabled: bool = Field(False, description="Launch the Trainer's training as a TFJob instead of in the Trainer's pod.")
+    workers: int = Field(2, ge=0, description="Worker replicas besides the chief.")
+    image: str = Field("", description="Replica image; empty = kubeflow.image.")
+    cpu: str = Field("4", description="CPU request/limit per replica.")
+    memory: str = Field("16Gi", description="Memory request/limit per replica.")
+    gpus: int = Field(0, ge=0, description="nvidia.com/gpu per replica.")
+    service_account: str = Field("", description="Kubernetes service account of the replicas (object-store access).")
+    poll_seconds: float = Field(10.0, gt=0)
+    timeout_seconds: float = Field(24 * 3600.0, gt=0, description="Fail the Trainer if the TFJob has not finished by then.")
+
+
 class KubeflowConfig(_Section):
     """Settings used only when compiling for Kubeflow Pipelines."""
 
@@ -147,13 +282,17 @@ class KubeflowConfig(_Section):
     pipeline_root: str = Field("gs://YOUR-BUCKET/textgen/pipeline-root", description="Artifact root on the cluster's object store.")
     data_root: str = Field("gs://YOUR-BUCKET/textgen/corpus", description="Corpus location the cluster can read.")
     serving_dir: str = Field("gs://YOUR-BUCKET/textgen/serving", description="TF Serving model base path on the cluster.")
+    host: str = Field("", description="KFP API endpoint for submit/schedule, e.g. https://kfp.example.com/pipeline.")
+    namespace: str = Field("kubeflow", description="Kubernetes namespace (multi-user KFP: the profile namespace).")
+    experiment: str = Field("textgen", min_length=1, description="KFP experiment runs and recurring runs are filed under.")
+    tfjob: TFJobConfig = Field(default_factory=TFJobConfig)
 
 
 class PipelineConfig(_Section):
     """Everything a pipeline run needs; `create_pipeline` reads only this."""
 
     pipeline_name: str = "textgen"
-    data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl).")
+    data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).")
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
         os.path.join(PROJECT_ROOT, "schema"),
@@ -165,6 +304,7 @@ class PipelineConfig(_Section):
         description="Apache Beam pipeline options for the data components.",
     )
     example_gen: ExampleGenConfig = Field(default_factory=ExampleGenConfig)
+    cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     data_gate: DataGateConfig = Field(default_factory=DataGateConfig)
     transform: TransformConfig = Field(default_factory=TransformConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -172,7 +312,18 @@ class PipelineConfig(_Section):
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
     generation: GenerationConfig = Field(default_factory=GenerationConfig)
     pusher: PusherConfig = Field(default_factory=PusherConfig)
+    registry: RegistryConfig = Field(default_factory=RegistryConfig)
     kubeflow: KubeflowConfig = Field(default_factory=KubeflowConfig)
+
+    @model_validator(mode="after")
+    def _batch_fits_model(self) -> "PipelineConfig":
+        batch = self.training.resolved_batch_size(self.model.context_length)
+        if batch % self.training.gradient_accumulation_steps:
+            raise ValueError(
+                f"the global batch ({batch} sequences) must be divisible by "
+                f"training.gradient_accumulation_steps ({self.training.gradient_accumulation_steps})"
+            )
+        return self
 
     # Paths derived from output_root: one place so the runner, summary and tests agree.
     @property
@@ -186,6 +337,11 @@ class PipelineConfig(_Section):
     @property
     def serving_dir(self) -> str:
         return os.path.join(self.output_root, "serving")
+
+    @property
+    def registry_dir(self) -> str:
+        """The embedded MLflow registry: `mlflow.db` (SQLite) and its artifact store."""
+        return os.path.join(self.output_root, "registry")
 
     @property
     def summary_path(self) -> str:

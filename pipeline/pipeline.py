@@ -18,7 +18,7 @@ from tfx.dsl.components.base import executor_spec
 
 from components.data_gate.component import DataGate
 from components.evaluator.component import PerplexityEvaluator
-from components.example_gen.executor import JSONL_TEXT_FIELD_KEY, TextCorpusExampleGenExecutor
+from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, TextCorpusExampleGenExecutor
 from components.pusher.component import VersionedPusher
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
 from pipeline.config import PipelineConfig
@@ -53,6 +53,8 @@ class PipelinePaths:
     schema_file: str
     transformed_schema_file: str
     serving_dir: str
+    # The embedded model registry's directory; empty where the registry is a server (Kubeflow).
+    registry_dir: str = ""
 
     @classmethod
     def local(cls, config: PipelineConfig) -> "PipelinePaths":
@@ -63,6 +65,7 @@ class PipelinePaths:
             schema_file=os.path.abspath(config.schema_path),
             transformed_schema_file=os.path.abspath(config.transformed_schema_path),
             serving_dir=os.path.abspath(config.serving_dir),
+            registry_dir=os.path.abspath(config.registry_dir),
         )
 
 
@@ -93,6 +96,31 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
     return _ValidationStage(statistics_gen, schema_gen, example_validator, gate)
 
 
+def example_gen_custom_config(config: PipelineConfig) -> dict:
+    """The ExampleGen executor's reader and cleaning options, taken from the config."""
+    example_gen = config.example_gen
+    return {
+        READ_OPTIONS_KEY: {
+            "txt_document_separator": example_gen.txt_document_separator,
+            "text_field": example_gen.jsonl_text_field,
+            "csv_text_column": example_gen.csv_text_column,
+            "metadata_fields": list(example_gen.metadata_fields),
+            "invalid_utf8": example_gen.invalid_utf8,
+            "max_record_bytes": example_gen.max_record_bytes,
+            "quarantine_sample_bytes": example_gen.quarantine_sample_bytes,
+        },
+        CLEANING_OPTIONS_KEY: config.cleaning.model_dump(),
+    }
+
+
+def _span_range(config: PipelineConfig):
+    """TFX's own span selection: None means the driver picks the latest span."""
+    span = config.example_gen.span
+    if span is None:
+        return None
+    return tfx.proto.RangeConfig(static_range=tfx.proto.StaticRange(start_span_number=span, end_span_number=span))
+
+
 def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.types.BaseNode]:
     """Instantiates and connects every component, in COMPONENT_IDS order."""
     example_gen = FileBasedExampleGen(
@@ -108,7 +136,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
                 ]
             )
         ),
-        custom_config={JSONL_TEXT_FIELD_KEY: config.example_gen.jsonl_text_field},
+        range_config=_span_range(config),
+        custom_config=example_gen_custom_config(config),
         custom_executor_spec=executor_spec.BeamExecutorSpec(TextCorpusExampleGenExecutor),
     ).with_id("ExampleGen")
 
@@ -125,8 +154,19 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
     )
 
+    # Warm start: the Trainer's base_model is the latest blessed model (none on a first run).
+    warm_start = (
+        tfx.dsl.Resolver(
+            strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+            model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+            model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+        ).with_id("WarmStartModelResolver")
+        if config.training.warm_start
+        else None
+    )
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
+        base_model=warm_start.outputs["model"] if warm_start else None,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
@@ -152,10 +192,16 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         serving_dir=paths.serving_dir,
         model_name=config.pusher.model_name,
         keep_versions=config.pusher.keep_versions,
+        label=config.pusher.label,
+        batching_config=config.pusher.batching,
+        registry_config=config.registry,
+        registry_dir=paths.registry_dir,
+        examples=example_gen.outputs["examples"],
     ).with_id("Pusher")
 
     return [
-        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(), trainer, evaluator, pusher,
+        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(),
+        *([warm_start] if warm_start else []), trainer, evaluator, pusher,
     ]
 
 

@@ -115,11 +115,32 @@ def _push(record: RunRecord) -> Dict[str, Any]:
     if artifact is not None:
         properties = _custom_properties(artifact)
         if properties.get("pushed") == 1:
-            return {"pushed": True, "path": properties.get("pushed_destination"), "version": properties.get("pushed_version")}
+            return {
+                "pushed": True, "path": properties.get("pushed_destination"), "version": properties.get("pushed_version"),
+                "label": properties.get("serving_label"),
+                "registered_model": properties.get("registered_model_name"),
+                "registered_version": properties.get("registered_model_version"),
+                "registry_uri": properties.get("registry_uri"),
+            }
         return {"pushed": False, "reason": properties.get("push_skipped_reason")}
     stopped_at = next((node for node in record.executions if record.status(node) == "FAILED"), None)
     reason = f"the run stopped at {stopped_at}" if stopped_at else "the Pusher did not run"
     return {"pushed": False, "reason": reason}
+
+
+def _data_quality(record: RunRecord) -> Optional[Dict[str, Any]]:
+    """ExampleGen's ingest report (read/kept/repaired/quarantined/removed counts) and its span."""
+    artifact = record.output("ExampleGen", "examples")
+    properties = _custom_properties(artifact) if artifact is not None else {}
+    if not properties.get("ingest_report"):
+        return None
+    quality = json.loads(properties["ingest_report"])
+    # TFX's ExampleGen driver records the span as a custom property (older drivers: a property).
+    span = properties.get("span")
+    if span is None and "span" in artifact.properties:
+        span = artifact.properties["span"].int_value
+    quality["span"] = span
+    return quality
 
 
 def summarize_latest_run(
@@ -138,6 +159,7 @@ def summarize_latest_run(
         "succeeded": error is None,
         "error": str(error) if error else None,
         "components": {node: record.status(node) for node in component_ids},
+        "data_quality": _data_quality(record),
         "anomalies": _anomalies(record),
         "blessing": blessing,
         "push": _push(record),

@@ -57,3 +57,19 @@ def test_every_leaf_option_is_described():
     assert any(line.startswith("training.train_steps = ") for line in lines)
     assert any(line.startswith("kubeflow.image = ") for line in lines)
     assert len(lines) == len({line.split(" = ")[0] for line in lines})
+
+
+def test_example_gen_options_defaults_match_the_config():
+    """The executor-side option dataclasses and the config surface agree on every default."""
+    from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY
+    from components.example_gen.options import CleaningOptions, ReadOptions
+    from pipeline.pipeline import example_gen_custom_config
+
+    custom = example_gen_custom_config(PipelineConfig())
+    assert ReadOptions.from_dict(custom[READ_OPTIONS_KEY]) == ReadOptions()
+    assert CleaningOptions.from_dict(custom[CLEANING_OPTIONS_KEY]) == CleaningOptions()
+
+
+def test_cleaning_config_rejects_bands_that_do_not_divide_permutations():
+    with pytest.raises(ConfigError, match="cleaning.lsh_bands"):
+        load_config(overrides=["cleaning.lsh_bands=30"])

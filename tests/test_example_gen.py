@@ -1,69 +1,35 @@
-"""ExampleGen: the corpus readers and the executor (real Beam DirectRunner, real TFRecords)."""
+"""ExampleGen: the executor on Beam's DirectRunner (real TFRecords, quarantine, report) and the
+span resolution TFX does for it."""
 import gzip
 import json
 import os
 
 import pytest
 import tensorflow as tf
+from tfx.components.example_gen import utils as example_gen_utils
 from tfx.proto import example_gen_pb2
 from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
 from tfx.utils import proto_utils
 
+from components.example_gen import ingest_report
 from components.example_gen.executor import TextCorpusExampleGenExecutor, document_to_example
-from components.example_gen.readers import CorpusError, read_documents
-
-
-def _write(path, content: bytes) -> str:
-    with open(path, "wb") as handle:
-        handle.write(content)
-    return str(path)
-
-
-def test_txt_documents_are_blank_line_separated_paragraphs(tmp_path):
-    path = _write(tmp_path / "a.txt", "Hi Zoë,\nline two\n\n\n  \nSecond doc\r\n\nthird".encode("utf-8"))
-    docs = list(read_documents(path))
-    assert [d.text for d in docs] == ["Hi Zoë,\nline two", "Second doc", "third"]
-    assert [d.line for d in docs] == [1, 6, 8]
-    assert {d.source for d in docs} == {"a.txt"}
-
-
-def test_jsonl_reads_the_text_field_and_keeps_records_without_it(tmp_path):
-    lines = [json.dumps({"text": "first"}), "", json.dumps({"body": "no text field"}), json.dumps({"text": "三"})]
-    path = _write(tmp_path / "b.jsonl", "\n".join(lines).encode("utf-8"))
-    docs = list(read_documents(path))
-    assert [d.text for d in docs] == ["first", None, "三"]
-    assert [d.line for d in docs] == [1, 3, 4]
-
-
-@pytest.mark.parametrize(
-    "name, content, message",
-    [
-        ("bad.txt", b"good line\n\xff\xfe broken\n", r"bad.txt:2: invalid UTF-8 at byte 0"),
-        ("bad.jsonl", b'{"text": "ok"}\n{"text": oops}\n', r"bad.jsonl:2: malformed JSON"),
-        ("list.jsonl", b'["not", "an", "object"]\n', r"list.jsonl:1: expected a JSON object"),
-        ("num.jsonl", b'{"text": 12}\n', r"num.jsonl:1: field 'text' must be a string"),
-        ("data.csv", b"text\nhello\n", r"data.csv: unsupported corpus file type '.csv'"),
-    ],
-)
-def test_malformed_input_is_an_error_naming_file_and_line(tmp_path, name, content, message):
-    path = _write(tmp_path / name, content)
-    with pytest.raises(CorpusError, match=message):
-        list(read_documents(path))
+from components.example_gen.readers import CorpusError, Document, read_corpus_file
+from pipeline.config import load_config
+from pipeline.pipeline import _span_range, example_gen_custom_config
 
 
 def test_example_features():
-    from components.example_gen.readers import Document
-
-    example = document_to_example(Document("héllo", "x.txt", 1))
+    example = document_to_example(Document("héllo", "x.txt", 1, (("lang", "fr"),)))
     features = example.features.feature
     assert features["text"].bytes_list.value == ["héllo".encode("utf-8")]
     assert features["num_chars"].int64_list.value == [5]
     assert features["source"].bytes_list.value == [b"x.txt"]
+    assert features["lang"].bytes_list.value == [b"fr"]
     missing = document_to_example(Document(None, "y.jsonl", 3)).features.feature
     assert "text" not in missing and "num_chars" not in missing
 
 
-def _run_executor(input_base: str, output_uri: str) -> standard_artifacts.Examples:
+def _run_executor(input_base: str, output_uri: str, overrides=()) -> standard_artifacts.Examples:
     examples = standard_artifacts.Examples()
     examples.uri = output_uri
     exec_properties = {
@@ -77,6 +43,7 @@ def _run_executor(input_base: str, output_uri: str) -> standard_artifacts.Exampl
                 example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
             ]))
         ),
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(example_gen_custom_config(load_config(overrides=overrides))),
     }
     TextCorpusExampleGenExecutor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return examples
@@ -94,20 +61,74 @@ def _read_texts(examples, split):
 
 
 def test_executor_writes_gzip_tfrecords_with_a_hash_split_and_loses_nothing(tiny_corpus, tmp_path):
-    examples = _run_executor(tiny_corpus, str(tmp_path / "out"))
+    no_dedup = ["cleaning.exact_dedup=false", "cleaning.near_dedup=false"]
+    examples = _run_executor(tiny_corpus, str(tmp_path / "out"), no_dedup)
     assert artifact_utils.decode_split_names(examples.split_names) == ["train", "eval"]
     train, evaluation = _read_texts(examples, "train"), _read_texts(examples, "eval")
-    expected = [d.text for name in sorted(os.listdir(tiny_corpus)) for d in read_documents(os.path.join(tiny_corpus, name))]
+    expected = [d.text for name in sorted(os.listdir(tiny_corpus)) for d in read_corpus_file(os.path.join(tiny_corpus, name))]
     assert sorted(train + evaluation) == sorted(expected)
     assert len(evaluation) > 0 and len(train) > 2 * len(evaluation)
+    assert examples.get_int_custom_property("ingest_documents_kept") == len(expected)
     # The split is a pure function of the content: a second run splits identically.
-    again = _run_executor(tiny_corpus, str(tmp_path / "again"))
+    again = _run_executor(tiny_corpus, str(tmp_path / "again"), no_dedup)
     assert sorted(_read_texts(again, "eval")) == sorted(evaluation)
     with gzip.open(tf.io.gfile.glob(os.path.join(examples.uri, "Split-train", "*"))[0]) as handle:
         handle.read(1)  # really GZIP-compressed
+
+
+def test_executor_quarantines_bad_input_keeps_every_good_record_and_reports_counts(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "good.txt").write_bytes(b"First good document.\n\nSecond good \xff document.\n\nFirst good document.\n")
+    (corpus / "notes.jsonl").write_bytes(b'{"text": "Third good document."}\n{"text": oops}\n{"body": "no text"}\n')
+    (corpus / "empty.txt").write_bytes(b"")
+    (corpus / "blob.txt").write_bytes(bytes(range(256)) * 40)
+    examples = _run_executor(str(corpus), str(tmp_path / "out"))
+    kept = sorted(_read_texts(examples, "train") + _read_texts(examples, "eval"))
+    assert kept == ["First good document.", "Second good \ufffd document.", "Third good document."]
+    report = ingest_report.read_report(examples.uri)
+    assert (report["documents_read"], report["documents_kept"]) == (4, 3)  # parsed documents; quarantine counted apart
+    assert report["quarantined"] == {"binary_file": 1, "empty_file": 1, "malformed_record": 1, "missing_text_field": 1}
+    assert report["repaired"] == {"invalid_utf8_replaced": 1}
+    assert report["removed"] == {"exact_duplicate": 1}
+    assert report["samples"]["quarantined:malformed_record"] == ["notes.jsonl:2"]
+    assert report["samples"]["removed:exact_duplicate"] == ["good.txt:5 (duplicate of good.txt:1)"]
+    quarantined = [json.loads(line) for path in tf.io.gfile.glob(os.path.join(report["quarantine_dir"], "*.jsonl.gz"))
+                   for line in gzip.open(path, "rt", encoding="utf-8")]
+    assert sorted((q["reason"], q["file"], q["line"]) for q in quarantined) == [
+        ("binary_file", "blob.txt", 0), ("empty_file", "empty.txt", 0),
+        ("malformed_record", "notes.jsonl", 2), ("missing_text_field", "notes.jsonl", 3)]
+    assert next(q for q in quarantined if q["line"] == 2)["raw"] == '{"text": oops}'
+    assert examples.get_int_custom_property("quarantined_missing_text_field") == 1
+    assert examples.get_int_custom_property("removed_exact_duplicate") == 1
+    assert json.loads(examples.get_string_custom_property("ingest_report")) == report
+
+
+def test_executor_fails_when_no_document_survives(tmp_path):
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "corpus" / "empty.jsonl").write_bytes(b"")
+    with pytest.raises(CorpusError, match=r"no document survived ingestion: documents read: 0, kept: 0; quarantined \(1\): empty file 1"):
+        _run_executor(str(tmp_path / "corpus"), str(tmp_path / "out"))
 
 
 def test_executor_reports_an_empty_data_root(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CorpusError, match="no corpus files match"):
         _run_executor(str(tmp_path / "empty"), str(tmp_path / "out"))
+
+
+@pytest.mark.parametrize("pattern, files, span_override, expected_span", [
+    ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], None, 10),
+    ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], 2, 2),
+    ("{YYYY}-{MM}-{DD}/*.txt", ["2026-11-28/a.txt", "2026-11-29/a.txt"], None, example_gen_utils.date_to_span_number(2026, 11, 29)),
+])
+def test_span_patterns_resolve_with_tfx(tmp_path, pattern, files, span_override, expected_span):
+    """The config's span settings go through TFX's own span resolution (latest by default)."""
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text('{"text": "x"}\n')
+    overrides = [f"example_gen.file_pattern='{pattern}'"] + ([f"example_gen.span={span_override}"] if span_override else [])
+    config = load_config(overrides=overrides)
+    splits = [example_gen_pb2.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)]
+    _, span, _ = example_gen_utils.calculate_splits_fingerprint_span_and_version(str(tmp_path), splits, _span_range(config))
+    assert span == expected_span

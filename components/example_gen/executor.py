@@ -1,13 +1,25 @@
-"""A file-based ExampleGen executor for text corpora.
+"""A file-based ExampleGen executor for text corpora that cannot be broken by bad input.
 
-TFX's `FileBasedExampleGen` drives it: the base executor handles spans, the hash-based train/eval
-split and writing GZIP TFRecords; this executor supplies the Beam transform that reads the
-matched corpus files into `tf.train.Example`s with features:
+TFX's `FileBasedExampleGen` drives it: the driver resolves spans (`{SPAN}` / `{YYYY}{MM}{DD}`
+patterns, latest span by default or the one `range_config` asks for) and records the span on the
+output artifact; the base executor splits train/eval by hash and writes GZIP TFRecords. This
+executor supplies the Beam transform in between:
 
-    text       bytes   the document (absent when a .jsonl record lacks the text field, so the
-                       schema's presence check reports it instead of the record vanishing)
-    num_chars  int64   length of the document in Unicode code points
-    source     bytes   file name the document came from
+    corpus files -> readers (Document | Rejection) -> CleanDocuments -> tf.train.Example
+
+with features
+
+    text       bytes   the cleaned document
+    num_chars  int64   its length in Unicode code points
+    source     bytes   the corpus file it came from (relative to the input base)
+    <field>    bytes   each configured metadata field the record has
+
+and writes, inside the Examples artifact's directory, `quarantine/` (gzipped JSON lines of every
+rejected record: reason, file, line, detail, capped raw bytes) and `ingest_report.json` (see
+`ingest_report`). The report is also copied onto the artifact's custom properties. If no document
+survives, the execution fails with the counts.
+
+Custom config keys: 'read' (ReadOptions fields) and 'clean' (CleaningOptions fields).
 """
 import json
 import os
@@ -16,18 +28,28 @@ from typing import Any, Dict, List
 import apache_beam as beam
 import tensorflow as tf
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
-from tfx.types import standard_component_specs
+from tfx.types import artifact_utils, standard_component_specs
 
-from components.example_gen.readers import CorpusError, Document, read_documents
+from components.example_gen import ingest_report
+from components.example_gen.cleaning.events import EVENTS_TAG, event
+from components.example_gen.cleaning.transforms import CleanDocuments
+from components.example_gen.options import CleaningOptions, ReadOptions
+from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
 
-JSONL_TEXT_FIELD_KEY = "jsonl_text_field"
+READ_OPTIONS_KEY, CLEANING_OPTIONS_KEY = "read", "clean"
+_REPORT_DIR_KEY = "_textgen_report_dir"  # private exec property: where the report and quarantine go
+
+
+def _bytes_feature(value: str) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
 
 
 def document_to_example(document: Document) -> tf.train.Example:
     """Encodes one document as a tf.Example (see the module docstring for the features)."""
-    features = {"source": tf.train.Feature(bytes_list=tf.train.BytesList(value=[document.source.encode("utf-8")]))}
+    features = {name: _bytes_feature(value) for name, value in document.metadata}
+    features["source"] = _bytes_feature(document.source)
     if document.text is not None:
-        features["text"] = tf.train.Feature(bytes_list=tf.train.BytesList(value=[document.text.encode("utf-8")]))
+        features["text"] = _bytes_feature(document.text)
         features["num_chars"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[len(document.text)]))
     return tf.train.Example(features=tf.train.Features(feature=features))
 
@@ -39,33 +61,80 @@ def list_corpus_files(input_base: str, pattern: str) -> List[str]:
     full_pattern = os.path.join(input_base, pattern)
     files = sorted(path for path in tf.io.gfile.glob(full_pattern) if not tf.io.gfile.isdir(path))
     if not files:
-        raise CorpusError(f"no corpus files match {full_pattern}")
+        raise CorpusError(f"no corpus files match {full_pattern} (empty or missing directory?)")
     return files
 
 
-def _custom_config(exec_properties: Dict[str, Any]) -> Dict[str, Any]:
+def custom_options(exec_properties: Dict[str, Any]):
+    """(ReadOptions, CleaningOptions) from the component's custom config."""
     raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
-    return json.loads(raw) if raw else {}
+    config = json.loads(raw) if raw else {}
+    return ReadOptions.from_dict(config.get(READ_OPTIONS_KEY)), CleaningOptions.from_dict(config.get(CLEANING_OPTIONS_KEY))
+
+
+def _read_file(path: str, input_base: str, options: ReadOptions):
+    source = os.path.relpath(path, input_base)
+    for outcome in read_corpus_file(path, options, source):
+        if isinstance(outcome, Rejection):
+            yield beam.pvalue.TaggedOutput("rejected", outcome)
+            yield event(f"quarantined:{outcome.reason}", outcome.location)
+        else:
+            yield outcome
+
+
+@beam.ptransform_fn
+def _WriteReport(pipeline_parts, report_dir: str):
+    """Writes the quarantine files and ingest_report.json (see `ingest_report`)."""
+    read, kept, rejected, events = pipeline_parts
+    quarantine_dir = os.path.join(report_dir, ingest_report.QUARANTINE_DIR)
+    _ = (rejected | "QuarantineJson" >> beam.Map(ingest_report.quarantine_record)
+         | "WriteQuarantine" >> beam.io.WriteToText(os.path.join(quarantine_dir, "records"), file_name_suffix=".jsonl.gz"))
+    counts = [
+        read | "CountRead" >> beam.combiners.Count.Globally() | "ReadEntry" >> beam.Map(lambda n: ("documents_read", n)),
+        kept | "CountKept" >> beam.combiners.Count.Globally() | "KeptEntry" >> beam.Map(lambda n: ("documents_kept", n)),
+        events | "CountEvents" >> beam.CombinePerKey(ingest_report.CountAndSample()),
+    ]
+    return (
+        counts | "AllCounts" >> beam.Flatten()
+        | "Gather" >> beam.combiners.ToList()
+        | "Build" >> beam.Map(ingest_report.build_report, quarantine_dir=quarantine_dir)
+        | "Write" >> beam.Map(ingest_report.write_report, directory=report_dir)
+    )
 
 
 @beam.ptransform_fn
 @beam.typehints.with_input_types(beam.Pipeline)
 @beam.typehints.with_output_types(tf.train.Example)
 def _CorpusToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], split_pattern: str) -> beam.pvalue.PCollection:
-    """Reads every corpus file matching `split_pattern` into tf.Examples."""
+    """Reads, cleans and encodes every corpus file matching `split_pattern`."""
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-    text_field = _custom_config(exec_properties).get(JSONL_TEXT_FIELD_KEY, "text")
+    read_options, cleaning_options = custom_options(exec_properties)
     files = list_corpus_files(input_base, split_pattern)
-    return (
+    outcomes = (
         pipeline
         | "CorpusFiles" >> beam.Create(files)
-        | "ReadDocuments" >> beam.FlatMap(read_documents, jsonl_text_field=text_field)
-        | "ToExample" >> beam.Map(document_to_example)
+        | "SpreadFiles" >> beam.Reshuffle()
+        | "ReadFiles" >> beam.FlatMap(_read_file, input_base=input_base, options=read_options).with_outputs(
+            "rejected", EVENTS_TAG, main="documents")
     )
+    cleaned = outcomes.documents | "Clean" >> CleanDocuments(cleaning_options)
+    report_dir = exec_properties.get(_REPORT_DIR_KEY)
+    if report_dir:
+        events = (outcomes[EVENTS_TAG], cleaned["events"]) | "IngestEvents" >> beam.Flatten()
+        _ = (outcomes.documents, cleaned["documents"], outcomes.rejected, events) | "Report" >> _WriteReport(report_dir)
+    return cleaned["documents"] | "ToExample" >> beam.Map(document_to_example)
 
 
 class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
-    """ExampleGen executor for .txt and .jsonl corpora (see module docstring)."""
+    """ExampleGen executor for .txt/.jsonl/.csv/.tsv/.tfrecord corpora (see module docstring)."""
 
     def GetInputSourceToExamplePTransform(self) -> beam.PTransform:
         return _CorpusToExample
+
+    def Do(self, input_dict, output_dict, exec_properties) -> None:
+        examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        super().Do(input_dict, output_dict, dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri}))
+        report = ingest_report.read_report(examples.uri)
+        ingest_report.annotate_artifact(examples, report)
+        if not report["documents_kept"]:
+            raise CorpusError("no document survived ingestion: " + "; ".join(ingest_report.summary_lines(report)))

@@ -1,85 +1,68 @@
-"""Streaming readers that turn one corpus file into documents.
+"""Reading one corpus file into documents and quarantined records, whatever its format.
 
-Formats:
-    .txt    one document per paragraph; paragraphs are separated by one or more blank lines
-    .jsonl  one JSON object per line; the document is the configured text field
+Formats (by extension, optionally followed by `.gz` or `.bz2`):
+    .txt            documents separated by blank lines (or one per line, or by a literal line)
+    .jsonl          one JSON object per line; the document is the configured text field
+    .csv / .tsv     a header row; the document is the configured text column
+    .tfrecord(s)    serialized tf.train.Example; the document is the configured bytes feature
 
-Readers stream line by line through `tf.io.gfile`, so local paths and object-store URIs both
-work and memory stays bounded by the largest document. Malformed input raises `CorpusError`
-naming the file and line.
+Every reader streams through `tf.io.gfile`, so local paths and object-store URIs both work, and
+memory stays bounded by `ReadOptions.max_record_bytes`. File-level problems every format shares
+are handled here: an unsupported extension (error), a file yielding no records (quarantined as
+empty), and a compressed stream that ends early or is corrupt (records before the damage kept,
+the rest quarantined).
 """
-import json
 import os
-from typing import Iterator, NamedTuple, Optional
+from typing import Callable, Dict, Iterator, Optional
 
-import tensorflow as tf
+from components.example_gen.byte_stream import DECOMPRESSION_ERRORS, split_extension
+from components.example_gen.formats import delimited, jsonl, tfrecord, txt
+from components.example_gen.formats.lines import Outcome
+from components.example_gen.options import ReadOptions
+from components.example_gen.records import (  # noqa: F401  (re-exported for callers)
+    EMPTY_FILE, TRUNCATED_COMPRESSED_FILE, CorpusError, Document, Rejection,
+)
 
-SUPPORTED_EXTENSIONS = (".txt", ".jsonl")
+FORMAT_READERS: Dict[str, Callable[[str, str, ReadOptions], Iterator[Outcome]]] = {
+    ".txt": txt.read_txt,
+    ".jsonl": jsonl.read_jsonl,
+    ".csv": delimited.read_csv,
+    ".tsv": delimited.read_tsv,
+    ".tfrecord": tfrecord.read_tfrecord,
+    ".tfrecords": tfrecord.read_tfrecord,
+}
+SUPPORTED_EXTENSIONS = tuple(FORMAT_READERS)
 
 
-class CorpusError(ValueError):
-    """A corpus file cannot be read as documents; the message names the file and line."""
+def read_corpus_file(path: str, options: Optional[ReadOptions] = None, source: Optional[str] = None) -> Iterator[Outcome]:
+    """Yields a Document or a Rejection for every record of `path`.
 
-
-class Document(NamedTuple):
-    """One document and where it came from. `text` is None when a record lacks the text field."""
-
-    text: Optional[str]
-    source: str
-    line: int
-
-
-def _decoded_lines(path: str) -> Iterator[tuple]:
-    """Yields (line_number, line_text) with strict UTF-8 decoding and a precise error."""
-    with tf.io.gfile.GFile(path, "rb") as handle:
-        for number, raw in enumerate(handle, start=1):
-            try:
-                yield number, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise CorpusError(
-                    f"{path}:{number}: invalid UTF-8 at byte {exc.start} of the line ({exc.reason})"
-                ) from None
+    Raises CorpusError for an unsupported file type, a CSV header lacking the text column, and
+    invalid UTF-8 under the 'fail' policy.
+    """
+    options = options or ReadOptions()
+    source = source or os.path.basename(path)
+    extension, compression = split_extension(path)
+    reader = FORMAT_READERS.get(extension)
+    if reader is None:
+        raise CorpusError(f"{path}: unsupported corpus file type '{extension}' "
+                          f"(supported: {', '.join(SUPPORTED_EXTENSIONS)}, each optionally .gz or .bz2)")
+    produced, last_line = 0, 0
+    try:
+        for outcome in reader(path, source, options):
+            produced, last_line = produced + 1, outcome.line
+            yield outcome
+    except DECOMPRESSION_ERRORS as exc:
+        if not compression:
+            raise
+        produced += 1
+        yield Rejection(TRUNCATED_COMPRESSED_FILE, source, last_line + 1, b"", 0,
+                        f"{compression} stream is truncated or corrupt after the record at line {last_line} "
+                        f"({type(exc).__name__}: {exc}); earlier records were kept")
+    if not produced:
+        yield Rejection(EMPTY_FILE, source, 0, b"", 0, "the file holds no records")
 
 
 def read_txt_documents(path: str) -> Iterator[Document]:
-    """Yields the blank-line separated paragraphs of a text file, inner newlines kept."""
-    source = os.path.basename(path)
-    paragraph, first_line = [], 0
-    for number, line in _decoded_lines(path):
-        if line.strip():
-            if not paragraph:
-                first_line = number
-            paragraph.append(line.rstrip("\r\n"))
-        elif paragraph:
-            yield Document("\n".join(paragraph), source, first_line)
-            paragraph = []
-    if paragraph:
-        yield Document("\n".join(paragraph), source, first_line)
-
-
-def read_jsonl_documents(path: str, text_field: str) -> Iterator[Document]:
-    """Yields the `text_field` of every JSON object line (None when the field is absent)."""
-    source = os.path.basename(path)
-    for number, line in _decoded_lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CorpusError(f"{path}:{number}: malformed JSON ({exc.msg} at column {exc.colno})") from None
-        if not isinstance(record, dict):
-            raise CorpusError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-        text = record.get(text_field)
-        if text is not None and not isinstance(text, str):
-            raise CorpusError(f"{path}:{number}: field '{text_field}' must be a string, got {type(text).__name__}")
-        yield Document(text, source, number)
-
-
-def read_documents(path: str, jsonl_text_field: str = "text") -> Iterator[Document]:
-    """Dispatches on the file extension; unsupported extensions are an error, not skipped."""
-    extension = os.path.splitext(path)[1].lower()
-    if extension == ".txt":
-        return read_txt_documents(path)
-    if extension == ".jsonl":
-        return read_jsonl_documents(path, jsonl_text_field)
-    raise CorpusError(f"{path}: unsupported corpus file type '{extension}' (supported: {', '.join(SUPPORTED_EXTENSIONS)})")
+    """The documents of a blank-line separated text file (default options); for tools and tests."""
+    return (outcome for outcome in read_corpus_file(path) if isinstance(outcome, Document))

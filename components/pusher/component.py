@@ -1,40 +1,143 @@
-"""The pusher component: publishes the model to the serving directory only when blessed.
+"""The pusher component: publishes the model for TF Serving and registers it, only when blessed.
 
-After the push, `<serving_dir>/models.config` (TF Serving's model config file) serves the new
-version and the oldest versions beyond `pusher.keep_versions` are deleted.
+On a blessed model it
+  1. copies the SavedModel atomically to `<serving_dir>/<next version>/` (versioned_push),
+  2. writes `<serving_dir>/batching_parameters` and points the configured label (`stable` or
+     `canary`) at the new version in `<serving_dir>/models.config` (serving_config, batching),
+  3. deletes all but the newest `keep_versions`, never a version models.config serves,
+  4. registers the version in the MLflow Model Registry and moves the label's alias (registry).
+A retried execution for the same model artifact reuses the version it already pushed and the
+registry version it already created. When the model is not blessed nothing is written anywhere.
 
 The PushedModel artifact carries the stock Pusher's custom properties (`pushed`,
-`pushed_destination`, `pushed_version`) so TFX tooling reads it the same way; when nothing is
-pushed it records why in `push_skipped_reason`.
+`pushed_destination`, `pushed_version`) so TFX tooling reads it the same way, plus the registry
+coordinates; when nothing is pushed it records why in `push_skipped_reason`.
 """
-from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
-from tfx.dsl.component.experimental.decorators import component
-from tfx.types import standard_artifacts
+import logging
+from typing import Any, Dict, List, Optional
+
+from tfx import types
+from tfx.dsl.components.base import base_component, base_executor, executor_spec
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from components.pusher.serving_config import write_serving_config
+from components.pusher import batching, registry, serving_config
 from components.pusher.versioned_push import push_saved_model, retain_latest
+from components.transform.tokenizer import VOCABULARY_ASSET_NAME
+from pipeline.config import BatchingConfig, RegistryConfig
+
+log = logging.getLogger(__name__)
 
 
-@component
-def VersionedPusher(
-    model: InputArtifact[standard_artifacts.Model],
-    model_blessing: InputArtifact[standard_artifacts.ModelBlessing],
-    pushed_model: OutputArtifact[standard_artifacts.PushedModel],
-    serving_dir: Parameter[str],
-    model_name: Parameter[str] = "textgen",
-    keep_versions: Parameter[int] = 5,
-) -> None:
-    """Copies the blessed model to `<serving_dir>/<next version>/` atomically, points
-    `<serving_dir>/models.config` at it, and deletes all but the newest `keep_versions`."""
-    if model_blessing.get_int_custom_property("blessed") != 1:
-        reason = model_blessing.get_string_custom_property("reason") or "model is not blessed"
-        pushed_model.set_int_custom_property("pushed", 0)
-        pushed_model.set_string_custom_property("push_skipped_reason", f"not blessed: {reason}")
-        return
-    result = push_saved_model(path_utils.serving_model_path(model.uri), serving_dir)
-    pushed_model.set_int_custom_property("pushed", 1)
-    pushed_model.set_string_custom_property("pushed_destination", result.path)
-    pushed_model.set_int_custom_property("pushed_version", result.version)
-    pushed_model.set_string_custom_property("serving_config", write_serving_config(model_name, serving_dir, result.version))
-    retain_latest(serving_dir, keep_versions)
+class VersionedPusherSpec(ComponentSpec):
+    PARAMETERS = {
+        "serving_dir": ExecutionParameter(type=str),
+        "model_name": ExecutionParameter(type=str),
+        "keep_versions": ExecutionParameter(type=int),
+        "label": ExecutionParameter(type=str),
+        "batching": ExecutionParameter(type=str),  # BatchingConfig as JSON
+        "registry": ExecutionParameter(type=str),  # RegistryConfig as JSON (holds no credentials)
+        # Local runs: where the embedded registry lives; empty on a cluster.
+        "registry_dir": ExecutionParameter(type=str, optional=True),
+    }
+    INPUTS = {
+        "model": ChannelParameter(type=standard_artifacts.Model),
+        "model_blessing": ChannelParameter(type=standard_artifacts.ModelBlessing),
+        "examples": ChannelParameter(type=standard_artifacts.Examples, optional=True),
+    }
+    OUTPUTS = {"pushed_model": ChannelParameter(type=standard_artifacts.PushedModel)}
+
+
+# Numeric blessing properties that are bookkeeping, not metrics.
+_NOT_METRICS = frozenset({"blessed", "current_model_id", "baseline_model_id"})
+
+
+def _float_properties(artifact: types.Artifact) -> Dict[str, float]:
+    """The evaluation metrics the Evaluator recorded on the blessing: its float custom properties.
+    (Locally they arrive as MLMD doubles; through KFP's executor input every number arrives as a
+    JSON number, so integers are told apart by name.)"""
+    metrics = {}
+    for name, value in artifact.mlmd_artifact.custom_properties.items():
+        kind = value.WhichOneof("value")
+        if kind == "double_value":
+            metrics[name] = value.double_value
+        elif kind in ("struct_value", "proto_value") and name not in _NOT_METRICS:
+            json_value = artifact.get_json_value_custom_property(name)
+            if isinstance(json_value, float):
+                metrics[name] = json_value
+    return metrics
+
+
+class VersionedPusherExecutor(base_executor.BaseExecutor):
+    """See the module docstring."""
+
+    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
+           exec_properties: Dict[str, Any]) -> None:
+        model = artifact_utils.get_single_instance(input_dict["model"])
+        blessing = artifact_utils.get_single_instance(input_dict["model_blessing"])
+        examples = input_dict.get("examples") or []
+        pushed_model = artifact_utils.get_single_instance(output_dict["pushed_model"])
+        if blessing.get_int_custom_property("blessed") != 1:
+            reason = blessing.get_string_custom_property("reason") or "model is not blessed"
+            pushed_model.set_int_custom_property("pushed", 0)
+            pushed_model.set_string_custom_property("push_skipped_reason", f"not blessed: {reason}")
+            log.info("Not pushing: the model is not blessed (%s)", reason)
+            return
+
+        serving_dir, model_name = exec_properties["serving_dir"], exec_properties["model_name"]
+        label = exec_properties["label"]
+        saved_model = path_utils.serving_model_path(model.uri)
+        run_id = self._context.pipeline_run_id if self._context else None
+        vocab_hash = registry.vocabulary_sha256(saved_model, VOCABULARY_ASSET_NAME)
+        push_info = {"model_id": model.id, "model_uri": model.uri, "blessing_id": blessing.id,
+                     "pipeline_run_id": run_id or "", "vocabulary_sha256": vocab_hash}
+        result = push_saved_model(saved_model, serving_dir, push_info)
+        log.info("%s %s version %d", "Pushed" if result.created else "Already pushed", result.path, result.version)
+        batching.write_batching_parameters(serving_dir, BatchingConfig.model_validate_json(exec_properties["batching"]))
+        labels = serving_config.set_label(model_name, serving_dir, label, result.version)
+        retain_latest(serving_dir, exec_properties["keep_versions"], protected=labels.values())
+
+        pushed_model.set_int_custom_property("pushed", 1)
+        pushed_model.set_string_custom_property("pushed_destination", result.path)
+        pushed_model.set_int_custom_property("pushed_version", result.version)
+        pushed_model.set_string_custom_property("serving_label", label)
+        pushed_model.set_string_custom_property("serving_config", serving_config.config_path(serving_dir))
+
+        registry_config = RegistryConfig.model_validate_json(exec_properties["registry"])
+        if not registry_config.enabled:
+            return
+        span: Optional[int] = examples[0].span if examples else None
+        record = registry.PushRecord(
+            serving_path=result.path, serving_base=serving_dir, serving_version=result.version, serving_label=label,
+            model_artifact_id=model.id, model_uri=model.uri, blessing_artifact_id=blessing.id, blessed=True,
+            vocabulary_sha256=vocab_hash, pipeline_run_id=run_id or "", data_span=span,
+            metrics=_float_properties(blessing),
+        )
+        model_registry = registry.ModelRegistry.from_config(
+            registry_config, model_name, exec_properties.get("registry_dir") or None)
+        version = model_registry.register(record, move_production_alias=(label == serving_config.STABLE_LABEL))
+        if label != serving_config.STABLE_LABEL:
+            model_registry.move_alias(model_registry.alias_for_label(label), serving_dir, result.version)
+        pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
+        pushed_model.set_int_custom_property("registered_model_version", int(version.version))
+        pushed_model.set_string_custom_property("registry_uri", registry.display_uri(model_registry.tracking_uri))
+
+
+class VersionedPusher(base_component.BaseComponent):
+    """Pushes a blessed model to a TF Serving base path and registers it (see module docstring)."""
+
+    SPEC_CLASS = VersionedPusherSpec
+    EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(VersionedPusherExecutor)
+
+    def __init__(self, model, model_blessing, serving_dir: str, model_name: str = "textgen", keep_versions: int = 5,
+                 label: str = serving_config.STABLE_LABEL, batching_config: Optional[BatchingConfig] = None,
+                 registry_config: Optional[RegistryConfig] = None, registry_dir: str = "", examples=None):
+        super().__init__(VersionedPusherSpec(
+            model=model, model_blessing=model_blessing, examples=examples,
+            pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+            serving_dir=serving_dir, model_name=model_name, keep_versions=keep_versions, label=label,
+            batching=(batching_config or BatchingConfig()).model_dump_json(),
+            registry=(registry_config or RegistryConfig()).model_dump_json(),
+            registry_dir=registry_dir,
+        ))

@@ -2,20 +2,42 @@
 
 TF Serving watches `<base>/<integer version>/`. A version directory must never be visible
 half-written, so the model is copied into a hidden temporary directory on the same filesystem
-and renamed into place in one step. Versions are strictly increasing integers.
+and renamed into place in one step. Versions are strictly increasing integers: a pusher that
+loses a race for a version number (another pusher renamed into it first) takes the next one.
+Deleting old versions is the mirror image: the version is first renamed to a hidden name, then
+removed, so a reader never sees a version directory with half its files gone.
+
+Everything goes through `tf.io.gfile`, so the base path may be local or on any filesystem
+TensorFlow supports (gs://, s3://, hdfs://). Atomicity then rests on that filesystem's
+rename: POSIX and HDFS rename directories atomically; object stores (gs://, s3://) emulate a
+directory rename by copying objects, so there TF Serving must only be pointed at versions through
+`models.config` (which this package writes after the rename completes), never by polling.
+TensorFlow's in-memory ram:// renames only the directory entry and leaves the files behind; a push
+checks the renamed version and refuses such a filesystem with a clear error.
+
+Each pushed version carries `assets.extra/push_info.json` (the SavedModel convention for extra
+files, ignored by TF Serving) recording which model artifact it came from, so a retried push of
+the same model returns the existing version instead of publishing a duplicate.
 """
+import json
 import os
 import uuid
-from typing import List, NamedTuple
+from typing import Dict, Iterable, List, NamedTuple, Optional
 
 import tensorflow as tf
 
 _TEMP_PREFIX = ".incoming-"
+_RETIRED_PREFIX = ".retired-"
+PUSH_INFO_FILE = os.path.join("assets.extra", "push_info.json")
+# How many times a pusher retries after losing the race for a version number.
+_MAX_VERSION_ATTEMPTS = 100
 
 
 class PushResult(NamedTuple):
     version: int
     path: str
+    # False when an identical push (same `push_info["model_id"]`) was already published.
+    created: bool = True
 
 
 def existing_versions(base_dir: str) -> List[int]:
@@ -25,39 +47,120 @@ def existing_versions(base_dir: str) -> List[int]:
     return sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(base_dir) if name.rstrip("/").isdigit())
 
 
+def version_path(base_dir: str, version: int) -> str:
+    return os.path.join(base_dir, str(version))
+
+
+def is_complete_saved_model(directory: str) -> bool:
+    """True when `directory` holds a SavedModel's graph and its variables index."""
+    return tf.io.gfile.exists(os.path.join(directory, "saved_model.pb")) and tf.io.gfile.exists(
+        os.path.join(directory, "variables", "variables.index")
+    )
+
+
 def _copy_tree(source: str, destination: str) -> None:
     """Recursively copies a directory with tf.io.gfile (works across local and object stores)."""
     for directory, _, files in tf.io.gfile.walk(source):
         relative = os.path.relpath(directory, source)
-        target_dir = os.path.normpath(os.path.join(destination, relative))
+        # No os.path.normpath here: it would fold the '//' of 'gs://bucket' into 'gs:/bucket'.
+        target_dir = destination if relative == "." else os.path.join(destination, relative)
         tf.io.gfile.makedirs(target_dir)
         for name in files:
             tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target_dir, name), overwrite=True)
 
 
-def retain_latest(base_dir: str, keep: int) -> List[int]:
-    """Deletes all but the `keep` highest versions under `base_dir`; returns the deleted versions."""
+def read_push_info(version_dir: str) -> Dict:
+    """The push record inside a pushed version ({} for versions pushed without one)."""
+    path = os.path.join(version_dir, PUSH_INFO_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as handle:
+        return json.loads(handle.read())
+
+
+def find_pushed_version(base_dir: str, model_id: str) -> Optional[int]:
+    """The version already published from model artifact `model_id`, if any."""
+    for version in reversed(existing_versions(base_dir)):
+        if str(read_push_info(version_path(base_dir, version)).get("model_id", "")) == str(model_id):
+            return version
+    return None
+
+
+def retain_latest(base_dir: str, keep: int, protected: Iterable[int] = ()) -> List[int]:
+    """Deletes all but the `keep` highest versions under `base_dir`, never one in `protected`
+    (versions models.config serves or labels); returns the deleted versions."""
     versions = existing_versions(base_dir)
-    stale = versions[:-keep] if keep > 0 else []
+    keep_set = set(versions[-keep:] if keep > 0 else []) | set(protected)
+    stale = [version for version in versions if version not in keep_set]
     for version in stale:
-        tf.io.gfile.rmtree(os.path.join(base_dir, str(version)))
+        retired = os.path.join(base_dir, f"{_RETIRED_PREFIX}{version}-{uuid.uuid4().hex}")
+        try:
+            tf.io.gfile.rename(version_path(base_dir, version), retired, overwrite=False)
+        except tf.errors.NotFoundError:  # a concurrent retention run got there first
+            continue
+        tf.io.gfile.rmtree(retired)
     return stale
 
 
-def push_saved_model(saved_model_dir: str, base_dir: str) -> PushResult:
-    """Publishes `saved_model_dir` as the next version under `base_dir`; returns where it went."""
+def _publish(staging: str, base_dir: str) -> int:
+    """Renames `staging` to the next free version number; retries when another pusher wins."""
+    for _ in range(_MAX_VERSION_ATTEMPTS):
+        versions = existing_versions(base_dir)
+        version = (versions[-1] + 1) if versions else 1
+        try:
+            tf.io.gfile.rename(staging, version_path(base_dir, version), overwrite=False)
+            return version
+        except (tf.errors.AlreadyExistsError, tf.errors.FailedPreconditionError, OSError):
+            # AlreadyExists: gfile saw the target; FailedPrecondition/OSError: the OS refused to
+            # rename onto a non-empty directory that appeared after that check.
+            if not tf.io.gfile.exists(version_path(base_dir, version)):
+                raise
+    raise RuntimeError(f"could not claim a version number under {base_dir} after {_MAX_VERSION_ATTEMPTS} attempts")
+
+
+def _check_rename_kept_contents(base_dir: str, version: int, staging: str) -> None:
+    """Fails loudly on a filesystem whose directory rename drops the contents (TensorFlow's
+    ram:// moves only the directory entry), after taking the empty version back out."""
+    final = version_path(base_dir, version)
+    if is_complete_saved_model(final):
+        return
+    retain_latest(base_dir, 0, protected=[v for v in existing_versions(base_dir) if v != version])
+    raise OSError(f"the filesystem of {base_dir} did not move the contents of {staging} when renaming it to "
+                  f"{final}; it cannot host an atomic push (use a local, HDFS or object-store path)")
+
+
+def _remove_quietly(path: str) -> None:
+    """Best-effort cleanup of a staging directory after a failed push."""
+    try:
+        if tf.io.gfile.exists(path):
+            tf.io.gfile.rmtree(path)
+    except tf.errors.OpError:
+        pass
+
+
+def push_saved_model(saved_model_dir: str, base_dir: str, push_info: Optional[Dict] = None) -> PushResult:
+    """Publishes `saved_model_dir` as the next version under `base_dir`; returns where it went.
+
+    With `push_info` (must hold a `model_id`), a model already published under `base_dir` is not
+    published again: its existing version is returned with `created=False`.
+    """
     if not tf.io.gfile.exists(os.path.join(saved_model_dir, "saved_model.pb")):
         raise FileNotFoundError(f"{saved_model_dir} is not a SavedModel (no saved_model.pb)")
     tf.io.gfile.makedirs(base_dir)
-    versions = existing_versions(base_dir)
-    version = (versions[-1] + 1) if versions else 1
-    staging = os.path.join(base_dir, f"{_TEMP_PREFIX}{version}-{uuid.uuid4().hex}")
-    final = os.path.join(base_dir, str(version))
+    if push_info is not None:
+        previous = find_pushed_version(base_dir, push_info["model_id"])
+        if previous is not None:
+            return PushResult(previous, version_path(base_dir, previous), created=False)
+    staging = os.path.join(base_dir, f"{_TEMP_PREFIX}{uuid.uuid4().hex}")
     try:
         _copy_tree(saved_model_dir, staging)
-        tf.io.gfile.rename(staging, final, overwrite=False)
+        if push_info is not None:
+            tf.io.gfile.makedirs(os.path.join(staging, "assets.extra"))
+            with tf.io.gfile.GFile(os.path.join(staging, PUSH_INFO_FILE), "w") as handle:
+                handle.write(json.dumps(push_info, sort_keys=True))
+        version = _publish(staging, base_dir)
+        _check_rename_kept_contents(base_dir, version, staging)
     except BaseException:
-        if tf.io.gfile.exists(staging):
-            tf.io.gfile.rmtree(staging)
+        _remove_quietly(staging)
         raise
-    return PushResult(version, final)
+    return PushResult(version, version_path(base_dir, version))

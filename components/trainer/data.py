@@ -69,3 +69,31 @@ def packed_blocks(
         .map(lambda block: (block[:, :-1], block[:, 1:]), num_parallel_calls=tf.data.AUTOTUNE)
         .prefetch(tf.data.AUTOTUNE)
     )
+
+
+def distributed_blocks(strategy: tf.distribute.Strategy, make_global_batches, global_batch_size: int):
+    """Distributes a dataset of global (inputs, targets) batches over the strategy's replicas.
+
+    `make_global_batches()` returns the global-batch dataset; every input pipeline (one per
+    worker) builds the same one, in the same order, and keeps only its replicas' rows, so the
+    replicas together see exactly the batch a single process would: the same global batch gives
+    the same update whatever the cluster shape.
+    """
+    replicas = strategy.num_replicas_in_sync
+    if global_batch_size % replicas:
+        raise ValueError(f"the global batch ({global_batch_size}) must be divisible by the {replicas} replicas")
+    per_replica = global_batch_size // replicas
+
+    def dataset_fn(input_context: tf.distribute.InputContext) -> tf.data.Dataset:
+        local_replicas = replicas // input_context.num_input_pipelines
+        first_row = input_context.input_pipeline_id * local_replicas * per_replica
+
+        def local_rows(inputs: tf.Tensor, targets: tf.Tensor) -> tuple:
+            rows = slice(first_row, first_row + local_replicas * per_replica)
+            shape = [local_replicas, per_replica, -1]
+            return tf.reshape(inputs[rows], shape), tf.reshape(targets[rows], shape)
+
+        # One element per local replica, in replica order.
+        return make_global_batches().map(local_rows).unbatch().prefetch(tf.data.AUTOTUNE)
+
+    return strategy.distribute_datasets_from_function(dataset_fn)

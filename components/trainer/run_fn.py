@@ -1,71 +1,120 @@
 """The TFX Trainer entry point (`run_fn`): train the backbone and export the serving model.
 
 `create_pipeline` passes the model, training and generation config sections in
-`custom_config`; this module rebuilds them with the same typed classes the CLI validated.
+`custom_config`; this module rebuilds them with the same typed classes the CLI validated, picks
+the strategy, precision and XLA setting, and hands over to `loop.LanguageModelTrainer`.
+
+Outputs in the Trainer's ModelRun artifact (`fn_args.model_run_dir`): `checkpoints/` (resume
+points) and `train/` (TensorBoard summaries). The chief writes them and the exported model; other
+workers of a multi-worker run write to temporary directories that are removed.
 """
 import logging
+import os
+from typing import TYPE_CHECKING
 
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
-from tfx.components.trainer.fn_args_utils import FnArgs
 
 from components.trainer import data, export, task
 from components.trainer.backbone import build_backbone
-from components.trainer.strategy import choose_strategy
+from components.trainer.hardware import measure_matmul_flops
+from components.trainer.loop import LanguageModelTrainer, LoopSettings
+from components.trainer.model_size import parameter_count, training_flops_per_token
+from components.trainer.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
+from components.trainer.strategy import choose_strategy, cleanup_worker_dir, writable_dir
+from components.trainer.warm_start import warm_start_from
 from components.transform import tokenizer
 from pipeline.config import GenerationConfig, ModelConfig, TrainingConfig
 
-_EVAL_BATCHES = 8  # validation batches per progress line; the Evaluator measures the full split
+if TYPE_CHECKING:  # importing TFX costs ~1 minute; worker processes only need the attributes
+    from tfx.components.trainer.fn_args_utils import FnArgs
 
 
-def run_fn(fn_args: FnArgs) -> None:
-    """Trains for `training.train_steps` steps and writes the SavedModel to `serving_model_dir`."""
+def _peak_flops(training: TrainingConfig, policy_name: str) -> float:
+    if training.peak_flops:
+        return training.peak_flops
+    dtype = {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(policy_name, tf.float32)
+    return measure_matmul_flops(dtype)
+
+
+def run_fn(fn_args: "FnArgs") -> None:
+    """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
     model_config = ModelConfig(**fn_args.custom_config["model"])
     training = TrainingConfig(**fn_args.custom_config["training"])
     generation = GenerationConfig(**fn_args.custom_config["generation"])
+    # First: MultiWorkerMirroredStrategy must configure collectives before TensorFlow runs any op.
+    strategy = choose_strategy(training.distribution, training.tpu)
     keras.utils.set_random_seed(training.seed)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
-
     feature_spec = transform_output.transformed_feature_spec()
-    train_blocks = data.packed_blocks(
-        fn_args.train_files,
-        feature_spec,
-        model_config.context_length,
-        training.batch_size,
-        shuffle_buffer=training.shuffle_buffer,
-        seed=training.seed,
-        repeat=True,
-    )
-    if not data.holds_one_block(fn_args.train_files, feature_spec, model_config.context_length):
+    context_length = model_config.context_length
+    if not data.holds_one_block(fn_args.train_files, feature_spec, context_length):
         raise ValueError(
-            f"the train split {fn_args.train_files} holds fewer than {model_config.context_length + 1} tokens "
+            f"the train split {fn_args.train_files} holds fewer than {context_length + 1} tokens "
             "(one training block): add data or lower model.context_length"
         )
-    eval_blocks = data.packed_blocks(fn_args.eval_files, feature_spec, model_config.context_length, training.batch_size)
 
+    device = accelerator_kind(strategy)
+    policy_name = resolve_precision(training.precision, device)
     vocab_size = transform_output.vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
-    strategy = choose_strategy()
-    with strategy.scope():
-        backbone = build_backbone(model_config, vocab_size)
-        task.compile_for_language_modelling(backbone, training)
+    global_batch = training.resolved_batch_size(context_length)
+    per_replica_batch = global_batch // strategy.num_replicas_in_sync
+    if per_replica_batch * strategy.num_replicas_in_sync != global_batch or per_replica_batch % training.gradient_accumulation_steps:
+        raise ValueError(
+            f"the global batch ({global_batch}) must split evenly over {strategy.num_replicas_in_sync} replicas "
+            f"and then into {training.gradient_accumulation_steps} micro-batches"
+        )
+    settings = LoopSettings(
+        total_steps=training.train_steps,
+        global_batch_size=global_batch,
+        context_length=context_length,
+        accumulation=training.gradient_accumulation_steps,
+        steps_per_call=training.steps_per_call,
+        log_every=training.log_every,
+        checkpoint_every=training.checkpoint_every,
+        eval_batches=training.eval_batches,
+        clip_norm=training.clip_norm,
+        jit_compile=resolve_jit_compile(training.jit_compile),
+        flops_per_token=training_flops_per_token(model_config, vocab_size),
+        peak_flops=_peak_flops(training, policy_name),
+    )
     logging.info(
-        "Training a %d-parameter model (vocabulary %d) for %d steps of %d x %d tokens with %s",
-        backbone.count_params(), vocab_size, training.train_steps, training.batch_size, model_config.context_length,
-        type(strategy).__name__,
+        "Model: %s preset, %s parameters, %.3f GFLOPs per trained token; vocabulary %d",
+        model_config.preset, f"{parameter_count(model_config, vocab_size):,}", settings.flops_per_token / 1e9, vocab_size,
+    )
+    logging.info(
+        "Training %d steps of %d x %d tokens (%d micro-batch(es)) on %s, %s, XLA %s, peak %.1f GFLOP/s",
+        training.train_steps, global_batch, context_length, settings.accumulation, device, policy_name,
+        "on" if settings.jit_compile else "off", settings.peak_flops / 1e9,
     )
 
-    epochs, steps_per_epoch = task.log_intervals(training.train_steps)
-    backbone.fit(
-        train_blocks,
-        epochs=epochs,
-        steps_per_epoch=steps_per_epoch,
-        validation_data=eval_blocks.take(_EVAL_BATCHES),
-        callbacks=[
-            task.ThroughputLogger(training.batch_size * model_config.context_length),
-            keras.callbacks.TensorBoard(log_dir=fn_args.model_run_dir, update_freq="epoch"),
-        ],
-        verbose=2,
-    )
-    export.export_serving_model(backbone, transform_output, generation, fn_args.serving_model_dir)
+    def train_batches(start_step: int) -> tf.data.Dataset:
+        # A resumed run reshuffles with a step-dependent seed rather than replaying the stream.
+        return data.packed_blocks(
+            fn_args.train_files, feature_spec, context_length, global_batch,
+            shuffle_buffer=training.shuffle_buffer, seed=training.seed + start_step, repeat=True,
+        )
+
+    def eval_batches() -> tf.data.Dataset:
+        return data.packed_blocks(fn_args.eval_files, feature_spec, context_length, global_batch, repeat=True)
+
+    with keras_policy(policy_name):
+        with strategy.scope():
+            backbone = build_backbone(model_config, vocab_size)
+            optimizer = task.make_optimizer(training, policy_name)
+        if training.warm_start and fn_args.base_model:
+            warm_start_from(backbone, fn_args.base_model)
+        trainer = LanguageModelTrainer(
+            backbone, optimizer, strategy, settings,
+            checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
+            summary_dir=os.path.join(fn_args.model_run_dir, "train"),
+        )
+        trainer.train(
+            lambda start: iter(data.distributed_blocks(strategy, lambda: train_batches(start), global_batch)),
+            lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch)),
+        )
+        export_dir = writable_dir(fn_args.serving_model_dir, strategy)
+        export.export_serving_model(backbone, transform_output, generation, export_dir)
+        cleanup_worker_dir(export_dir, strategy)
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)

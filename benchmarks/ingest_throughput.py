@@ -1,0 +1,148 @@
+"""Ingestion benchmark: ExampleGen (read + clean) + StatisticsGen throughput, Beam DirectRunner
+in-memory vs multi-processing, in one run.
+
+The shared corpus (`../shared/data/tinyshakespeare.txt`) is replicated into a temporary directory
+(several files, so the runner has work to spread) up to `--mb` megabytes. Each mode runs the real
+executors: our `TextCorpusExampleGenExecutor` (readers, cleaning with exact and near-duplicate
+removal, quarantine report, hash split, GZIP TFRecords) and TFX's StatisticsGen executor (TFDV)
+on its output. Throughput is input megabytes per wall-clock second of both executors together.
+
+    in_memory          --direct_running_mode=in_memory --direct_num_workers=1 (the project default)
+    multi_processing   --direct_running_mode=multi_processing --direct_num_workers=2
+
+Usage:
+    python benchmarks/ingest_throughput.py [--mb 100] [--files 16] [--corpus PATH]
+
+Prints a table and writes benchmarks/results/ingest_throughput.json (with os.getloadavg(): the
+machine is shared, so other work may be running).
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+DEFAULT_CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "tinyshakespeare.txt")
+RESULTS = os.path.join(os.path.dirname(__file__), "results", "ingest_throughput.json")
+MODES = {
+    "in_memory": ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+    "multi_processing": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
+}
+
+
+def replicate_corpus(corpus: str, directory: str, megabytes: float, files: int) -> int:
+    """Writes copies of `corpus` into `files` .txt files totalling about `megabytes`; returns bytes."""
+    with open(corpus, "rb") as handle:
+        text = handle.read().rstrip(b"\n") + b"\n\n"
+    copies = max(1, round(megabytes * 1e6 / len(text)))
+    total = 0
+    for index in range(files):
+        share = copies // files + (1 if index < copies % files else 0)
+        if share:
+            with open(os.path.join(directory, f"part-{index:03d}.txt"), "wb") as out:
+                for _ in range(share):
+                    out.write(text)
+            total += share * len(text)
+    return total
+
+
+def run_mode(beam_args, corpus_dir: str, work_dir: str) -> dict:
+    """Runs ExampleGen then StatisticsGen with `beam_args`; returns seconds per stage and the report."""
+    from tfx.components.statistics_gen import executor as statistics_executor
+    from tfx.dsl.components.base.base_beam_executor import BaseBeamExecutor
+    from tfx.proto import example_gen_pb2
+    from tfx.types import artifact_utils, standard_artifacts, standard_component_specs
+    from tfx.utils import proto_utils
+
+    from components.example_gen import ingest_report
+    from components.example_gen.executor import TextCorpusExampleGenExecutor
+    from pipeline.config import PipelineConfig
+    from pipeline.pipeline import example_gen_custom_config
+
+    context = BaseBeamExecutor.Context(beam_pipeline_args=list(beam_args), tmp_dir=os.path.join(work_dir, "tmp"))
+    examples = standard_artifacts.Examples()
+    examples.uri = os.path.join(work_dir, "examples")
+    properties = {
+        standard_component_specs.INPUT_BASE_KEY: corpus_dir,
+        standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(
+            example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="corpus", pattern="*.txt")])),
+        standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Output(
+            split_config=example_gen_pb2.SplitConfig(splits=[
+                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=9),
+                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))),
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(example_gen_custom_config(PipelineConfig())),
+    }
+    start = time.perf_counter()
+    TextCorpusExampleGenExecutor(context).Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, properties)
+    example_gen_s = time.perf_counter() - start
+
+    statistics = standard_artifacts.ExampleStatistics()
+    statistics.uri = os.path.join(work_dir, "statistics")
+    statistics.split_names = artifact_utils.encode_split_names(["train", "eval"])
+    start = time.perf_counter()
+    statistics_executor.Executor(context).Do(
+        {standard_component_specs.EXAMPLES_KEY: [examples]},
+        {standard_component_specs.STATISTICS_KEY: [statistics]},
+        {standard_component_specs.EXCLUDE_SPLITS_KEY: "[]"},
+    )
+    statistics_gen_s = time.perf_counter() - start
+    return {"example_gen_s": example_gen_s, "statistics_gen_s": statistics_gen_s,
+            "report": ingest_report.read_report(examples.uri)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", default=DEFAULT_CORPUS)
+    parser.add_argument("--mb", type=float, default=100.0, help="Size of the replicated corpus in MB.")
+    parser.add_argument("--files", type=int, default=16, help="Number of files the corpus is spread over.")
+    args = parser.parse_args()
+    if not os.path.exists(args.corpus):
+        sys.exit(f"corpus not found: {args.corpus} (the shared data folder is absent)")
+
+    scratch = tempfile.mkdtemp(prefix="ingest-bench-")
+    try:
+        corpus_dir = os.path.join(scratch, "corpus")
+        os.makedirs(corpus_dir)
+        total_bytes = replicate_corpus(args.corpus, corpus_dir, args.mb, args.files)
+        load_before = os.getloadavg()
+        results = {}
+        for mode, beam_args in MODES.items():
+            outcome = run_mode(beam_args, corpus_dir, os.path.join(scratch, mode))
+            seconds = outcome["example_gen_s"] + outcome["statistics_gen_s"]
+            workers = int(beam_args[1].split("=")[1])
+            results[mode] = dict(outcome, seconds=seconds, workers=workers, mb_per_s=total_bytes / 1e6 / seconds,
+                                 mb_per_s_per_core=total_bytes / 1e6 / seconds / workers)
+        speedup = results["in_memory"]["seconds"] / results["multi_processing"]["seconds"]
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+    print(f"\ncorpus: {total_bytes / 1e6:.1f} MB ({args.files} files of replicated {os.path.basename(args.corpus)}); "
+          f"load average before/after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")
+    print("| runner mode | workers | ExampleGen s | StatisticsGen s | total s | MB/s | MB/s per core |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for mode, r in results.items():
+        print(f"| {mode} | {r['workers']} | {r['example_gen_s']:.1f} | {r['statistics_gen_s']:.1f} | {r['seconds']:.1f} "
+              f"| {r['mb_per_s']:.2f} | {r['mb_per_s_per_core']:.2f} |")
+    report = results["in_memory"]["report"]
+    print(f"multi-processing speed-up: {speedup:.2f}x (goal >= 1.6x)")
+    print(f"documents read {report['documents_read']}, kept {report['documents_kept']}, removed {report['removed']}")
+
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w", encoding="utf-8") as handle:
+        json.dump({
+            "corpus_bytes": total_bytes, "files": args.files, "results": results, "speedup": speedup,
+            "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpu_count": os.cpu_count(),
+            "machine": platform.platform(), "python": platform.python_version(),
+        }, handle, indent=2)
+    print(f"wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+"""Reference side of train_throughput.py: Hugging Face GPT-2 trained with PyTorch on the CPU.
+
+Runs in the separate reference environment (benchmarks/make_reference_env.sh), never in the
+product's. Builds `GPT2LMHeadModel` from a `GPT2Config` of the given shape (random init, nothing
+downloaded), trains on random token ids with torch.optim.AdamW, eager and under torch.compile,
+and prints one JSON line: [{"mode", "tokens_per_s", "first_call_extra_s", "final_loss"}, ...].
+"""
+import argparse
+import json
+import os
+import time
+
+
+def train(model, optimizer, batches, steps: int) -> tuple:
+    """Seconds for `steps` optimizer steps and the last loss."""
+    import torch
+
+    start = time.perf_counter()
+    for index in range(steps):
+        inputs = batches[index % len(batches)]
+        loss = model(input_ids=inputs, labels=inputs).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return time.perf_counter() - start, float(loss.detach())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    for name in ("layers", "heads", "width", "mlp", "context-length", "vocab-size", "batch-size", "steps"):
+        parser.add_argument(f"--{name}", type=int, required=True)
+    args = parser.parse_args()
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.set_num_threads(os.cpu_count())
+    torch.manual_seed(0)
+    config = GPT2Config(
+        vocab_size=args.vocab_size, n_positions=args.context_length, n_embd=args.width, n_layer=args.layers,
+        n_head=args.heads, n_inner=args.mlp, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        activation_function="gelu_new", tie_word_embeddings=True,
+    )
+    batches = [torch.randint(0, args.vocab_size, (args.batch_size, args.context_length)) for _ in range(4)]
+    tokens = args.batch_size * args.context_length * args.steps
+    rows = []
+    for mode in ("eager", "torch.compile"):
+        model = GPT2LMHeadModel(config).train()
+        if mode == "torch.compile":
+            model = torch.compile(model)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01)
+        warmup_seconds, _ = train(model, optimizer, batches, args.steps)
+        seconds, loss = train(model, optimizer, batches, args.steps)
+        rows.append({
+            "mode": mode,
+            "tokens_per_s": tokens / seconds,
+            "first_call_extra_s": max(warmup_seconds - seconds, 0.0),
+            "final_loss": loss,
+            "parameters": sum(p.numel() for p in model.parameters()),
+        })
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Training-throughput benchmark: our trainer vs Hugging Face GPT-2 on PyTorch, in one run.
+
+Same architecture on both sides (pre-LayerNorm GPT, tied embeddings, GELU MLP, learned positions),
+same shape, same tokens per step, random initialisation, synthetic token ids (throughput does not
+depend on the text). For each configuration it reports tokens/s after warm-up, the first call's
+extra time (tracing / compilation), and MFU = tokens/s x FLOPs per token / the machine's
+measured matmul ceiling. FLOPs per token = 6N + 12*L*d*T (PaLM, appendix B; see
+components/trainer/model_size.py).
+
+    ours eager           the training loop with every tf.function run eagerly
+    ours graph           tf.function, no XLA
+    ours graph+XLA       tf.function with the forward/backward step jit-compiled (the default)
+    ours XLA+bf16        as above under the mixed_bfloat16 policy (mixed_float16 on a GPU)
+    reference eager      transformers GPT2LMHeadModel + torch.optim.AdamW
+    reference compiled   the same under torch.compile
+
+The reference runs in its own environment (benchmarks/make_reference_env.sh builds it; torch and
+transformers are never installed in the product's environment).
+
+Usage:
+    python benchmarks/train_throughput.py [--preset 10m] [--context-length 256] [--batch-size 8]
+        [--vocab-size 4096] [--steps 20] [--skip-reference]
+
+Prints a table and writes benchmarks/results/train_throughput.json.
+"""
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RESULTS = os.path.join(HERE, "results", "train_throughput.json")
+
+
+def synthetic_batches(vocab_size: int, batch_size: int, context_length: int, seed: int = 0):
+    """An endless dataset of random (inputs, targets) token blocks."""
+    import tensorflow as tf
+
+    blocks = tf.data.Dataset.random(seed=seed).batch(context_length + 1).map(lambda x: x % vocab_size)
+    return blocks.batch(batch_size, drop_remainder=True).map(lambda b: (b[:, :-1], b[:, 1:])).repeat().prefetch(4)
+
+
+def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, policy: str, jit: bool, eager: bool) -> dict:
+    """Tokens/s of the project's training loop (LanguageModelTrainer) with the given settings."""
+    import tempfile
+
+    import tensorflow as tf
+
+    from components.trainer import data, task
+    from components.trainer.backbone import build_backbone
+    from components.trainer.loop import LanguageModelTrainer, LoopSettings
+    from components.trainer.precision import keras_policy
+    from pipeline.config import TrainingConfig
+
+    training = TrainingConfig(train_steps=2 * steps, batch_size=batch_size, warmup_steps=2)
+    settings = LoopSettings(
+        total_steps=2 * steps, global_batch_size=batch_size, context_length=model_config.context_length,
+        steps_per_call=steps, log_every=steps, checkpoint_every=10**9, jit_compile=jit,
+    )
+    strategy = tf.distribute.get_strategy()
+    reports = []
+    tf.config.run_functions_eagerly(eager)
+    try:
+        with keras_policy(policy):
+            backbone = build_backbone(model_config, vocab_size)
+            trainer = LanguageModelTrainer(
+                backbone, task.make_optimizer(training, policy), strategy, settings, checkpoint_dir=tempfile.mkdtemp()
+            )
+            dataset = lambda: synthetic_batches(vocab_size, batch_size, model_config.context_length)  # noqa: E731
+            start = time.perf_counter()
+            trainer.train(lambda _: iter(data.distributed_blocks(strategy, dataset, batch_size)), on_report=reports.append)
+            total = time.perf_counter() - start
+    finally:
+        tf.config.run_functions_eagerly(False)
+    steady = reports[-1].tokens_per_sec
+    tokens = steps * batch_size * model_config.context_length
+    return {"tokens_per_s": steady, "first_call_extra_s": max(total - 2 * tokens / steady, 0.0), "final_loss": reports[-1].loss}
+
+
+def measure_reference(args, model_config, python: str) -> list:
+    """Runs benchmarks/reference_gpt2_train.py in the reference environment; returns its rows."""
+    command = [
+        python, os.path.join(HERE, "reference_gpt2_train.py"),
+        "--layers", str(model_config.num_layers), "--heads", str(model_config.num_heads),
+        "--width", str(model_config.model_dim), "--mlp", str(model_config.mlp_dim),
+        "--context-length", str(model_config.context_length), "--vocab-size", str(args.vocab_size),
+        "--batch-size", str(args.batch_size), "--steps", str(args.steps),
+    ]
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise RuntimeError(f"reference benchmark failed:\n{completed.stderr[-3000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--preset", default="10m")
+    parser.add_argument("--context-length", type=int, default=256)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--vocab-size", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=20, help="measured steps (after as many warm-up steps)")
+    parser.add_argument("--skip-reference", action="store_true")
+    parser.add_argument("--reference-python", default=os.path.expanduser("~/.cache/textgen-tfx/bench-reference/bin/python"))
+    args = parser.parse_args()
+
+    import tensorflow as tf
+
+    from components.trainer.hardware import measure_matmul_flops
+    from components.trainer.model_size import parameter_count, training_flops_per_token
+    from pipeline.config import ModelConfig
+
+    model_config = ModelConfig(preset=args.preset, context_length=args.context_length)
+    flops_per_token = training_flops_per_token(model_config, args.vocab_size)
+    on_gpu = bool(tf.config.list_physical_devices("GPU"))
+    mixed = "mixed_float16" if on_gpu else "mixed_bfloat16"
+    ceiling = {"float32": measure_matmul_flops(tf.float32, size=2048), mixed: measure_matmul_flops(tf.bfloat16 if mixed == "mixed_bfloat16" else tf.float16, size=2048)}
+    print(f"model: {args.preset} preset, context {args.context_length}, {parameter_count(model_config, args.vocab_size):,} parameters, "
+          f"{flops_per_token / 1e6:.1f} MFLOPs/token; batch {args.batch_size} x {args.context_length} tokens")
+    print(f"measured matmul ceiling: float32 {ceiling['float32'] / 1e9:.1f} GFLOP/s, {mixed} {ceiling[mixed] / 1e9:.1f} GFLOP/s")
+
+    rows = []
+    for name, policy, jit, eager in [
+        ("ours eager", "float32", False, True),
+        ("ours graph", "float32", False, False),
+        ("ours graph+XLA", "float32", True, False),
+        (f"ours XLA+{mixed.split('_')[1]}", mixed, True, False),
+    ]:
+        steps = max(2, args.steps // 5) if eager else args.steps
+        result = measure_ours(model_config, args.vocab_size, args.batch_size, steps, policy, jit, eager)
+        rows.append({"name": name, "precision": policy, **result})
+        print(f"  {name}: {result['tokens_per_s']:,.0f} tokens/s", flush=True)
+    if not args.skip_reference:
+        for row in measure_reference(args, model_config, args.reference_python):
+            rows.append({"name": f"reference {row['mode']}", "precision": "float32", **{k: v for k, v in row.items() if k != "mode"}})
+            print(f"  reference {row['mode']}: {row['tokens_per_s']:,.0f} tokens/s", flush=True)
+    for row in rows:
+        peak = ceiling[row["precision"]] if row["precision"] in ceiling else ceiling["float32"]
+        row["mfu"] = row["tokens_per_s"] * flops_per_token / peak
+        row["mfu_vs_fp32_ceiling"] = row["tokens_per_s"] * flops_per_token / ceiling["float32"]
+
+    print()
+    print("| configuration | tokens/s | first call extra s | MFU (own precision) | share of fp32 ceiling |")
+    print("|---|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['name']} | {row['tokens_per_s']:,.0f} | {row['first_call_extra_s']:.1f} | {row['mfu']:.1%} | {row['mfu_vs_fp32_ceiling']:.1%} |")
+    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
+    with open(RESULTS, "w", encoding="utf-8") as handle:
+        json.dump({
+            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg(), "gpu": on_gpu},
+            "model": {**model_config.model_dump(), "vocab_size": args.vocab_size, "flops_per_token": flops_per_token},
+            "batch_size": args.batch_size, "ceiling_flops": ceiling, "rows": rows,
+        }, handle, indent=2)
+    print(f"\nwrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Cleaning of ingested documents as Beam transforms (see `transforms.CleanDocuments`)."""

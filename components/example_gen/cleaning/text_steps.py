@@ -1,0 +1,72 @@
+"""The per-document cleaning steps: pure functions from text to (text, changed).
+
+Each is small and independent so the Beam transform can switch it on or off and count it.
+"""
+import re
+import unicodedata
+from typing import Tuple
+
+_KEEP_CONTROLS = frozenset("\n\t")
+
+
+def normalize_unicode(text: str, form: str) -> Tuple[str, bool]:
+    """NFC/NFKC normalisation ('none' leaves the text alone)."""
+    if form == "none" or unicodedata.is_normalized(form, text):
+        return text, False
+    return unicodedata.normalize(form, text), True
+
+
+def remove_control_chars(text: str) -> Tuple[str, bool]:
+    """Removes C0/C1 control characters (Unicode category Cc) except newline and tab; a CR is
+    dropped too, so CRLF text ends up with plain newlines."""
+    if text.isprintable():
+        return text, False
+    cleaned = "".join(ch for ch in text if ch in _KEEP_CONTROLS or unicodedata.category(ch) != "Cc")
+    return cleaned, cleaned != text
+
+
+EMAIL_PLACEHOLDER, PHONE_PLACEHOLDER, CARD_PLACEHOLDER = "<EMAIL>", "<PHONE>", "<CARD_NUMBER>"
+
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+# 13-19 digits, optionally grouped by single spaces or dashes; confirmed with the Luhn checksum.
+_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
+# An optional +country code, an optional (area) code, then 6-12 more digits in groups.
+_PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,4}){1,3}(?!\w)")
+
+
+def _luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        value = int(char)
+        if index % 2:
+            value = value * 2 - 9 if value > 4 else value * 2
+        total += value
+    return total % 10 == 0
+
+
+def _replace_cards(match: "re.Match") -> str:
+    digits = re.sub(r"\D", "", match.group(0))
+    return CARD_PLACEHOLDER if _luhn_valid(digits) else match.group(0)
+
+
+_DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
+
+
+def _replace_phones(match: "re.Match") -> str:
+    digits = sum(char.isdigit() for char in match.group(0))
+    if _DATE.fullmatch(match.group(0)):
+        return match.group(0)
+    return PHONE_PLACEHOLDER if 7 <= digits <= 15 else match.group(0)
+
+
+def scrub_pii(text: str) -> Tuple[str, Tuple[str, ...]]:
+    """Replaces e-mail addresses, payment card numbers (Luhn-valid) and phone numbers with
+    placeholders; returns the text and the kinds of PII found ('email', 'card', 'phone')."""
+    found = []
+    for kind, pattern, replacement in (("email", _EMAIL, EMAIL_PLACEHOLDER), ("card", _CARD, _replace_cards),
+                                       ("phone", _PHONE, _replace_phones)):
+        scrubbed = pattern.sub(replacement, text)
+        if scrubbed != text:
+            found.append(kind)
+            text = scrubbed
+    return text, tuple(found)

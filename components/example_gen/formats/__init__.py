@@ -1,0 +1,1 @@
+"""One reader per corpus file format; `components.example_gen.readers` dispatches to them."""

@@ -1,0 +1,261 @@
+"""Registers pushed models in an MLflow Model Registry and keeps its aliases in step with serving.
+
+Where the registry lives (first that applies):
+  1. `MLFLOW_TRACKING_URI` in the environment (how a cluster points every task at its server),
+  2. `registry.tracking_uri` from the config,
+  3. the embedded store: `sqlite:///<output_root>/registry/mlflow.db` with artifacts beside it,
+     nothing to start.
+Credentials are never part of the config or the compiled pipeline: MLflow reads
+MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/PASSWORD from the environment, and
+`load_credentials_file` copies those keys from a mounted Kubernetes secret into it at push time.
+
+Each pushed model becomes one registered model version whose source is the pushed version
+directory (what TF Serving loads), linked to one MLflow run holding the evaluation metrics. Its tags
+carry the lineage: pipeline run id, ML Metadata artifact ids of the model and the blessing, the
+blessing, the tokenizer vocabulary's sha256, the data span, and the serving version and label. A
+retried push of the same model artifact finds its version by tag and creates nothing new.
+
+A remote server only accepts a non-local source (gs://, s3://, hdfs://, ...): a path on the
+pipeline's own disk means nothing to it. Use a shared serving base path with a remote registry.
+"""
+import hashlib
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+import tensorflow as tf
+
+log = logging.getLogger(__name__)
+
+TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
+CREDENTIAL_KEYS = (
+    "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH",
+)
+EMBEDDED_DB_NAME = "mlflow.db"
+
+# Tag keys on every registered version.
+TAG_RUN_ID = "pipeline_run_id"
+TAG_MODEL_ID = "mlmd_model_artifact_id"
+TAG_MODEL_URI = "mlmd_model_uri"
+TAG_BLESSING_ID = "mlmd_blessing_artifact_id"
+TAG_BLESSED = "blessed"
+TAG_VOCAB = "vocabulary_sha256"
+TAG_SPAN = "data_span"
+TAG_SERVING_VERSION = "serving_version"
+TAG_SERVING_BASE = "serving_base_path"
+TAG_SERVING_LABEL = "serving_label"
+METRIC_TAG_PREFIX = "metric."
+
+
+def embedded_tracking_uri(registry_dir: str) -> str:
+    """The SQLite store under `registry_dir` (an absolute sqlite URI)."""
+    return "sqlite:///" + os.path.join(os.path.abspath(registry_dir), EMBEDDED_DB_NAME)
+
+
+def resolve_tracking_uri(configured: str, registry_dir: Optional[str]) -> str:
+    """Environment, then config, then the embedded store (see module docstring)."""
+    uri = os.environ.get(TRACKING_URI_ENV) or configured
+    if uri:
+        return uri
+    if not registry_dir:
+        raise ValueError("no model registry configured: set registry.tracking_uri or MLFLOW_TRACKING_URI")
+    return embedded_tracking_uri(registry_dir)
+
+
+def display_uri(uri: str) -> str:
+    """`uri` without any user:password part, safe to record and print."""
+    from urllib.parse import urlparse
+
+    parsed = urlparse(uri)
+    if parsed.username or parsed.password:
+        return parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else "")).geturl()
+    return uri
+
+
+def load_credentials_file(path: str) -> None:
+    """Copies MLFLOW_TRACKING_* credentials from a mounted secret file (KEY=VALUE lines) into the
+    environment MLflow reads; other keys are refused so the file cannot reconfigure anything else."""
+    if not path:
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+    except OSError as exc:
+        raise ValueError(f"cannot read registry credentials file {path}: {exc.strerror}") from None
+    for number, line in enumerate(lines, 1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        if not sep or key.strip() not in CREDENTIAL_KEYS:
+            raise ValueError(f"{path}:{number}: expected one of {', '.join(CREDENTIAL_KEYS)} as KEY=VALUE")
+        os.environ[key.strip()] = value.strip()
+
+
+def vocabulary_sha256(saved_model_dir: str, asset_name: str) -> str:
+    """sha256 of the tokenizer vocabulary asset inside a SavedModel (`assets/<asset_name>*`)."""
+    assets = os.path.join(saved_model_dir, "assets")
+    names = sorted(n for n in (tf.io.gfile.listdir(assets) if tf.io.gfile.isdir(assets) else []) if n.startswith(asset_name))
+    if not names:
+        raise FileNotFoundError(f"{saved_model_dir} has no tokenizer vocabulary asset assets/{asset_name}*")
+    if len(names) > 1:
+        raise ValueError(f"{saved_model_dir} has several assets named {asset_name}*: {names}; cannot tell the vocabulary")
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(os.path.join(assets, names[0]), "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+@dataclass
+class PushRecord:
+    """What the registry records about one push."""
+
+    serving_path: str
+    serving_base: str
+    serving_version: int
+    serving_label: str
+    model_artifact_id: int
+    model_uri: str
+    blessing_artifact_id: int
+    blessed: bool
+    vocabulary_sha256: str
+    pipeline_run_id: str = ""
+    data_span: Optional[int] = None
+    metrics: Dict[str, float] = field(default_factory=dict)
+
+    def tags(self) -> Dict[str, str]:
+        tags = {
+            TAG_RUN_ID: self.pipeline_run_id or "unknown",
+            TAG_MODEL_ID: str(self.model_artifact_id),
+            TAG_MODEL_URI: self.model_uri,
+            TAG_BLESSING_ID: str(self.blessing_artifact_id),
+            TAG_BLESSED: str(int(self.blessed)),
+            TAG_VOCAB: self.vocabulary_sha256,
+            TAG_SPAN: "" if self.data_span is None else str(self.data_span),
+            TAG_SERVING_VERSION: str(self.serving_version),
+            TAG_SERVING_BASE: self.serving_base,
+            TAG_SERVING_LABEL: self.serving_label,
+        }
+        tags.update({METRIC_TAG_PREFIX + name: repr(float(value)) for name, value in self.metrics.items()})
+        return tags
+
+
+def _quote(value: str) -> str:
+    return "'" + value.replace("'", "\\'") + "'"
+
+
+class ModelRegistry:
+    """One registered model in one MLflow registry."""
+
+    def __init__(self, tracking_uri: str, model_name: str, production_alias: str = "production",
+                 artifact_root: Optional[str] = None):
+        from mlflow import MlflowClient  # imported here: mlflow costs seconds and only the Pusher needs it
+
+        self.tracking_uri = tracking_uri
+        self.model_name = model_name
+        self.production_alias = production_alias
+        self.artifact_root = artifact_root
+        if tracking_uri.startswith("sqlite:///"):  # the embedded store: its directory is ours to make
+            os.makedirs(os.path.dirname(tracking_uri[len("sqlite:///"):]) or ".", exist_ok=True)
+        self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+
+    @classmethod
+    def from_config(cls, registry_config, model_name: str, registry_dir: Optional[str]) -> "ModelRegistry":
+        """The registry `registry_config` (a RegistryConfig) points at, credentials loaded."""
+        load_credentials_file(registry_config.credentials_file)
+        uri = resolve_tracking_uri(registry_config.tracking_uri, registry_dir)
+        artifact_root = os.path.join(os.path.abspath(registry_dir), "artifacts") if uri.startswith("sqlite:") and registry_dir else None
+        return cls(uri, registry_config.registered_model_name or model_name, registry_config.production_alias, artifact_root)
+
+    # --- lookups -------------------------------------------------------------------------------
+    def _versions_tagged(self, **tags: str):
+        conditions = [f"name={_quote(self.model_name)}"] + [f"tags.{key}={_quote(str(value))}" for key, value in tags.items()]
+        return self.client.search_model_versions(" and ".join(conditions))
+
+    def find_version(self, model_artifact_id: int, model_uri: str):
+        """The version already registered for this model artifact, if any."""
+        found = self._versions_tagged(**{TAG_MODEL_ID: str(model_artifact_id), TAG_MODEL_URI: model_uri})
+        return min(found, key=lambda v: int(v.version)) if found else None
+
+    def version_for_serving(self, serving_base: str, serving_version: int):
+        """The registered version that was pushed as `serving_version` under `serving_base`."""
+        found = self._versions_tagged(**{TAG_SERVING_BASE: serving_base, TAG_SERVING_VERSION: str(serving_version)})
+        if not found:
+            raise LookupError(f"no version of registered model '{self.model_name}' was pushed as "
+                              f"{serving_base}/{serving_version}")
+        return min(found, key=lambda v: int(v.version))
+
+    def alias_version(self, alias: str) -> Optional[int]:
+        """The registered version number `alias` points at, or None."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return int(self.client.get_model_version_by_alias(self.model_name, alias).version)
+        except MlflowException:
+            return None
+
+    # --- writes --------------------------------------------------------------------------------
+    def _ensure_registered_model(self) -> None:
+        from mlflow.exceptions import MlflowException
+
+        try:
+            self.client.get_registered_model(self.model_name)
+        except MlflowException:
+            try:
+                self.client.create_registered_model(self.model_name, description="Text-generation models pushed by the textgen TFX pipeline.")
+            except MlflowException:  # created concurrently by another pusher
+                self.client.get_registered_model(self.model_name)
+
+    def _experiment_id(self) -> str:
+        experiment = self.client.get_experiment_by_name(self.model_name)
+        if experiment is not None:
+            return experiment.experiment_id
+        artifact_location = None
+        if self.artifact_root:
+            artifact_location = "file://" + os.path.join(self.artifact_root, self.model_name)
+        return self.client.create_experiment(self.model_name, artifact_location=artifact_location)
+
+    def _run_for(self, record: PushRecord) -> str:
+        """The MLflow run holding this push's metrics (reused when a retried push made one)."""
+        experiment_id = self._experiment_id()
+        existing = self.client.search_runs(
+            [experiment_id], f"tags.{TAG_MODEL_ID} = {_quote(str(record.model_artifact_id))} and "
+                             f"tags.{TAG_MODEL_URI} = {_quote(record.model_uri)}", max_results=1)
+        if existing:
+            return existing[0].info.run_id
+        run = self.client.create_run(experiment_id, tags=record.tags(), run_name=record.pipeline_run_id or None)
+        for name, value in record.metrics.items():
+            self.client.log_metric(run.info.run_id, name, float(value))
+        self.client.set_terminated(run.info.run_id)
+        return run.info.run_id
+
+    def register(self, record: PushRecord, move_production_alias: bool = True):
+        """Registers `record` (once per model artifact); moves the production alias to it when
+        `move_production_alias`. Returns the MLflow ModelVersion."""
+        self._ensure_registered_model()
+        version = self.find_version(record.model_artifact_id, record.model_uri)
+        if version is None:
+            run_id = self._run_for(record)
+            version = self.client.create_model_version(
+                self.model_name, record.serving_path, run_id=run_id, tags=record.tags(),
+                description=f"TF Serving version {record.serving_version} under {record.serving_base}",
+            )
+            log.info("Registered %s version %s (%s)", self.model_name, version.version, self.tracking_uri)
+        else:
+            log.info("%s version %s already registers model artifact %s; not registering again",
+                     self.model_name, version.version, record.model_artifact_id)
+        if move_production_alias:
+            self.client.set_registered_model_alias(self.model_name, self.production_alias, version.version)
+        return version
+
+    def move_alias(self, alias: str, serving_base: str, serving_version: int) -> int:
+        """Points `alias` at the registered version pushed as `serving_version`; returns its number."""
+        version = self.version_for_serving(serving_base, serving_version)
+        self.client.set_registered_model_alias(self.model_name, alias, version.version)
+        return int(version.version)
+
+    def alias_for_label(self, label: str) -> str:
+        """The registry alias that follows a TF Serving version label (stable -> production)."""
+        return self.production_alias if label == "stable" else label

@@ -1,0 +1,245 @@
+"""The training loop: compiled, distributed, checkpointed steps with progress and summaries.
+
+One optimizer step = `accumulation` micro-batches per replica, each a forward/backward pass
+(XLA-compiled when `jit_compile`), gradients summed over micro-batches and all-reduced over
+replicas, clipped by global norm, then one AdamW update. The loss is the sum of token losses
+divided by the tokens of the global batch, so the update does not depend on how the batch is split
+over replicas and micro-batches. `steps_per_call` steps run inside one tf.function call.
+
+Fault tolerance: a checkpoint (model + optimizer, whose `iterations` is the step) is written every
+`checkpoint_every` steps and at the end; `train` restores the latest one first, so a restarted
+trainer continues where the last checkpoint left off and stops at `total_steps`.
+"""
+import dataclasses
+import logging
+import time
+from typing import Callable, Optional
+
+import tensorflow as tf
+import tf_keras as keras
+
+from components.trainer.strategy import cleanup_worker_dir, is_chief, writable_dir
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopSettings:
+    """What the loop needs besides the model, optimizer and data."""
+
+    total_steps: int
+    global_batch_size: int
+    context_length: int
+    accumulation: int = 1
+    steps_per_call: int = 1
+    log_every: int = 50
+    checkpoint_every: int = 100
+    eval_batches: int = 0
+    clip_norm: float = 1.0
+    jit_compile: bool = True
+    flops_per_token: float = 0.0
+    peak_flops: float = 0.0
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_size * self.context_length
+
+
+@dataclasses.dataclass
+class StepReport:
+    """One progress line's numbers (also written as TensorBoard scalars)."""
+
+    step: int
+    loss: float
+    learning_rate: float
+    gradient_norm: float
+    tokens_per_sec: float
+    mfu: float
+    eval_loss: Optional[float]
+    eta_seconds: float
+
+    def line(self, total_steps: int) -> str:
+        eval_part = f" eval_loss {self.eval_loss:.4f}" if self.eval_loss is not None else ""
+        return (
+            f"step {self.step}/{total_steps} loss {self.loss:.4f}{eval_part} lr {self.learning_rate:.2e} "
+            f"grad_norm {self.gradient_norm:.3f} {self.tokens_per_sec:,.0f} tokens/s MFU {self.mfu:.1%} "
+            f"ETA {self.eta_seconds:.0f}s"
+        )
+
+
+def _token_loss_sum(model: keras.Model, inputs: tf.Tensor, targets: tf.Tensor, training: bool) -> tf.Tensor:
+    logits = model(inputs, training=training)
+    return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits))
+
+
+class LanguageModelTrainer:
+    """Trains `model` with `optimizer` under `strategy` (create both inside `strategy.scope()`)."""
+
+    def __init__(
+        self,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        strategy: tf.distribute.Strategy,
+        settings: LoopSettings,
+        checkpoint_dir: str,
+        summary_dir: Optional[str] = None,
+    ):
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy
+        self.settings = settings
+        self.checkpoint_dir = checkpoint_dir
+        self.summary_dir = summary_dir
+        self._loss_scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
+        self._compiled_gradients = tf.function(self._micro_batch_gradients, jit_compile=settings.jit_compile)
+        self._train_steps = tf.function(self._train_steps_fn)
+        self._eval_steps = tf.function(self._eval_steps_fn)
+        with strategy.scope():
+            optimizer.build(model.trainable_variables)
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+
+    @property
+    def step(self) -> int:
+        return int(self.optimizer.iterations.numpy())
+
+    # --- the compiled parts -------------------------------------------------------------------
+    def _micro_batch_gradients(self, inputs: tf.Tensor, targets: tf.Tensor) -> tuple:
+        """Scaled loss and gradients of one micro-batch on one replica."""
+        global_tokens = tf.cast(self.settings.tokens_per_step, tf.float32)
+        with tf.GradientTape() as tape:
+            loss = _token_loss_sum(self.model, inputs, targets, training=True) / global_tokens
+            taped_loss = self.optimizer.get_scaled_loss(loss) if self._loss_scaled else loss
+        gradients = tape.gradient(taped_loss, self.model.trainable_variables)
+        gradients = [tf.convert_to_tensor(gradient) for gradient in gradients]
+        if self._loss_scaled:
+            gradients = self.optimizer.get_unscaled_gradients(gradients)
+        return loss, gradients
+
+    def _replica_step(self, inputs: tf.Tensor, targets: tf.Tensor) -> tuple:
+        """One optimizer step on this replica's share of the global batch."""
+        micro_inputs = tf.split(inputs, self.settings.accumulation)
+        micro_targets = tf.split(targets, self.settings.accumulation)
+        loss, gradients = self._compiled_gradients(micro_inputs[0], micro_targets[0])
+        for index in range(1, self.settings.accumulation):
+            micro_loss, micro_gradients = self._compiled_gradients(micro_inputs[index], micro_targets[index])
+            loss += micro_loss
+            gradients = [total + part for total, part in zip(gradients, micro_gradients)]
+        context = tf.distribute.get_replica_context()
+        loss, gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, [loss, gradients])
+        gradient_norm = tf.linalg.global_norm(gradients)
+        gradients, _ = tf.clip_by_global_norm(gradients, self.settings.clip_norm, use_norm=gradient_norm)
+        self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables), skip_gradients_aggregation=True)
+        return loss, gradient_norm
+
+    def _train_steps_fn(self, iterator, num_steps: tf.Tensor) -> tuple:
+        loss_total = tf.constant(0.0)
+        gradient_norm = tf.constant(0.0)
+        for _ in tf.range(num_steps):
+            per_replica = self.strategy.run(self._replica_step, args=next(iterator))
+            loss, gradient_norm = (self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for value in per_replica)
+            loss_total += loss
+        return loss_total / tf.cast(num_steps, tf.float32), gradient_norm
+
+    def _replica_eval(self, inputs: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+        loss = _token_loss_sum(self.model, inputs, targets, training=False)
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, loss)
+
+    def _eval_steps_fn(self, iterator, num_batches: tf.Tensor) -> tf.Tensor:
+        total = tf.constant(0.0)
+        for _ in tf.range(num_batches):
+            total += self.strategy.reduce(tf.distribute.ReduceOp.MEAN, self.strategy.run(self._replica_eval, args=next(iterator)), axis=None)
+        return total / tf.cast(num_batches * self.settings.tokens_per_step, tf.float32)
+
+    # --- the Python driver --------------------------------------------------------------------
+    def restore_latest(self) -> int:
+        """Restores the newest checkpoint in `checkpoint_dir` (written by the chief); returns the step."""
+        latest = tf.train.latest_checkpoint(self.checkpoint_dir)
+        if latest:
+            self.checkpoint.restore(latest).assert_existing_objects_matched()
+            logging.info("Resumed from checkpoint %s at step %d", latest, self.step)
+        return self.step
+
+    def _learning_rate(self) -> float:
+        rate = self.optimizer.learning_rate
+        if isinstance(rate, keras.optimizers.schedules.LearningRateSchedule):
+            rate = rate(self.optimizer.iterations)
+        return float(tf.convert_to_tensor(rate).numpy())
+
+    def train(
+        self,
+        make_train_iterator: Callable[[int], object],
+        make_eval_iterator: Optional[Callable[[], object]] = None,
+        on_report: Optional[Callable[[StepReport], None]] = None,
+    ) -> int:
+        """Runs until `total_steps`; `make_train_iterator(start_step)` builds the distributed input.
+
+        Returns the number of steps run by this call (0 when a checkpoint already holds them all).
+        """
+        settings = self.settings
+        start_step = self.restore_latest()
+        checkpoint_root = writable_dir(self.checkpoint_dir, self.strategy)
+        manager = tf.train.CheckpointManager(self.checkpoint, checkpoint_root, max_to_keep=2)
+        writer = (
+            tf.summary.create_file_writer(self.summary_dir)
+            if self.summary_dir and is_chief(self.strategy)
+            else tf.summary.create_noop_writer()
+        )
+        iterator = make_train_iterator(start_step)
+        eval_iterator = make_eval_iterator() if (make_eval_iterator and settings.eval_batches) else None
+        interval_start, interval_step, run_start = time.perf_counter(), start_step, time.perf_counter()
+        losses = []
+        try:
+            while self.step < settings.total_steps:
+                step = self.step
+                boundary = min(
+                    settings.total_steps,
+                    (step // settings.log_every + 1) * settings.log_every,
+                    (step // settings.checkpoint_every + 1) * settings.checkpoint_every,
+                    step + settings.steps_per_call,
+                )
+                loss, gradient_norm = self._train_steps(iterator, tf.constant(boundary - step))
+                losses.append((float(loss.numpy()), boundary - step))
+                step = self.step
+                if step % settings.checkpoint_every == 0 or step == settings.total_steps:
+                    manager.save(checkpoint_number=step)
+                if step % settings.log_every == 0 or step == settings.total_steps:
+                    elapsed = time.perf_counter() - interval_start
+                    report = self._report(step, losses, float(gradient_norm.numpy()), elapsed, step - interval_step, eval_iterator)
+                    self._write_summaries(writer, report)
+                    logging.info("%s", report.line(settings.total_steps))
+                    if on_report:
+                        on_report(report)
+                    interval_start, interval_step, losses = time.perf_counter(), step, []
+        finally:
+            writer.close()
+            cleanup_worker_dir(checkpoint_root, self.strategy)
+        logging.info("Trained steps %d..%d in %.1fs", start_step, self.step, time.perf_counter() - run_start)
+        return self.step - start_step
+
+    def _report(self, step: int, losses: list, gradient_norm: float, elapsed: float, steps: int, eval_iterator) -> StepReport:
+        settings = self.settings
+        tokens_per_sec = steps * settings.tokens_per_step / max(elapsed, 1e-9)
+        mfu = tokens_per_sec * settings.flops_per_token / settings.peak_flops if settings.peak_flops else 0.0
+        eval_loss = None
+        if eval_iterator is not None:
+            eval_loss = float(self._eval_steps(eval_iterator, tf.constant(settings.eval_batches)).numpy())
+        weighted = sum(loss * count for loss, count in losses) / max(sum(count for _, count in losses), 1)
+        return StepReport(
+            step=step,
+            loss=weighted,
+            learning_rate=self._learning_rate(),
+            gradient_norm=gradient_norm,
+            tokens_per_sec=tokens_per_sec,
+            mfu=mfu,
+            eval_loss=eval_loss,
+            eta_seconds=(settings.total_steps - step) * settings.tokens_per_step / max(tokens_per_sec, 1e-9),
+        )
+
+    @staticmethod
+    def _write_summaries(writer, report: StepReport) -> None:
+        with writer.as_default(step=report.step):
+            tf.summary.scalar("loss", report.loss)
+            tf.summary.scalar("learning_rate", report.learning_rate)
+            tf.summary.scalar("gradient_norm", report.gradient_norm)
+            tf.summary.scalar("tokens_per_sec", report.tokens_per_sec)
+            tf.summary.scalar("mfu", report.mfu)
+            if report.eval_loss is not None:
+                tf.summary.scalar("eval_loss", report.eval_loss)

@@ -1,0 +1,181 @@
+"""Distributed training on Kubeflow: run the Trainer's `run_fn` as a Training Operator TFJob.
+
+The TFX Trainer only runs in one pod. With `kubeflow.tfjob.enabled`, the Trainer's pod becomes a
+launcher: it writes the run's `FnArgs` as JSON next to the model run directory (shared storage),
+creates a `kubeflow.org/v1` TFJob whose chief and workers all run
+`python -m components.trainer.tfjob --fn-args <that file>` (the same `run_fn`; the operator sets
+`TF_CONFIG` on each replica, from which the strategy builds MultiWorkerMirroredStrategy and lets
+only the chief export), waits for it while logging every status change, and raises `TFJobFailed`
+naming the replica type and the operator's message as soon as a replica fails or the job does.
+
+Hook the Trainer needs (run_fn is owned elsewhere): at the top of run_fn,
+    if custom_config["tfjob"]["enabled"] and not tfjob.running_in_replica(): return tfjob.launch(fn_args, ...)
+"""
+import argparse
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+log = logging.getLogger(__name__)
+
+GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
+# The operator injects TF_CONFIG into containers with this name only.
+CONTAINER_NAME = "tensorflow"
+REPLICA_ENV = "TEXTGEN_TFJOB_REPLICA"
+FN_ARGS_FIELDS = ("working_dir", "hyperparameters", "train_files", "eval_files", "transform_output", "transform_graph_path", "serving_model_dir",
+                  "eval_model_dir", "model_run_dir", "train_steps", "eval_steps", "schema_path", "schema_file",
+                  "custom_config", "base_model")
+
+
+class TFJobFailed(RuntimeError):
+    """The TFJob, or one of its replicas, failed."""
+
+
+@dataclass
+class TFJobSpec:
+    """What the launcher submits."""
+
+    name: str
+    namespace: str
+    image: str
+    command: List[str]
+    workers: int = 2
+    cpu: str = "4"
+    memory: str = "16Gi"
+    gpus: int = 0
+    service_account: str = ""
+    env: Dict[str, str] = field(default_factory=dict)
+    labels: Dict[str, str] = field(default_factory=dict)
+
+
+def _replica(spec: TFJobSpec, replicas: int) -> Dict[str, Any]:
+    limits = {"cpu": spec.cpu, "memory": spec.memory}
+    if spec.gpus:
+        limits["nvidia.com/gpu"] = str(spec.gpus)
+    container = {
+        "name": CONTAINER_NAME, "image": spec.image, "command": list(spec.command),
+        "env": [{"name": key, "value": value} for key, value in sorted({**spec.env, REPLICA_ENV: "1"}.items())],
+        "resources": {"requests": dict(limits), "limits": dict(limits)},
+    }
+    pod_spec: Dict[str, Any] = {"containers": [container]}
+    if spec.service_account:
+        pod_spec["serviceAccountName"] = spec.service_account
+    # Never: a failed replica fails the job at once instead of restarting into the same error.
+    return {"replicas": replicas, "restartPolicy": "Never",
+            "template": {"metadata": {"labels": dict(spec.labels)}, "spec": pod_spec}}
+
+
+def build_manifest(spec: TFJobSpec) -> Dict[str, Any]:
+    """The TFJob custom resource: one chief, `spec.workers` workers, all running `spec.command`."""
+    replica_specs = {"Chief": _replica(spec, 1)}
+    if spec.workers:
+        replica_specs["Worker"] = _replica(spec, spec.workers)
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}", "kind": "TFJob",
+        "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(spec.labels)},
+        "spec": {"runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 0}, "tfReplicaSpecs": replica_specs},
+    }
+
+
+def _true_conditions(status: Dict[str, Any]) -> List[Dict[str, Any]]:
+    return [c for c in status.get("conditions") or [] if str(c.get("status")) == "True"]
+
+
+def _describe(status: Dict[str, Any]) -> str:
+    conditions = ",".join(c["type"] for c in _true_conditions(status)) or "Pending"
+    replicas = "; ".join(f"{kind}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+                         for kind, counts in sorted((status.get("replicaStatuses") or {}).items()))
+    return f"{conditions} ({replicas})" if replicas else conditions
+
+
+def check_status(name: str, status: Dict[str, Any]) -> bool:
+    """True when the job succeeded, False while it runs; raises TFJobFailed on any failure."""
+    failed_replicas = {kind: counts["failed"] for kind, counts in (status.get("replicaStatuses") or {}).items()
+                       if counts.get("failed")}
+    failed = [c for c in _true_conditions(status) if c["type"] == "Failed"]
+    if failed or failed_replicas:
+        message = failed[-1].get("message", "") if failed else ""
+        replicas = ", ".join(f"{kind} replicas failed: {count}" for kind, count in sorted(failed_replicas.items()))
+        raise TFJobFailed(f"TFJob {name} failed: " + "; ".join(part for part in (replicas, message) if part))
+    return any(c["type"] == "Succeeded" for c in _true_conditions(status))
+
+
+def submit(api, manifest: Dict[str, Any]) -> Dict[str, Any]:
+    """Creates the TFJob with a kubernetes `CustomObjectsApi`."""
+    metadata = manifest["metadata"]
+    log.info("Submitting TFJob %s/%s", metadata["namespace"], metadata["name"])
+    return api.create_namespaced_custom_object(GROUP, VERSION, metadata["namespace"], PLURAL, manifest)
+
+
+def wait(api, name: str, namespace: str, poll_seconds: float = 10.0, timeout_seconds: float = 86400.0,
+         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic) -> Dict[str, Any]:
+    """Polls the TFJob until it succeeds (returns its status), fails or times out (raises);
+    logs each status change."""
+    deadline = clock() + timeout_seconds
+    last = None
+    while True:
+        status = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name).get("status") or {}
+        described = _describe(status)
+        if described != last:
+            log.info("TFJob %s/%s: %s", namespace, name, described)
+            last = described
+        if check_status(f"{namespace}/{name}", status):
+            return status
+        if clock() >= deadline:
+            raise TFJobFailed(f"TFJob {namespace}/{name} did not finish within {timeout_seconds:.0f} s (last: {described})")
+        sleep(poll_seconds)
+
+
+def running_in_replica() -> bool:
+    """True inside a TFJob replica (so run_fn trains instead of launching another TFJob)."""
+    return os.environ.get(REPLICA_ENV) == "1"
+
+
+def fn_args_to_json(fn_args) -> str:
+    """The serialisable part of a TFX FnArgs (paths, steps, custom_config)."""
+    return json.dumps({name: getattr(fn_args, name) for name in FN_ARGS_FIELDS if getattr(fn_args, name, None) is not None})
+
+
+def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api=None) -> Dict[str, Any]:
+    """The Trainer-side hook: write FnArgs, submit the TFJob, wait for it (see module docstring)."""
+    import tensorflow as tf
+
+    fn_args_path = os.path.join(fn_args.model_run_dir, "tfjob_fn_args.json")
+    tf.io.gfile.makedirs(fn_args.model_run_dir)
+    with tf.io.gfile.GFile(fn_args_path, "w") as handle:
+        handle.write(fn_args_to_json(fn_args))
+    spec = TFJobSpec(
+        name=job_name, namespace=namespace, image=tfjob_config.image or image,
+        command=["python", "-m", "components.trainer.tfjob", "--fn-args", fn_args_path],
+        workers=tfjob_config.workers, cpu=tfjob_config.cpu, memory=tfjob_config.memory, gpus=tfjob_config.gpus,
+        service_account=tfjob_config.service_account, labels={"app.kubernetes.io/part-of": "textgen"},
+    )
+    if api is None:
+        from kubernetes import client, config
+
+        config.load_incluster_config()
+        api = client.CustomObjectsApi()
+    submit(api, build_manifest(spec))
+    return wait(api, job_name, namespace, tfjob_config.poll_seconds, tfjob_config.timeout_seconds)
+
+
+def _replica_main(argv: Optional[List[str]] = None) -> None:
+    """Entry point of every replica: rebuild FnArgs and run the project's run_fn."""
+    parser = argparse.ArgumentParser(description="Run the Trainer's run_fn inside a TFJob replica.")
+    parser.add_argument("--fn-args", required=True, help="FnArgs JSON written by the launcher.")
+    args = parser.parse_args(argv)
+    import tensorflow as tf
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from components.trainer.run_fn import run_fn
+
+    with tf.io.gfile.GFile(args.fn_args) as handle:
+        run_fn(FnArgs(**json.loads(handle.read())))
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    _replica_main()

@@ -1,0 +1,175 @@
+"""`textgen submit` and `textgen schedule`: one run, or a recurring run, of the compiled pipeline
+on a Kubeflow Pipelines (v2) host, through the `kfp` client.
+
+The request bodies are built here with the KFP API's own models (`kfp_server_api`, the same ones
+`kfp.Client` builds), so `--dry-run` prints exactly what would be POSTed to
+`/apis/v2beta1/runs` or `/apis/v2beta1/recurringruns`, and the real call sends it with the client's
+public methods. Authentication: an existing bearer token read from an environment variable or a
+file (e.g. a projected service-account token); without one, kfp.Client falls back to its in-cluster
+service-account credentials. A token is never printed or written into the spec.
+"""
+import contextlib
+import datetime
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+import yaml
+
+from kubeflow.cron import validate_cron
+
+RUNS_PATH = "/apis/v2beta1/runs"
+RECURRING_RUNS_PATH = "/apis/v2beta1/recurringruns"
+
+
+@dataclass(frozen=True)
+class KfpTarget:
+    """Where to send requests and as whom."""
+
+    host: str
+    namespace: str
+    experiment: str
+    token_env: str = "KFP_TOKEN"
+    token_file: str = ""
+
+    def token(self) -> Optional[str]:
+        """The bearer token: the file wins over the environment variable; None when neither is set."""
+        if self.token_file:
+            try:
+                with open(self.token_file, encoding="utf-8") as handle:
+                    return handle.read().strip() or None
+            except OSError as exc:
+                raise ValueError(f"cannot read KFP token file {self.token_file}: {exc.strerror}") from None
+        return os.environ.get(self.token_env) or None
+
+    def describe_auth(self) -> str:
+        if self.token_file:
+            return f"bearer token from file {self.token_file}"
+        if os.environ.get(self.token_env):
+            return f"bearer token from ${self.token_env}"
+        return "kfp.Client default credentials (in-cluster service account), no token given"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A recurring run's trigger and policies."""
+
+    cron: str
+    max_concurrency: int = 1
+    catchup: bool = False
+    start_time: Optional[str] = None
+    end_time: Optional[str] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "cron", validate_cron(self.cron))
+        if not 1 <= self.max_concurrency <= 10:
+            raise ValueError(f"max concurrency must be 1-10 (KFP's limit), got {self.max_concurrency}")
+        for name in ("start_time", "end_time"):
+            value = getattr(self, name)
+            if value is not None:
+                try:
+                    datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+                except ValueError:
+                    raise ValueError(f"{name} '{value}' is not an ISO-8601 time (e.g. 2026-12-01T02:00:00Z)") from None
+
+
+def load_pipeline_spec(path: str) -> Dict[str, Any]:
+    """The compiled pipeline spec (the document KFP expects in `pipeline_spec`)."""
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path} does not exist; run `textgen compile` first")
+    with open(path, encoding="utf-8") as handle:
+        spec = yaml.safe_load(handle)
+    if not isinstance(spec, dict) or "root" not in spec or "deploymentSpec" not in spec:
+        raise ValueError(f"{path} is not a KFP v2 pipeline spec (no root/deploymentSpec)")
+    return spec
+
+
+def _runtime_config(pipeline_root: str):
+    import kfp_server_api
+
+    return kfp_server_api.V2beta1RuntimeConfig(pipeline_root=pipeline_root, parameters={})
+
+
+def run_body(spec: Dict[str, Any], run_name: str, pipeline_root: str, experiment_id: Optional[str]):
+    """The V2beta1Run a submit POSTs."""
+    import kfp_server_api
+
+    return kfp_server_api.V2beta1Run(
+        experiment_id=experiment_id, display_name=run_name, pipeline_spec=spec,
+        runtime_config=_runtime_config(pipeline_root),
+    )
+
+
+def recurring_run_body(spec: Dict[str, Any], name: str, pipeline_root: str, schedule: Schedule,
+                       experiment_id: Optional[str]):
+    """The V2beta1RecurringRun a schedule POSTs."""
+    import kfp_server_api
+
+    return kfp_server_api.V2beta1RecurringRun(
+        experiment_id=experiment_id, display_name=name, pipeline_spec=spec,
+        runtime_config=_runtime_config(pipeline_root),
+        mode=kfp_server_api.RecurringRunMode.ENABLE, no_catchup=not schedule.catchup,
+        max_concurrency=schedule.max_concurrency,
+        trigger=kfp_server_api.V2beta1Trigger(cron_schedule=kfp_server_api.V2beta1CronSchedule(
+            cron=schedule.cron, start_time=schedule.start_time, end_time=schedule.end_time)),
+    )
+
+
+def as_json(body) -> Dict[str, Any]:
+    """A kfp_server_api model as the JSON the client sends."""
+    import kfp_server_api
+
+    return kfp_server_api.ApiClient().sanitize_for_serialization(body)
+
+
+def dry_run(target: KfpTarget, path: str, body) -> Dict[str, Any]:
+    """What would be sent: host, namespace, experiment, auth (never the token), and the request."""
+    return {
+        "host": target.host, "namespace": target.namespace, "experiment": target.experiment,
+        "auth": target.describe_auth(),
+        "request": {"method": "POST", "path": path, "body": as_json(body)},
+    }
+
+
+def connect(target: KfpTarget):
+    """A kfp.Client for `target` (checks the host answers /healthz)."""
+    import kfp
+
+    if not target.host:
+        raise ValueError("no KFP host: pass --host or set kubeflow.host")
+    client = kfp.Client(host=target.host, namespace=target.namespace, existing_token=target.token())
+    client.get_kfp_healthz()
+    return client
+
+
+def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str, dry: bool = False) -> Dict[str, Any]:
+    """Submits one run (or, with `dry`, returns what would be sent)."""
+    spec = load_pipeline_spec(spec_path)
+    if dry:
+        return dry_run(target, RUNS_PATH, run_body(spec, run_name, pipeline_root, "<id of experiment " + target.experiment + ">"))
+    with contextlib.redirect_stdout(sys.stderr):  # kfp prints UI links; stdout stays machine-readable
+        client = connect(target)
+        experiment = client.create_experiment(target.experiment, namespace=target.namespace)
+        run = client.run_pipeline(experiment_id=experiment.experiment_id, job_name=run_name,
+                                  pipeline_package_path=spec_path, pipeline_root=pipeline_root)
+    return {"run_id": run.run_id, "experiment_id": experiment.experiment_id, "host": target.host}
+
+
+def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: str, trigger: Schedule,
+             dry: bool = False) -> Dict[str, Any]:
+    """Creates a recurring run (or, with `dry`, returns what would be sent)."""
+    spec = load_pipeline_spec(spec_path)
+    if dry:
+        body = recurring_run_body(spec, name, pipeline_root, trigger, "<id of experiment " + target.experiment + ">")
+        return dry_run(target, RECURRING_RUNS_PATH, body)
+    with contextlib.redirect_stdout(sys.stderr):
+        client = connect(target)
+        experiment = client.create_experiment(target.experiment, namespace=target.namespace)
+        recurring = client.create_recurring_run(
+            experiment_id=experiment.experiment_id, job_name=name, cron_expression=trigger.cron,
+            max_concurrency=trigger.max_concurrency, no_catchup=not trigger.catchup,
+            start_time=trigger.start_time, end_time=trigger.end_time,
+            pipeline_package_path=spec_path, pipeline_root=pipeline_root,
+        )
+    return {"recurring_run_id": recurring.recurring_run_id, "experiment_id": experiment.experiment_id, "host": target.host}

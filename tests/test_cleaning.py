@@ -1,0 +1,96 @@
+"""Cleaning: the per-document steps, and exact / near-duplicate removal on Beam's DirectRunner."""
+import apache_beam as beam
+import pytest
+from apache_beam.testing.test_pipeline import TestPipeline
+from apache_beam.testing.util import assert_that, equal_to
+
+from components.example_gen.cleaning import minhash, text_steps
+from components.example_gen.cleaning.transforms import CleanDocuments
+from components.example_gen.options import CleaningOptions
+from components.example_gen.records import Document
+
+
+def _clean(documents, kept, events, **options):
+    """Runs CleanDocuments and asserts the kept texts and the (kind, location) events, any order."""
+    with TestPipeline() as pipeline:
+        outputs = pipeline | beam.Create(documents) | CleanDocuments(CleaningOptions(**options))
+        texts = outputs["documents"] | "Texts" >> beam.Map(lambda document: document.text)
+        assert_that(texts, equal_to(kept), label="KeptDocuments")
+        assert_that(outputs["events"], equal_to(events), label="Events")
+
+
+def test_unicode_normalization_forms():
+    assert text_steps.normalize_unicode("Zoe\u0301", "NFC") == ("Zoé", True)
+    assert text_steps.normalize_unicode("ﬁ ①", "NFKC") == ("fi 1", True)
+    assert text_steps.normalize_unicode("ﬁ", "NFC") == ("ﬁ", False)
+    assert text_steps.normalize_unicode("Zoe\u0301", "none") == ("Zoe\u0301", False)
+
+
+def test_control_characters_are_removed_but_newlines_and_tabs_kept():
+    assert text_steps.remove_control_chars("a\x07b\r\nc\td\x1b\x85") == ("ab\nc\td", True)
+    assert text_steps.remove_control_chars("plain\nand\ttab") == ("plain\nand\ttab", False)
+
+
+def test_pii_is_replaced_by_placeholders():
+    text = "Mail jo.doe+x@example.co.uk or call +44 20 7946 0958; card 4111 1111 1111 1111, order 1234 5678 9012 3456."
+    scrubbed, kinds = text_steps.scrub_pii(text)
+    assert scrubbed == "Mail <EMAIL> or call <PHONE>; card <CARD_NUMBER>, order 1234 5678 9012 3456."
+    assert kinds == ("email", "card", "phone")
+    assert text_steps.scrub_pii("version 1.2.3 on 2024-05-01") == ("version 1.2.3 on 2024-05-01", ())
+
+
+def test_minhash_estimates_jaccard():
+    first = minhash.shingles(" ".join(f"w{i}" for i in range(200)), 3)
+    second = minhash.shingles(" ".join(f"w{i}" for i in range(20, 220)), 3)
+    true = minhash.jaccard(first, second)
+    coefficients = minhash.permutations(256, seed=1)
+    estimate = (minhash.signature(first, coefficients) == minhash.signature(second, coefficients)).mean()
+    assert abs(true - 178 / 218) < 1e-9  # 198 shingles each, 178 shared and abs(estimate - true) < 0.08
+
+
+def _doc(text, line, source="a.txt", repairs=()):
+    return Document(text, source, line, (), repairs)
+
+
+def test_per_document_steps_and_length_filter_are_counted():
+    documents = [_doc("Zoe\u0301 says hi", 1, repairs=("invalid_utf8_replaced",)), _doc("bell\x07", 2),
+                 _doc("x", 3), _doc("y" * 50, 4), _doc("mail me at a@b.org", 5)]
+    _clean(documents, ["Zoé says hi", "bell", "mail me at <EMAIL>"], [
+        ("removed:too_long", "a.txt:4"), ("removed:too_short", "a.txt:3"),
+        ("repaired:control_chars_removed", "a.txt:2"), ("repaired:invalid_utf8_replaced", "a.txt:1"),
+        ("repaired:pii_email_scrubbed", "a.txt:5"), ("repaired:unicode_normalized", "a.txt:1"),
+    ], min_chars=2, max_chars=40, scrub_pii=True, near_dedup=False)
+
+
+def test_exact_duplicates_removed_keeping_the_first():
+    documents = [_doc("same text", 9, "b.txt"), _doc("same text", 3, "a.txt"), _doc("other", 1, "b.txt"),
+                 _doc("same text", 5, "a.txt")]
+    _clean(documents, ["other", "same text"], [("removed:exact_duplicate", "a.txt:5 (duplicate of a.txt:3)"),
+                                               ("removed:exact_duplicate", "b.txt:9 (duplicate of a.txt:3)")],
+           near_dedup=False)
+
+
+BASE = ("the quick brown fox jumps over the lazy dog while the farmer sleeps under an old oak tree "
+        "and the cows wander slowly across the green field towards the river in the warm afternoon sun").split()
+
+
+def _variant(changed_words):
+    """BASE with its last `changed_words` words replaced by distinct new ones."""
+    return " ".join(BASE[: len(BASE) - changed_words] + [f"new{i}" for i in range(changed_words)])
+
+
+@pytest.mark.parametrize("threshold", [0.8, 0.5])
+def test_near_duplicates_above_the_threshold_removed_below_kept(threshold):
+    near, far = _variant(1), _variant(12)  # Jaccard of 5-word shingles with BASE: 0.94 and 0.45
+    similarity = {text: minhash.jaccard(minhash.shingles(" ".join(BASE), 5), minhash.shingles(text, 5)) for text in (near, far)}
+    assert similarity[near] > 0.9 and 0.4 < similarity[far] < 0.5
+    documents = [_doc(" ".join(BASE), 1), _doc(near, 3), _doc(far, 5), _doc("an unrelated short note", 7)]
+    _clean(documents, [" ".join(BASE), far, "an unrelated short note"],
+           [("removed:near_duplicate", "a.txt:3 (near-duplicate of a.txt:1)")], near_dedup_threshold=threshold)
+
+
+def test_near_duplicate_chains_keep_one_per_cluster_deterministically():
+    documents = [_doc(_variant(i), 10 - i) for i in range(4)]  # each differs from its neighbour by one word
+    _clean(documents, [_variant(3)],  # line 7: the first by (source, line)
+           [("removed:near_duplicate", f"a.txt:{line} (near-duplicate of a.txt:7)") for line in (8, 9, 10)],
+           near_dedup_threshold=0.75, exact_dedup=False)

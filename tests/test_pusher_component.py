@@ -1,0 +1,116 @@
+"""The Pusher executor end to end on real TFX artifacts, and `textgen promote` / `rollback`.
+
+The model is a file-level stand-in for an exported SavedModel (the push copies and hashes files;
+loading the real export is covered by the end-to-end pipeline test). The registry is the embedded
+MLflow SQLite store under the test's output root.
+"""
+import json
+import os
+
+from tfx.dsl.components.base import base_executor
+from tfx.types import standard_artifacts
+
+from components.pusher import registry, serving_config
+from components.pusher.component import VersionedPusherExecutor
+from components.pusher.versioned_push import existing_versions
+from pipeline.cli import main
+from pipeline.config import BatchingConfig, RegistryConfig
+from tests.pusher_fixtures import fake_saved_model
+
+
+def _model(tmp_path, artifact_id: int) -> standard_artifacts.Model:
+    model = standard_artifacts.Model()
+    model.uri = str(tmp_path / f"model-{artifact_id}")
+    model.id = artifact_id
+    fake_saved_model(os.path.join(model.uri, "Format-Serving"))
+    return model
+
+
+def _blessing(artifact_id: int, blessed: bool) -> standard_artifacts.ModelBlessing:
+    blessing = standard_artifacts.ModelBlessing()
+    blessing.id = artifact_id
+    blessing.set_int_custom_property("blessed", int(blessed))
+    blessing.set_float_custom_property("perplexity", 3.5)
+    blessing.set_string_custom_property("reason", "perplexity 3.5 < 12" if blessed else "perplexity 30 >= 12")
+    return blessing
+
+
+def _push(tmp_path, model, blessing, run_id="run-1", label="stable", span=2):
+    examples = standard_artifacts.Examples()
+    examples.span = span
+    pushed = standard_artifacts.PushedModel()
+    executor = VersionedPusherExecutor(base_executor.BaseExecutor.Context(pipeline_run_id=run_id))
+    executor.Do(
+        {"model": [model], "model_blessing": [blessing], "examples": [examples]},
+        {"pushed_model": [pushed]},
+        {"serving_dir": str(tmp_path / "serving"), "model_name": "textgen", "keep_versions": 2, "label": label,
+         "batching": BatchingConfig().model_dump_json(), "registry": RegistryConfig().model_dump_json(),
+         "registry_dir": str(tmp_path / "registry")},
+    )
+    return pushed
+
+
+def _registry(tmp_path) -> registry.ModelRegistry:
+    return registry.ModelRegistry(registry.embedded_tracking_uri(str(tmp_path / "registry")), "textgen")
+
+
+def test_not_blessed_pushes_nothing_and_registers_nothing(tmp_path):
+    pushed = _push(tmp_path, _model(tmp_path, 1), _blessing(2, blessed=False))
+    assert pushed.get_int_custom_property("pushed") == 0
+    assert "not blessed: perplexity 30" in pushed.get_string_custom_property("push_skipped_reason")
+    assert not (tmp_path / "serving").exists()
+    assert not (tmp_path / "registry").exists()
+
+
+def test_blessed_push_serves_labels_registers_and_a_retry_changes_nothing(tmp_path):
+    model = _model(tmp_path, 5)
+    pushed = _push(tmp_path, model, _blessing(6, blessed=True))
+    retried = _push(tmp_path, model, _blessing(6, blessed=True))
+    base = str(tmp_path / "serving")
+    assert existing_versions(base) == [1]
+    for artifact in (pushed, retried):
+        assert artifact.get_int_custom_property("pushed_version") == 1
+        assert artifact.get_int_custom_property("registered_model_version") == 1
+    assert serving_config.read_labels(base) == {"stable": 1}
+    assert sorted(os.listdir(base)) == ["1", "batching_parameters", "models.config"]
+    version = _registry(tmp_path).client.get_model_version("textgen", "1")
+    assert version.tags[registry.TAG_RUN_ID] == "run-1"
+    assert (version.tags[registry.TAG_MODEL_ID], version.tags[registry.TAG_BLESSING_ID]) == ("5", "6")
+    assert (version.tags[registry.TAG_SPAN], version.tags["metric.perplexity"]) == ("2", "3.5")
+    assert len(version.tags[registry.TAG_VOCAB]) == 64
+    assert _registry(tmp_path).alias_version("production") == 1
+
+
+def _push_three(tmp_path):
+    for artifact_id in (10, 20, 30):
+        _push(tmp_path, _model(tmp_path, artifact_id), _blessing(artifact_id + 1, True), run_id=f"run-{artifact_id}")
+
+
+def test_canary_push_keeps_stable_serving_and_retention_spares_it(tmp_path):
+    _push_three(tmp_path)
+    _push(tmp_path, _model(tmp_path, 40), _blessing(41, True), label="canary")
+    base = str(tmp_path / "serving")
+    assert serving_config.read_labels(base) == {"stable": 3, "canary": 4}
+    assert existing_versions(base) == [3, 4]  # keep_versions=2
+    assert _registry(tmp_path).alias_version("production") == 3
+    assert _registry(tmp_path).alias_version("canary") == 4
+
+
+def test_rollback_and_promote_move_the_label_and_the_alias(tmp_path, capsys):
+    _push_three(tmp_path)
+    base = str(tmp_path / "serving")
+    root = ["--output-root", str(tmp_path)]
+    assert main(["rollback", *root]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"] == {"stable": 2}
+    assert serving_config.read_labels(base) == {"stable": 2}
+    assert _registry(tmp_path).alias_version("production") == 2
+    assert main(["rollback", *root]) == 1  # version 1 was pruned (keep_versions=2)
+    assert "no version older than the stable version 2" in capsys.readouterr().err
+    assert main(["promote", "3", "--label", "canary", *root]) == 0
+    assert serving_config.read_labels(base) == {"stable": 2, "canary": 3}
+    assert _registry(tmp_path).alias_version("canary") == 3
+    assert main(["promote", "3", *root]) == 0
+    assert serving_config.read_labels(base) == {"stable": 3}
+    assert _registry(tmp_path).alias_version("production") == 3
+    assert main(["promote", "7", *root]) == 1
+    assert "no complete pushed version 7" in capsys.readouterr().err

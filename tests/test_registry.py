@@ -1,0 +1,144 @@
+"""Model registry (MLflow) and the Pusher executor that feeds it.
+
+The embedded tests use MLflow's SQLite store directly; `test_registry_against_a_real_mlflow_server`
+starts a real `mlflow server` process on a free localhost port (SQLite backend in a temp dir),
+waits for /health and tears it down.
+"""
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from components.pusher import registry
+from tests.pusher_fixtures import fake_saved_model
+
+ALL_TAGS = {
+    registry.TAG_RUN_ID, registry.TAG_MODEL_ID, registry.TAG_MODEL_URI, registry.TAG_BLESSING_ID, registry.TAG_BLESSED,
+    registry.TAG_VOCAB, registry.TAG_SPAN, registry.TAG_SERVING_VERSION, registry.TAG_SERVING_BASE,
+    registry.TAG_SERVING_LABEL, "metric.perplexity",
+}
+
+
+def _record(base: str, version: int, model_id: int, **overrides) -> registry.PushRecord:
+    values = dict(
+        serving_path=f"{base}/{version}", serving_base=base, serving_version=version, serving_label="stable",
+        model_artifact_id=model_id, model_uri=f"/pipeline/Trainer/model/{model_id}", blessing_artifact_id=model_id + 100,
+        blessed=True, vocabulary_sha256="ab" * 32, pipeline_run_id=f"run-{model_id}", data_span=3,
+        metrics={"perplexity": 4.25, "max_perplexity": 12.0},
+    )
+    values.update(overrides)
+    return registry.PushRecord(**values)
+
+
+def _check_registry_behaviour(model_registry: registry.ModelRegistry, base: str) -> None:
+    """Shared by the embedded and the server tests: metadata, idempotency, alias moves."""
+    first = model_registry.register(_record(base, 1, 7))
+    retried = model_registry.register(_record(base, 1, 7))
+    second = model_registry.register(_record(base, 2, 8))
+    assert (int(first.version), int(retried.version), int(second.version)) == (1, 1, 2)
+    client = model_registry.client
+    assert len(client.search_model_versions(f"name='{model_registry.model_name}'")) == 2
+    stored = client.get_model_version(model_registry.model_name, "1")
+    assert ALL_TAGS <= set(stored.tags)
+    assert stored.tags[registry.TAG_RUN_ID] == "run-7"
+    assert (stored.tags[registry.TAG_MODEL_ID], stored.tags[registry.TAG_BLESSING_ID]) == ("7", "107")
+    assert (stored.tags[registry.TAG_SPAN], stored.tags["metric.perplexity"]) == ("3", "4.25")
+    assert stored.source == f"{base}/1"
+    assert client.get_run(stored.run_id).data.metrics["perplexity"] == 4.25
+    assert model_registry.alias_version("production") == 2
+    assert model_registry.move_alias("production", base, 1) == 1  # a rollback
+    assert model_registry.alias_version("production") == 1
+    with pytest.raises(LookupError, match="was pushed as"):
+        model_registry.move_alias("production", base, 99)
+
+
+def test_embedded_registry_records_lineage_is_idempotent_and_moves_the_alias(tmp_path):
+    registry_dir = str(tmp_path / "registry")
+    model_registry = registry.ModelRegistry(registry.embedded_tracking_uri(registry_dir), "textgen",
+                                            artifact_root=os.path.join(registry_dir, "artifacts"))
+    _check_registry_behaviour(model_registry, str(tmp_path / "serving"))
+    assert os.path.exists(os.path.join(registry_dir, "mlflow.db"))
+
+
+def test_tracking_uri_precedence_and_credentials_file(tmp_path, monkeypatch):
+    monkeypatch.delenv(registry.TRACKING_URI_ENV, raising=False)
+    assert registry.resolve_tracking_uri("", str(tmp_path)).startswith("sqlite:///")
+    assert registry.resolve_tracking_uri("http://mlflow:5000", str(tmp_path)) == "http://mlflow:5000"
+    monkeypatch.setenv(registry.TRACKING_URI_ENV, "http://from-env:5000")
+    assert registry.resolve_tracking_uri("http://mlflow:5000", None) == "http://from-env:5000"
+    secret = tmp_path / "secret"
+    secret.write_text("# mounted\nMLFLOW_TRACKING_TOKEN=s3cr3t\n")
+    monkeypatch.delenv("MLFLOW_TRACKING_TOKEN", raising=False)
+    registry.load_credentials_file(str(secret))
+    assert os.environ["MLFLOW_TRACKING_TOKEN"] == "s3cr3t"
+    secret.write_text("MLFLOW_TRACKING_URI=http://evil\n")
+    with pytest.raises(ValueError, match="secret:1"):
+        registry.load_credentials_file(str(secret))
+
+
+def test_config_rejects_credentials_in_the_tracking_uri():
+    from pipeline.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError, match="must not embed credentials"):
+        load_config(overrides=["registry.tracking_uri=https://user:pw@mlflow.example.com"])
+
+
+def test_vocabulary_hash_is_the_sha256_of_the_asset(tmp_path):
+    import hashlib
+
+    model = fake_saved_model(tmp_path / "m", vocabulary=b"a\nb\n")
+    assert registry.vocabulary_sha256(model, "wordpiece_vocabulary") == hashlib.sha256(b"a\nb\n").hexdigest()
+    with pytest.raises(FileNotFoundError, match="no tokenizer vocabulary asset"):
+        registry.vocabulary_sha256(model, "sentencepiece")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def mlflow_server(tmp_path):
+    """A real `mlflow server` (SQLite backend, local artifact root) on a free port."""
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    mlflow_bin = os.path.join(os.path.dirname(sys.executable), "mlflow")
+    process = subprocess.Popen(
+        [mlflow_bin, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
+         "--backend-store-uri", f"sqlite:///{tmp_path}/server.db", "--default-artifact-root", str(tmp_path / "artifacts")],
+        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "wb"), start_new_session=True,
+    )
+    try:
+        deadline = time.time() + 120
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                    break
+            except OSError:
+                pass
+            if process.poll() is not None or time.time() > deadline:
+                raise RuntimeError("mlflow server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
+            time.sleep(0.5)
+        yield url
+    finally:
+        os.killpg(process.pid, 15)
+        process.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_registry_against_a_real_mlflow_server(mlflow_server, monkeypatch):
+    """Same behaviour through the REST API. A server only accepts non-local sources, as a cluster's
+    serving base path is (gs://...); nothing reads the source here, so a gs:// path is used."""
+    monkeypatch.setenv("MLFLOW_TRACKING_TOKEN", "not-checked-by-a-bare-server")
+    model_registry = registry.ModelRegistry(mlflow_server, "textgen-remote")
+    _check_registry_behaviour(model_registry, "gs://bucket/serving")
+
+
+def test_display_uri_drops_credentials():
+    assert registry.display_uri("https://u:p@mlflow.example.com:8443/x") == "https://mlflow.example.com:8443/x"
+    assert registry.display_uri("sqlite:////tmp/r/mlflow.db") == "sqlite:////tmp/r/mlflow.db"

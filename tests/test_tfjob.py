@@ -1,0 +1,120 @@
+"""TFJob launcher for distributed training on Kubeflow.
+
+No Kubernetes cluster or Training Operator runs here. The manifest is validated against
+kubeflow/schemas/tfjob-v1.schema.json, a JSON schema written for this project from the TFJob
+CRD's documented structure (not the CRD's own generated schema, which cannot be downloaded here).
+The wait/fail logic runs against `FakeCustomObjects`, a test double of the kubernetes client's
+CustomObjectsApi that replays a sequence of TFJob statuses.
+"""
+import json
+import logging
+import os
+
+import jsonschema
+import pytest
+
+from components.trainer import tfjob
+from pipeline.config import PROJECT_ROOT
+
+SCHEMA = json.load(open(os.path.join(PROJECT_ROOT, "kubeflow", "schemas", "tfjob-v1.schema.json")))
+
+
+def _spec(**overrides) -> tfjob.TFJobSpec:
+    values = dict(name="textgen-train-1", namespace="ml-team", image="registry.example/textgen:1.0",
+                  command=["python", "-m", "components.trainer.tfjob", "--fn-args", "gs://b/run/tfjob_fn_args.json"],
+                  workers=3, gpus=1, service_account="textgen-trainer")
+    values.update(overrides)
+    return tfjob.TFJobSpec(**values)
+
+
+def test_manifest_validates_against_the_tfjob_schema():
+    manifest = tfjob.build_manifest(_spec())
+    jsonschema.validate(manifest, SCHEMA)
+    replicas = manifest["spec"]["tfReplicaSpecs"]
+    assert (replicas["Chief"]["replicas"], replicas["Worker"]["replicas"]) == (1, 3)
+    container = replicas["Worker"]["template"]["spec"]["containers"][0]
+    assert container["command"] == replicas["Chief"]["template"]["spec"]["containers"][0]["command"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert {"name": tfjob.REPLICA_ENV, "value": "1"} in container["env"]
+    jsonschema.validate(tfjob.build_manifest(_spec(workers=0, gpus=0)), SCHEMA)  # chief only
+
+
+@pytest.mark.parametrize("breakage", [
+    lambda m: m["spec"]["tfReplicaSpecs"].__setitem__("Trainer", m["spec"]["tfReplicaSpecs"]["Chief"]),
+    lambda m: m["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0].__setitem__("name", "main"),
+    lambda m: m["metadata"].__setitem__("name", "Bad_Name"),
+    lambda m: m["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["resources"]["limits"].__setitem__("memory", "lots"),
+])
+def test_schema_rejects_broken_manifests(breakage):
+    manifest = tfjob.build_manifest(_spec())
+    breakage(manifest)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(manifest, SCHEMA)
+
+
+class FakeCustomObjects:
+    """Test double of kubernetes.client.CustomObjectsApi: records creates, replays statuses."""
+
+    def __init__(self, statuses):
+        self.statuses = list(statuses)
+        self.created = []
+
+    def create_namespaced_custom_object(self, group, version, namespace, plural, body):
+        self.created.append((group, version, namespace, plural, body))
+        return body
+
+    def get_namespaced_custom_object(self, group, version, namespace, plural, name):
+        assert (group, version, plural) == ("kubeflow.org", "v1", "tfjobs")
+        status = self.statuses.pop(0) if len(self.statuses) > 1 else self.statuses[0]
+        return {"metadata": {"name": name, "namespace": namespace}, "status": status}
+
+
+def _condition(kind, message=""):
+    return {"type": kind, "status": "True", "message": message}
+
+
+RUNNING = {"conditions": [_condition("Created"), _condition("Running")],
+           "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 3}}}
+
+
+def test_wait_streams_status_changes_and_returns_on_success(caplog):
+    api = FakeCustomObjects([{}, RUNNING, RUNNING, {"conditions": [_condition("Succeeded")],
+                                                    "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"succeeded": 3}}}])
+    with caplog.at_level(logging.INFO, logger=tfjob.__name__):
+        status = tfjob.wait(api, "j", "ns", poll_seconds=1, sleep=lambda s: None)
+    assert status["replicaStatuses"]["Chief"] == {"succeeded": 1}
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == ["TFJob ns/j: Pending", "TFJob ns/j: Created,Running (Chief: active=1; Worker: active=3)",
+                        "TFJob ns/j: Succeeded (Chief: succeeded=1; Worker: succeeded=3)"]
+
+
+def test_a_failed_replica_fails_at_once_with_its_type_named():
+    api = FakeCustomObjects([RUNNING, {"conditions": [_condition("Running")],
+                                       "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2, "failed": 1}}}])
+    with pytest.raises(tfjob.TFJobFailed, match="Worker replicas failed: 1"):
+        tfjob.wait(api, "j", "ns", sleep=lambda s: None)
+
+
+def test_a_failed_job_reports_the_operator_message_and_a_stuck_job_times_out():
+    api = FakeCustomObjects([{"conditions": [_condition("Failed", "TFJob j has failed because 1 Chief replica(s) failed.")]}])
+    with pytest.raises(tfjob.TFJobFailed, match="1 Chief replica"):
+        tfjob.wait(api, "j", "ns", sleep=lambda s: None)
+    ticks = iter(range(0, 1000, 10))
+    with pytest.raises(tfjob.TFJobFailed, match="did not finish within 30 s"):
+        tfjob.wait(FakeCustomObjects([RUNNING]), "j", "ns", timeout_seconds=30, sleep=lambda s: None, clock=lambda: next(ticks))
+
+
+def test_launch_writes_fn_args_submits_and_waits(tmp_path):
+    from tfx.components.trainer.fn_args_utils import FnArgs
+
+    from pipeline.config import TFJobConfig
+
+    fn_args = FnArgs(train_files=["a*.gz"], eval_files=["b*.gz"], train_steps=10, model_run_dir=str(tmp_path / "run"),
+                     serving_model_dir=str(tmp_path / "serving"), custom_config={"model": {"num_layers": 1}})
+    api = FakeCustomObjects([{"conditions": [_condition("Succeeded")]}])
+    tfjob.launch(fn_args, TFJobConfig(enabled=True, workers=1, poll_seconds=0.01), "img:1", "ml-team", "textgen-train-7", api=api)
+    ((_, _, namespace, plural, body),) = api.created
+    assert (namespace, plural, body["metadata"]["name"]) == ("ml-team", "tfjobs", "textgen-train-7")
+    jsonschema.validate(body, SCHEMA)
+    written = json.load(open(tmp_path / "run" / "tfjob_fn_args.json"))
+    assert FnArgs(**written).train_files == ["a*.gz"] and written["custom_config"] == {"model": {"num_layers": 1}}

@@ -1,0 +1,274 @@
+"""The training loop, the strategy factory and the Trainer's run_fn, including real multi-process
+runs: two MultiWorkerMirroredStrategy workers on localhost, MirroredStrategy over two logical
+CPUs, and a trainer killed with SIGKILL and restarted."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_transform as tft
+
+from components.trainer import data, task
+from components.trainer.backbone import build_backbone
+from components.trainer.loop import LanguageModelTrainer, LoopSettings
+from components.trainer.model_size import parameter_count, training_flops_per_token
+from components.trainer.precision import keras_policy
+from components.trainer.strategy import resolve_distribution
+from components.transform import tokenizer
+from pipeline.config import ConfigError, GenerationConfig, ModelConfig, TrainingConfig, load_config
+
+TRAINER_PROCESS = os.path.join(os.path.dirname(__file__), "trainer_process.py")
+TINY = ModelConfig(preset="tiny")
+
+
+def _vocab_size(transform_dir: str) -> int:
+    return tft.TFTransformOutput(transform_dir).vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
+
+
+def _train_in_process(transform_artifacts, training: TrainingConfig, model_config: ModelConfig = TINY, policy="float32"):
+    """Trains with the default strategy through LanguageModelTrainer; returns (backbone, reports)."""
+    import tf_keras as keras
+
+    transform_dir, examples, _ = transform_artifacts
+    spec = tft.TFTransformOutput(transform_dir).transformed_feature_spec()
+    strategy = tf.distribute.get_strategy()
+    batch = training.resolved_batch_size(model_config.context_length)
+    settings = LoopSettings(
+        total_steps=training.train_steps, global_batch_size=batch, context_length=model_config.context_length,
+        accumulation=training.gradient_accumulation_steps, steps_per_call=training.steps_per_call,
+        log_every=training.log_every, checkpoint_every=training.checkpoint_every,
+        jit_compile=training.jit_compile != "off", flops_per_token=1.0, peak_flops=1.0,
+    )
+    reports = []
+    keras.utils.set_random_seed(training.seed)
+    with keras_policy(policy):
+        backbone = build_backbone(model_config, _vocab_size(transform_dir))
+        optimizer = task.make_optimizer(training, policy)
+        trainer = LanguageModelTrainer(backbone, optimizer, strategy, settings, checkpoint_dir=_tmpdir())
+        blocks = lambda: data.packed_blocks(examples, spec, model_config.context_length, batch, seed=training.seed, shuffle_buffer=64, repeat=True)  # noqa: E731
+        trainer.train(lambda start: iter(data.distributed_blocks(strategy, blocks, batch)), on_report=reports.append)
+    return backbone, reports
+
+
+def _tmpdir() -> str:
+    import tempfile
+
+    return tempfile.mkdtemp(prefix="textgen-loop-")
+
+
+def test_parameter_count_and_flops_match_the_built_model():
+    for encoding in ("learned", "rotary"):
+        config = ModelConfig(preset="tiny", position_encoding=encoding)
+        assert build_backbone(config, 600).count_params() == parameter_count(config, 600)
+    gpt2 = ModelConfig(preset="gpt2-124m")
+    assert parameter_count(gpt2, 50257) == 124_439_808  # GPT-2 small's published size
+    # 6N dominates; the attention term is 12 * L * d * T.
+    assert training_flops_per_token(gpt2, 50257) == pytest.approx(6 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024)
+
+
+def test_presets_are_overridable_and_batch_settings_validated():
+    config = load_config(overrides=["model.preset=10m", "model.context_length=64"])
+    assert (config.model.num_layers, config.model.model_dim, config.model.context_length) == (6, 384, 64)
+    assert load_config(overrides=["training.global_batch_tokens=512"]).training.resolved_batch_size(128) == 4
+    with pytest.raises(ConfigError, match="multiple of model.context_length"):
+        load_config(overrides=["training.global_batch_tokens=500"])
+    with pytest.raises(ConfigError, match="gradient_accumulation_steps"):
+        load_config(overrides=["training.batch_size=6", "training.gradient_accumulation_steps=4"])
+
+
+def test_strategy_is_chosen_from_config_and_environment(monkeypatch):
+    monkeypatch.delenv("TF_CONFIG", raising=False)
+    monkeypatch.delenv("TPU_NAME", raising=False)
+    assert resolve_distribution("auto") == "default"
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}))
+    assert resolve_distribution("auto") == "multi_worker"
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}))
+    assert resolve_distribution("auto") == "default"
+    monkeypatch.setenv("TPU_NAME", "my-tpu")
+    assert resolve_distribution("auto") == "tpu"
+    assert resolve_distribution("mirrored") == "mirrored"
+
+
+def test_tiny_preset_memorises_a_tiny_corpus(transform_artifacts):
+    """The fixture corpus is 4 documents repeated 6 times; the tiny model must learn it: the mean
+    training loss of the last 20 steps falls below 1.0 nats/token (from ~6.3 at the start)."""
+    training = TrainingConfig(train_steps=200, batch_size=8, learning_rate=1e-2, warmup_steps=10, log_every=20, steps_per_call=10, checkpoint_every=1000)
+    _, reports = _train_in_process(transform_artifacts, training)
+    assert reports[0].loss > 4.0
+    assert reports[-1].loss < 1.0, [round(report.loss, 3) for report in reports]
+
+
+def test_gradient_accumulation_matches_one_large_batch(transform_artifacts):
+    """Two micro-batches of 4 give the same update as one batch of 8 (the loss is normalised by
+    the global batch's tokens, not per micro-batch)."""
+    common = dict(train_steps=3, batch_size=8, log_every=3, steps_per_call=3, checkpoint_every=100, jit_compile="off")
+    whole, _ = _train_in_process(transform_artifacts, TrainingConfig(**common))
+    split, _ = _train_in_process(transform_artifacts, TrainingConfig(gradient_accumulation_steps=2, **common))
+    for a, b in zip(whole.weights, split.weights):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-5)
+
+
+@pytest.mark.parametrize("policy,jit", [("float32", "on"), ("mixed_bfloat16", "on"), ("mixed_float16", "off")])
+def test_mixed_precision_and_xla_paths_train_with_finite_losses(transform_artifacts, policy, jit):
+    training = TrainingConfig(train_steps=6, batch_size=4, log_every=3, steps_per_call=3, checkpoint_every=100, jit_compile=jit)
+    backbone, reports = _train_in_process(transform_artifacts, training, policy=policy)
+    assert all(np.isfinite(report.loss) and np.isfinite(report.gradient_norm) for report in reports)
+    assert reports[-1].loss < reports[0].loss + 0.5
+    assert backbone.blocks[0].attention.qkv.compute_dtype == ("float32" if policy == "float32" else policy.split("_")[1])
+    assert backbone(tf.ones([1, 4], tf.int64)).dtype == tf.float32  # logits stay float32
+
+
+# --- run_fn in real processes -----------------------------------------------------------------
+
+RUN_TRAINING = dict(batch_size=8, learning_rate=3e-3, warmup_steps=2, log_every=4, steps_per_call=2, eval_batches=1, seed=7)
+
+
+def _write_args(directory, transform_artifacts, train_steps: int, **training_overrides) -> str:
+    transform_dir, examples, _ = transform_artifacts
+    training = TrainingConfig(train_steps=train_steps, **{**RUN_TRAINING, **training_overrides})
+    fields = {
+        "transform_output": transform_dir,
+        "train_files": [examples],
+        "eval_files": [examples],
+        "model_run_dir": str(directory / "model_run"),
+        "serving_model_dir": str(directory / "serving"),
+        "custom_config": {
+            "model": TINY.model_dump(),
+            "training": training.model_dump(),
+            "generation": GenerationConfig(max_new_tokens=4).model_dump(),
+        },
+    }
+    path = directory / "args.json"
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
+def _start(args_path: str, tf_config=None, extra=()) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("TF_CONFIG", None)
+    if tf_config is not None:
+        env["TF_CONFIG"] = json.dumps(tf_config)
+    return subprocess.Popen(
+        [sys.executable, TRAINER_PROCESS, args_path, *extra], env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+
+
+def _finish(process: subprocess.Popen, timeout: int = 900) -> str:
+    output, _ = process.communicate(timeout=timeout)
+    assert process.returncode == 0, output[-4000:]
+    return output
+
+
+def _exported_weights(serving_dir) -> dict:
+    prefix = os.path.join(str(serving_dir), "variables", "variables")
+    reader = tf.train.load_checkpoint(prefix)
+    return {
+        name: reader.get_tensor(name)
+        for name, _ in tf.train.list_variables(prefix)
+        if name.startswith("backbone/") and name.endswith("VARIABLE_VALUE")
+    }
+
+
+def _assert_same_weights(expected: dict, actual: dict, atol: float) -> None:
+    assert expected.keys() == actual.keys() and expected
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], atol=atol, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def single_process_run(transform_artifacts, tmp_path_factory):
+    """Reference: run_fn with the default strategy, 8 steps, in a process of its own."""
+    directory = tmp_path_factory.mktemp("single")
+    output = _finish(_start(_write_args(directory, transform_artifacts, train_steps=8)))
+    assert "Distribution: default (_DefaultDistributionStrategy) with 1 replica(s)" in output
+    return _exported_weights(directory / "serving")
+
+
+def _free_ports(count: int) -> list:
+    sockets = [socket.socket() for _ in range(count)]
+    for sock in sockets:
+        sock.bind(("localhost", 0))
+    ports = [sock.getsockname()[1] for sock in sockets]
+    for sock in sockets:
+        sock.close()
+    return ports
+
+
+# Tolerance for runs that sum the same gradients in another order (all-reduce vs one batch):
+# float32 rounding differences, through 8 Adam steps of lr 3e-3, stay far below 1e-4.
+SAME_RESULT_ATOL = 1e-4
+
+
+@pytest.mark.slow
+def test_two_workers_train_synchronously_and_match_single_process(transform_artifacts, tmp_path, single_process_run):
+    cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
+    args = _write_args(tmp_path, transform_artifacts, train_steps=8)
+    workers = [_start(args, {"cluster": cluster, "task": {"type": "worker", "index": index}}) for index in range(2)]
+    outputs = [_finish(worker) for worker in workers]
+    for output in outputs:
+        assert "Distribution: multi_worker (CollectiveAllReduceStrategy) with 2 replica(s)" in output
+        assert "step 8/8" in output
+    # Worker 0 is the chief: it alone wrote the export, checkpoints and summaries, and worker 1's
+    # temporary directories are gone.
+    assert os.path.exists(tmp_path / "serving" / "saved_model.pb")
+    assert sorted(os.listdir(tmp_path / "model_run")) == ["checkpoints", "train"]
+    assert not [name for name in os.listdir("/tmp") if name.startswith("textgen-worker-1-")]
+    _assert_same_weights(single_process_run, _exported_weights(tmp_path / "serving"), SAME_RESULT_ATOL)
+
+
+@pytest.mark.slow
+def test_mirrored_over_two_logical_cpus_matches_default_strategy(transform_artifacts, tmp_path, single_process_run):
+    args = _write_args(tmp_path, transform_artifacts, train_steps=8, distribution="mirrored")
+    output = _finish(_start(args, extra=["--logical-cpus", "2"]))
+    assert "Distribution: mirrored (MirroredStrategy) with 2 replica(s)" in output
+    _assert_same_weights(single_process_run, _exported_weights(tmp_path / "serving"), SAME_RESULT_ATOL)
+
+
+@pytest.mark.slow
+def test_sigkilled_trainer_resumes_from_its_checkpoint(transform_artifacts, tmp_path):
+    args = _write_args(tmp_path, transform_artifacts, train_steps=40, checkpoint_every=8, log_every=4, steps_per_call=1)
+    process = _start(args)
+    seen = []
+    deadline = time.time() + 900
+    for line in process.stdout:  # wait until a checkpoint exists and training has moved past it
+        seen.append(line)
+        if "step 12/40" in line or time.time() > deadline:
+            break
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert any("step 12/40" in line for line in seen), "".join(seen)[-3000:]
+    assert not os.path.exists(tmp_path / "serving" / "saved_model.pb")
+
+    output = _finish(_start(args))
+    resumed = [line for line in output.splitlines() if "Resumed from checkpoint" in line]
+    assert resumed and not resumed[0].endswith("at step 0"), output[-3000:]
+    resumed_step = int(resumed[0].rsplit(" ", 1)[1])
+    assert 8 <= resumed_step < 40
+    assert f"Trained steps {resumed_step}..40" in output
+    assert "step 40/40" in output
+    model = tf.saved_model.load(str(tmp_path / "serving"))
+    scores = model.signatures["score"](texts=tf.constant(["Hi Zoë, thanks for writing about sync."]))
+    assert np.isfinite(scores["mean_nll"].numpy()).all()
+
+
+def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_backbone):
+    from components.trainer.warm_start import warm_start_from
+    from tests.conftest import TINY_MODEL_KWARGS
+
+    _, export_dir = exported_model
+    same_shape = build_backbone(ModelConfig(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
+    assert warm_start_from(same_shape, export_dir)
+    for a, b in zip(tiny_backbone.weights, same_shape.weights):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    wider = build_backbone(ModelConfig(**{**TINY_MODEL_KWARGS, "model_dim": 64}), tiny_backbone.vocab_size)
+    before = [weight.numpy() for weight in wider.weights]
+    assert not warm_start_from(wider, export_dir)
+    for a, b in zip(before, wider.weights):
+        np.testing.assert_array_equal(a, b.numpy())
