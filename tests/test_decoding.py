@@ -47,6 +47,7 @@ def _ragged(prompts):
     return tf.ragged.constant(prompts, dtype=tf.int64)
 
 
+@pytest.mark.slow  # builds and traces several random models (40-120 s here)
 @_SLOW_EXAMPLES
 @given(model_args=random_models, data=st.data())
 def test_cached_logits_match_full_recomputation_at_every_step(model_args, data):
@@ -70,6 +71,7 @@ def test_cached_logits_match_full_recomputation_at_every_step(model_args, data):
         logits, cache = backbone.decode_step(next_ids, positions, cache)
 
 
+@pytest.mark.slow  # builds and traces several random models (40-120 s here)
 @_SLOW_EXAMPLES
 @given(model_args=random_models, data=st.data())
 def test_greedy_generation_with_the_cache_equals_recomputation(model_args, data):
