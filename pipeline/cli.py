@@ -133,9 +133,10 @@ def _command_compile(args: argparse.Namespace) -> int:
 def _command_generate(args: argparse.Namespace) -> int:
     from pipeline import samples
 
-    model_dir = samples.resolve_model_dir(args.model)
+    serving_dir = config_module.PipelineConfig(output_root=args.output_root).serving_dir
+    model_dir = samples.resolve_model_dir(args.model, serving_dir)
     continuations = samples.generate(
-        model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed
+        model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
     )
     for prompt, continuation in zip(args.prompts, continuations):
         print(json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False) if args.json
@@ -277,13 +278,18 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.set_defaults(handler=_command_compile)
 
     generate = commands.add_parser("generate", help="Generate text from an exported model.")
-    generate.add_argument("--model", required=True,
-                          help="A SavedModel directory, or a serving base directory (its highest version is used).")
+    generate.add_argument("--model", required=True, metavar="PATH_OR_VERSION",
+                          help="A SavedModel directory, a serving base directory (its highest version is used), "
+                               "or a pushed version number (looked up under OUTPUT_ROOT/serving).")
+    generate.add_argument("--output-root", default=config_module.PipelineConfig().output_root,
+                          help="Run output root whose serving/ holds pushed versions (default: runs/local).")
     generate.add_argument("prompts", nargs="+", help="One or more prompts.")
     generate.add_argument("--max-new-tokens", type=int, default=config_module.GenerationConfig().max_new_tokens)
     generate.add_argument("--temperature", type=float, default=config_module.GenerationConfig().temperature,
                           help="0 for greedy decoding.")
     generate.add_argument("--top-k", type=int, default=config_module.GenerationConfig().top_k, help="0 disables top-k.")
+    generate.add_argument("--top-p", type=float, default=config_module.GenerationConfig().top_p,
+                          help="Nucleus sampling mass in (0, 1]; 1 disables top-p.")
     generate.add_argument("--seed", type=int, default=0, help="Seed for reproducible sampling.")
     generate.add_argument("--json", action="store_true", help="Print one JSON object per prompt.")
     generate.set_defaults(handler=_command_generate)

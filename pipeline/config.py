@@ -252,6 +252,11 @@ class GenerationConfig(_Section):
     max_new_tokens: int = Field(160, ge=1)
     temperature: float = Field(0.8, ge=0.0, description="0 means greedy decoding.")
     top_k: int = Field(20, ge=0, description="0 disables top-k filtering.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass; 1.0 disables top-p filtering.")
+    jit_compile: bool = Field(
+        False,
+        description="Compile the exported decoding loop with XLA (TF Serving then needs --xla_cpu_compilation_enabled=true on CPU).",
+    )
     prompts_file: str = Field(os.path.join(PROJECT_ROOT, "data", "prompts.txt"), description="Sample prompts printed after a local run.")
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 

@@ -24,7 +24,8 @@ def _sample_generations(config: PipelineConfig, summary: Dict[str, Any]) -> list
     prompts = samples.load_prompts(config.generation.prompts_file, config.generation.num_samples)
     log.info("Generating continuations of %d sample prompts with %s", len(prompts), push["path"])
     continuations = samples.generate(
-        push["path"], prompts, config.generation.max_new_tokens, config.generation.temperature, config.generation.top_k
+        push["path"], prompts, config.generation.max_new_tokens, config.generation.temperature, config.generation.top_k,
+        top_p=config.generation.top_p,
     )
     return [{"prompt": p, "continuation": c} for p, c in zip(prompts, continuations)]
 

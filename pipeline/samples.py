@@ -24,6 +24,7 @@ def generate(
     temperature: float,
     top_k: int,
     seed: int = 0,
+    top_p: float = 1.0,
 ) -> List[str]:
     """Calls the model's `generate` signature on `prompts`; returns the continuations."""
     model = tf.saved_model.load(saved_model_dir)
@@ -32,13 +33,20 @@ def generate(
         max_new_tokens=tf.constant(max_new_tokens, tf.int32),
         temperature=tf.constant(temperature, tf.float32),
         top_k=tf.constant(top_k, tf.int32),
+        top_p=tf.constant(top_p, tf.float32),
         seed=tf.constant(seed, tf.int64),
     )
     return [text.decode("utf-8", errors="replace") for text in outputs["generations"].numpy()]
 
 
-def resolve_model_dir(path: str) -> str:
-    """A SavedModel directory as given, or the highest integer version under a serving base path."""
+def resolve_model_dir(path: str, serving_dir: str = "") -> str:
+    """A SavedModel directory as given, the highest integer version under a serving base path, or
+    (when `path` is a plain version number such as `3`) that version under `serving_dir`."""
+    if path.isdigit() and serving_dir and not tf.io.gfile.exists(path):
+        version_dir = os.path.join(serving_dir, path)
+        if not tf.io.gfile.exists(os.path.join(version_dir, "saved_model.pb")):
+            raise FileNotFoundError(f"no pushed model version {path}: {version_dir} holds no saved_model.pb")
+        return version_dir
     if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         return path
     if tf.io.gfile.isdir(path):

@@ -21,3 +21,14 @@ def test_unknown_config_key_exits_with_a_usage_error(capsys):
 def test_generate_rejects_a_path_without_a_model(tmp_path):
     with pytest.raises(FileNotFoundError, match="neither a SavedModel"):
         main(["generate", "--model", str(tmp_path), "hello"])
+
+
+def test_generate_resolves_a_version_number_under_the_serving_dir(tmp_path):
+    from pipeline.samples import resolve_model_dir
+
+    serving = tmp_path / "serving"
+    (serving / "2").mkdir(parents=True)
+    (serving / "2" / "saved_model.pb").write_bytes(b"")
+    assert resolve_model_dir("2", str(serving)) == str(serving / "2")
+    with pytest.raises(FileNotFoundError, match="no pushed model version 7"):
+        main(["generate", "--model", "7", "--output-root", str(tmp_path), "hello"])

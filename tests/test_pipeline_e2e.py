@@ -66,6 +66,7 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
 
 def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text(first_run):
     _, summary = first_run
+    push_path = summary["push"]["path"]
     script = textwrap.dedent(f"""
         import sys
         import tensorflow as tf
@@ -76,6 +77,13 @@ def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text
         assert text.strip(), "empty generation"
         scores = model.signatures["score"](texts=tf.constant(["Hello"]))
         assert scores["mean_nll"].numpy()[0] > 0
+        sampled = model.signatures["generate"](
+            prompts=tf.constant(["Hi", "Thanks for the update on"]), max_new_tokens=tf.constant(6),
+            temperature=tf.constant(0.8), top_k=tf.constant(20), top_p=tf.constant(0.9, tf.float32),
+            seed=tf.constant(3, tf.int64))
+        assert sampled["generations"].shape == (2,) and max(sampled["num_generated_tokens"].numpy()) <= 6
+        warmup = {push_path!r} + "/assets.extra/tf_serving_warmup_requests"
+        assert sum(1 for _ in tf.data.TFRecordDataset(warmup)) == 4
         loaded = sorted(m.split(".")[0] for m in sys.modules if m.split(".")[0] in ("tfx", "tensorflow_transform", "components", "pipeline"))
         assert not loaded, loaded
         print("GENERATED:", repr(text))

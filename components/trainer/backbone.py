@@ -102,6 +102,30 @@ class DecoderBlock(keras.layers.Layer):
         attended = self.attention(self.attention_norm(hidden), positions, training=training)
         return self.mlp(hidden + self.dropout(attended, training=training), training=training)
 
+    def prefill(self, hidden: tf.Tensor, cache_length: tf.Tensor) -> tuple:
+        """Inference pass over a whole prompt [batch, length, model_dim]; also returns this block's
+        key and value, zero-padded to [batch, heads, cache_length, head_dim] (the cache)."""
+        length = tf.shape(hidden)[1]
+        positions = tf.range(length)
+        query, key, value = self.attention.project_qkv(self.attention_norm(hidden), positions)
+        hidden = self.mlp(hidden + self.attention.attend(query, key, value, causal_mask(length)))
+        padding = [[0, 0], [0, 0], [0, cache_length - length], [0, 0]]
+        return hidden, (tf.pad(key, padding), tf.pad(value, padding))
+
+    def decode_step(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple) -> tuple:
+        """One new token per row (hidden [batch, 1, model_dim]) at its own position [batch]:
+        writes its key/value into the cache at that position and attends to positions <= it."""
+        keys, values = cache
+        query, key, value = self.attention.project_qkv(self.attention_norm(hidden), positions[:, tf.newaxis])
+        batch, heads = tf.shape(keys)[0], tf.shape(keys)[1]
+        rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
+        at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
+        keys = tf.tensor_scatter_nd_update(keys, at, key[:, :, 0])
+        values = tf.tensor_scatter_nd_update(values, at, value[:, :, 0])
+        visible = tf.range(tf.shape(keys)[2])[tf.newaxis, :] <= positions[:, tf.newaxis]
+        attended = self.attention.attend(query, keys, values, visible[:, tf.newaxis, tf.newaxis, :])
+        return self.mlp(hidden + attended), (keys, values)
+
 
 class GPTBackbone(keras.Model):
     """Token ids [batch, length] -> float32 logits [batch, length, vocab_size] (length <= context_length)."""
@@ -144,6 +168,30 @@ class GPTBackbone(keras.Model):
         for block in self.blocks:
             hidden = block(hidden, positions, training=training)
         return self.logits(hidden)
+
+    # Key/value-cache inference (decoding.py): the cache is one (keys, values) pair per block,
+    # each [batch, heads, cache_length, head_dim] in the compute dtype.
+
+    def prefill(self, token_ids: tf.Tensor, cache_length: tf.Tensor, last_positions: tf.Tensor) -> tuple:
+        """Runs right-padded prompts [batch, length] once; returns (float32 logits [batch, vocab] at
+        each row's `last_positions` [batch], the cache holding positions 0..length-1)."""
+        hidden = self.embed(token_ids, tf.range(tf.shape(token_ids)[1]))
+        cache = []
+        for block in self.blocks:
+            hidden, block_cache = block.prefill(hidden, cache_length)
+            cache.append(block_cache)
+        last_hidden = tf.gather(hidden, last_positions[:, tf.newaxis], batch_dims=1)  # [batch, 1, model_dim]
+        return self.logits(last_hidden)[:, 0], tuple(cache)
+
+    def decode_step(self, token_ids: tf.Tensor, positions: tf.Tensor, cache: tuple) -> tuple:
+        """One token per row [batch] at `positions` [batch]; returns (float32 logits [batch, vocab],
+        the cache with this token's keys/values added)."""
+        hidden = self.embed(token_ids[:, tf.newaxis], positions[:, tf.newaxis])
+        new_cache = []
+        for block, block_cache in zip(self.blocks, cache):
+            hidden, block_cache = block.decode_step(hidden, positions, block_cache)
+            new_cache.append(block_cache)
+        return self.logits(hidden)[:, 0], tuple(new_cache)
 
 
 def build_backbone(config: ModelConfig, vocab_size: int) -> GPTBackbone:

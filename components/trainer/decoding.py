@@ -1,34 +1,37 @@
 """Autoregressive decoding in the TensorFlow graph (no Python per token).
 
-`generate_tokens` runs a `tf.while_loop` (via AutoGraph) over a token buffer with room for the
-prompt and every new token: each step runs the backbone on each sequence's window of its last
-`context_length` tokens, reads the logits at the sequence's end, samples the next token and
-writes it in place. Sequences of different
-prompt lengths share a batch; each stops at EOS or the token limit. This recomputes the prefix at
-every step; a key/value cache replaces that in the generation issue.
+`generate_tokens` is the serving path: one prefill pass over the prompts fills a pre-allocated
+key/value cache, then a `tf.while_loop` adds one token per step, attending to the cache
+(`backbone.prefill` / `backbone.decode_step`). Shapes are static per length bucket, so the loop
+can be compiled once per bucket with XLA (`jit_compile=True`):
+
+- prompts are right-padded to `P`, the smallest bucket holding the longest prompt;
+- the cache (and the token buffer) holds `C` positions, the smallest bucket holding the longest
+  prompt plus `max_new_tokens`;
+- with XLA the batch is padded to a power of two with finished dummy rows.
+
+Buckets are powers of two from 16, capped at the context length. Each row keeps its own length:
+its new token is written (and its key/value cached) at its own position, and it attends only to
+its own positions, so prompts of different lengths share a batch and get exactly what they would
+get alone.
+
+Context limit: the total length (the [EOS] separator + prompt + new tokens) never exceeds the
+model's context length (learned positions end there). The prompt keeps its last
+`max(context_length - max_new_tokens, context_length // 2)` tokens (separator included), and a
+row whose length reaches the context length stops, which `num_generated_tokens` reports.
+
+`generate_tokens_without_cache` recomputes the whole prefix every step (sliding window of the last
+`context_length` tokens); it is kept as the reference the cache is tested and benchmarked against.
 """
 import tensorflow as tf
 
+from components.trainer.sampling import sample_next_token
 from components.transform import tokenizer
 
-
-def sample_next_token(logits: tf.Tensor, temperature: tf.Tensor, top_k: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
-    """Picks one token id per row of `logits` [batch, vocab].
-
-    temperature == 0 is greedy (argmax); otherwise logits are restricted to the `top_k` largest
-    (0 = no restriction), divided by the temperature and sampled with the stateless `seed` [2].
-    """
-    vocab_size = tf.shape(logits)[-1]
-    greedy = tf.argmax(logits, axis=-1)
-    k = tf.where(top_k > 0, tf.minimum(top_k, vocab_size), vocab_size)
-    kth_largest = tf.math.top_k(logits, k=k).values[:, -1:]
-    filtered = tf.where(logits < kth_largest, tf.constant(-1e9, logits.dtype), logits)
-    scaled = filtered / tf.maximum(tf.cast(temperature, logits.dtype), 1e-6)
-    sampled = tf.random.stateless_categorical(scaled, 1, seed=seed, dtype=tf.int64)[:, 0]
-    return tf.where(temperature > 0, sampled, greedy)
+MIN_BUCKET = 16
 
 
-def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens: tf.Tensor) -> tf.RaggedTensor:
+def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens) -> tf.RaggedTensor:
     """EOS (the document separator) followed by at most the last `max_prompt_tokens` prompt tokens."""
     prompt_ids = tf.cast(prompt_ids, tf.int64)
     lengths = prompt_ids.row_lengths()
@@ -39,18 +42,124 @@ def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens: tf.Tensor) -
     return tf.concat([separators, kept], axis=1)
 
 
+def length_buckets(maximum: int) -> list:
+    """The static lengths shapes are rounded up to: powers of two from MIN_BUCKET, then `maximum`."""
+    buckets, size = [], MIN_BUCKET
+    while size < maximum:
+        buckets.append(size)
+        size *= 2
+    return buckets + [maximum]
+
+
+def round_up_to_bucket(length: tf.Tensor, buckets: list) -> tf.Tensor:
+    """The smallest bucket >= `length` (the largest bucket if none is)."""
+    buckets = tf.constant(buckets, tf.int32)
+    length = tf.cast(length, tf.int32)
+    return tf.reduce_min(tf.where(buckets >= length, buckets, buckets[-1]))
+
+
+def _next_power_of_two(value: tf.Tensor) -> tf.Tensor:
+    value = tf.cast(value, tf.float32)
+    return tf.cast(tf.pow(2.0, tf.math.ceil(tf.math.log(value) / tf.math.log(2.0))), tf.int32)
+
+
+def decode_with_cache(backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed):
+    """The prefill + cached `tf.while_loop`; every shape comes from the inputs' (static) shapes.
+
+    prompt_tokens [B, P] right-padded prompts; buffer [B, C] the same tokens padded to the cache
+    length; lengths [B] int32 prompt lengths; done [B] rows that must not generate (padding).
+    Returns (buffer with the new tokens written after each prompt, new lengths).
+    """
+    cache_length = tf.shape(buffer)[1]
+    rows = tf.range(tf.shape(buffer)[0])
+    seed = tf.cast(seed, tf.int64)
+    next_logits, cache = backbone.prefill(prompt_tokens, cache_length, lengths - 1)
+
+    def keep_going(step, buffer, lengths, done, next_logits, cache):
+        return tf.logical_and(step < max_new_tokens, tf.logical_not(tf.reduce_all(done)))
+
+    def one_token(step, buffer, lengths, done, next_logits, cache):
+        step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
+        next_ids = sample_next_token(next_logits, temperature, top_k, top_p, step_seed)
+        next_ids = tf.where(done, tf.constant(tokenizer.PAD_ID, tf.int64), next_ids)
+        write_at = tf.minimum(lengths, cache_length - 1)
+        buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, write_at], axis=1), next_ids)
+        lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
+        done = done | tf.equal(next_ids, tokenizer.EOS_ID) | (lengths >= cache_length)
+        next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache)
+        return step + 1, buffer, lengths, done, next_logits, cache
+
+    _, buffer, lengths, _, _, _ = tf.while_loop(
+        keep_going, one_token, (tf.constant(0, tf.int32), buffer, lengths, done, next_logits, cache)
+    )
+    return buffer, lengths
+
+
+_decode_graph = tf.function(decode_with_cache, autograph=False)
+_decode_xla = tf.function(decode_with_cache, autograph=False, jit_compile=True)
+
+
 def generate_tokens(
     backbone,
     prompt_ids: tf.RaggedTensor,
     max_new_tokens: tf.Tensor,
     temperature: tf.Tensor,
     top_k: tf.Tensor,
+    top_p: tf.Tensor,
+    seed: tf.Tensor,
+    jit_compile: bool = False,
+) -> tuple:
+    """Continues each prompt with the key/value cache; returns (new ids as ragged [batch, (n)], n as int32).
+
+    See the module docstring for buckets and the context limit. `jit_compile` compiles the
+    prefill and the loop with XLA (one compilation per batch/prompt/cache bucket).
+    """
+    context_length = backbone.context_length
+    max_new_tokens = tf.clip_by_value(tf.cast(max_new_tokens, tf.int32), 1, context_length - 1)
+    max_prompt_tokens = tf.maximum(context_length - max_new_tokens, context_length // 2)
+    context = prepare_context(prompt_ids, max_prompt_tokens - 1)
+    lengths = tf.cast(context.row_lengths(), tf.int32)
+    batch_size = tf.shape(lengths)[0]
+    longest = tf.reduce_max(lengths)
+    buckets = length_buckets(context_length)
+    prompt_width = round_up_to_bucket(longest, buckets)
+    cache_length = round_up_to_bucket(longest + max_new_tokens, buckets)
+    padded_batch = _next_power_of_two(batch_size) if jit_compile else batch_size
+    extra_rows = padded_batch - batch_size
+    dense = context.to_tensor(default_value=tokenizer.PAD_ID)
+    prompt_tokens = tf.pad(dense, [[0, extra_rows], [0, prompt_width - longest]], constant_values=tokenizer.PAD_ID)
+    buffer = tf.pad(prompt_tokens, [[0, 0], [0, cache_length - prompt_width]], constant_values=tokenizer.PAD_ID)
+    padded_lengths = tf.pad(lengths, [[0, extra_rows]], constant_values=1)
+    done = tf.range(padded_batch) >= batch_size
+    decode = _decode_xla if jit_compile else _decode_graph
+    buffer, new_lengths = decode(
+        backbone, prompt_tokens, buffer, padded_lengths, done, max_new_tokens,
+        tf.cast(temperature, tf.float32), tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32), tf.cast(seed, tf.int64),
+    )
+    buffer, new_lengths = buffer[:batch_size], new_lengths[:batch_size]
+    return _new_tokens(buffer, lengths, new_lengths)
+
+
+def _new_tokens(buffer: tf.Tensor, prompt_lengths: tf.Tensor, lengths: tf.Tensor) -> tuple:
+    """(ragged ids at positions [prompt_length, length) of each row, their count as int32)."""
+    positions = tf.range(tf.shape(buffer)[1])[tf.newaxis, :]
+    is_new = tf.logical_and(positions >= prompt_lengths[:, tf.newaxis], positions < lengths[:, tf.newaxis])
+    return tf.ragged.boolean_mask(buffer, is_new), lengths - prompt_lengths
+
+
+def generate_tokens_without_cache(
+    backbone,
+    prompt_ids: tf.RaggedTensor,
+    max_new_tokens: tf.Tensor,
+    temperature: tf.Tensor,
+    top_k: tf.Tensor,
+    top_p: tf.Tensor,
     seed: tf.Tensor,
 ) -> tuple:
-    """Continues each prompt; returns (new token ids as ragged [batch, (n)], n per row as int32).
+    """The no-cache reference: each step runs the backbone on each row's last `context_length` tokens.
 
-    The model sees a sliding window of its last `context_length` tokens, so prompts keep their
-    context and generations may run past the context length.
+    Same sampling and stopping as `generate_tokens`, but it recomputes the whole prefix per token
+    and slides its window past the context length instead of stopping there.
     """
     context_length = backbone.context_length
     max_new_tokens = tf.maximum(tf.cast(max_new_tokens, tf.int32), 1)
@@ -59,25 +168,29 @@ def generate_tokens(
     buffer = tf.pad(context.to_tensor(default_value=tokenizer.PAD_ID), [[0, 0], [0, max_new_tokens]])
     total_length = tf.shape(buffer)[1]
     window_width = tf.minimum(context_length, total_length)
-    batch_size = tf.shape(buffer)[0]
-    rows = tf.range(batch_size)
-    lengths = prompt_lengths
-    done = tf.zeros([batch_size], tf.bool)
+    rows = tf.range(tf.shape(buffer)[0])
     seed = tf.cast(seed, tf.int64)
-    for step in tf.range(max_new_tokens):
-        if tf.reduce_all(done):
-            break
+
+    def keep_going(step, buffer, lengths, done):
+        return tf.logical_and(step < max_new_tokens, tf.logical_not(tf.reduce_all(done)))
+
+    def one_token(step, buffer, lengths, done):
         # Each row's window ends at its last token; positions after it are masked by causality.
         window_starts = tf.maximum(lengths - window_width, 0)
         window_positions = tf.minimum(window_starts[:, tf.newaxis] + tf.range(window_width)[tf.newaxis, :], total_length - 1)
         logits = backbone(tf.gather(buffer, window_positions, batch_dims=1), training=False)
         last_logits = tf.gather(logits, lengths - 1 - window_starts, batch_dims=1)
         step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
-        next_ids = sample_next_token(last_logits, temperature, top_k, step_seed)
+        next_ids = sample_next_token(last_logits, temperature, top_k, top_p, step_seed)
         next_ids = tf.where(done, tf.constant(tokenizer.PAD_ID, tf.int64), next_ids)
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, lengths], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
         done = tf.logical_or(done, tf.equal(next_ids, tokenizer.EOS_ID))
-    positions = tf.range(total_length)[tf.newaxis, :]
-    is_new = tf.logical_and(positions >= prompt_lengths[:, tf.newaxis], positions < lengths[:, tf.newaxis])
-    return tf.ragged.boolean_mask(buffer, is_new), lengths - prompt_lengths
+        return step + 1, buffer, lengths, done
+
+    done = tf.zeros_like(prompt_lengths, tf.bool)
+    _, buffer, lengths, _ = tf.while_loop(
+        keep_going, one_token, (tf.constant(0, tf.int32), buffer, prompt_lengths, done),
+        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, None]), tf.TensorShape([None]), tf.TensorShape([None])),
+    )
+    return _new_tokens(buffer, prompt_lengths, lengths)

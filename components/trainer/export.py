@@ -3,7 +3,9 @@
 Signatures (TF Serving can carry all inputs and outputs):
     serving_default  prompts [batch] string -> generations [batch] string, num_generated_tokens
                      (the `generate` defaults from config)
-    generate         prompts, max_new_tokens, temperature, top_k, seed -> same outputs
+    generate         prompts [batch] string, max_new_tokens int32, temperature float32, top_k int32,
+                     top_p float32, seed int64 (all scalars) -> same outputs; greedy when
+                     temperature == 0; decoded with the key/value cache (see decoding.py)
     score            texts [batch] string -> mean_nll [batch], num_tokens [batch]; each text is
                      scored as one document (EOS + text + EOS), truncated to the context length
     score_tokens     blocks [batch, context_length + 1] int64 -> nll_sum, num_tokens per row;
@@ -12,11 +14,16 @@ Signatures (TF Serving can carry all inputs and outputs):
 The tokenizer is the TF Transform graph itself (`transform_features_layer`), saved inside the
 model with its assets, so the served model tokenizes exactly as Transform did; the detokenizer
 reads the same vocabulary asset.
+
+`generation.jit_compile` compiles the decoding loop with XLA inside the SavedModel; stock TF
+Serving on CPU then needs `--xla_cpu_compilation_enabled=true`. The default export has no XLA
+and loads in stock TF Serving. Warm-up requests are written to
+`assets.extra/tf_serving_warmup_requests`.
 """
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.trainer import decoding
+from components.trainer import decoding, serving_requests
 from components.transform import tokenizer
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
 from pipeline.config import GenerationConfig
@@ -51,13 +58,15 @@ class TextGenerationModule(tf.Module):
             tf.TensorSpec([], tf.int32, name="max_new_tokens"),
             tf.TensorSpec([], tf.float32, name="temperature"),
             tf.TensorSpec([], tf.int32, name="top_k"),
+            tf.TensorSpec([], tf.float32, name="top_p"),
             tf.TensorSpec([], tf.int64, name="seed"),
         ]
     )
-    def generate(self, prompts, max_new_tokens, temperature, top_k, seed):
+    def generate(self, prompts, max_new_tokens, temperature, top_k, top_p, seed):
         """Continues each prompt; see the module docstring."""
         new_ids, counts = decoding.generate_tokens(
-            self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, seed
+            self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, top_p, seed,
+            jit_compile=self._defaults.jit_compile,
         )
         return {"generations": tokenizer.detokenize(new_ids, self._id_to_piece), "num_generated_tokens": counts}
 
@@ -69,6 +78,7 @@ class TextGenerationModule(tf.Module):
             tf.constant(self._defaults.max_new_tokens, tf.int32),
             tf.constant(self._defaults.temperature, tf.float32),
             tf.constant(self._defaults.top_k, tf.int32),
+            tf.constant(self._defaults.top_p, tf.float32),
             tf.constant(0, tf.int64),
         )
 
@@ -106,3 +116,4 @@ def export_serving_model(
         "score_tokens": module.score_tokens,
     }
     tf.saved_model.save(module, export_dir, signatures=signatures)
+    serving_requests.write_warmup_file(export_dir, serving_requests.warmup_requests(generation))
