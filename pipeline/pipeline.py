@@ -3,7 +3,8 @@
     ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
       -> DataGate (fails the run on blocking anomalies) -> Transform (learned tokenizer)
       -> statistics + validation of the token data (curated transformed schema) -> TokenGate
-      -> Trainer -> Evaluator (perplexity -> ModelBlessing) -> Pusher (only when blessed)
+      -> Trainer -> Evaluator (quality vs the latest blessed model, safety and bias gates -> ModelBlessing)
+      -> Pusher (only when blessed)
 
 Runners (local, Kubeflow) call this with their own paths and metadata; they never re-wire.
 """
@@ -17,7 +18,7 @@ from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 
 from components.data_gate.component import DataGate
-from components.evaluator.component import PerplexityEvaluator
+from components.evaluator.component import GatedEvaluator
 from components.example_gen.executor import JSONL_TEXT_FIELD_KEY, TextCorpusExampleGenExecutor
 from components.pusher.component import VersionedPusher
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
@@ -39,6 +40,7 @@ COMPONENT_IDS = (
     "TransformedExampleValidator",
     "TokenGate",
     "Trainer",
+    "LatestBlessedModelResolver",
     "Evaluator",
     "Pusher",
 )
@@ -139,11 +141,19 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Trainer")
     trainer.add_upstream_node(token_data_checks.gate)
 
-    evaluator = PerplexityEvaluator(
+    baseline_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id("LatestBlessedModelResolver")
+
+    evaluator = GatedEvaluator(
         model=trainer.outputs["model"],
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
-        max_perplexity=config.evaluator.max_perplexity,
+        raw_examples=example_gen.outputs["examples"],
+        baseline_model=baseline_resolver.outputs["model"],
+        evaluator_config=config.evaluator.model_dump_json(),
     ).with_id("Evaluator")
 
     pusher = VersionedPusher(
@@ -155,7 +165,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Pusher")
 
     return [
-        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(), trainer, evaluator, pusher,
+        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(), trainer, baseline_resolver, evaluator, pusher,
     ]
 
 
