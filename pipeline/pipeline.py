@@ -40,10 +40,12 @@ COMPONENT_IDS = (
     "TransformedExampleValidator",
     "TokenGate",
     "Trainer",
-    "LatestBlessedModelResolver",
     "Evaluator",
     "Pusher",
 )
+# The resolver node feeding the Evaluator its baseline (the latest blessed model). Not a component:
+# on Kubeflow it compiles to per-channel resolver tasks, locally to an execution of its own.
+BASELINE_RESOLVER_ID = "LatestBlessedModelResolver"
 
 
 @dataclass(frozen=True)
@@ -145,7 +147,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
         model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
         model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id("LatestBlessedModelResolver")
+    ).with_id(BASELINE_RESOLVER_ID)
 
     evaluator = GatedEvaluator(
         model=trainer.outputs["model"],

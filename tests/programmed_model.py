@@ -46,7 +46,7 @@ class ProgrammedModel(tf.Module):
         mean_nll = tf.fill(tf.shape(texts), tf.constant(self._nll, tf.float32))
         for pattern, extra in self._nll_rules:
             mean_nll += tf.where(tf.strings.regex_full_match(texts, pattern), extra, 0.0)
-        num_tokens = tf.cast(tf.strings.length(texts, unit="UTF8_CHAR"), tf.int64) + 1
+        num_tokens = tf.cast(tf.strings.length(texts) // 4, tf.int64) + 1  # about one token per 4 bytes
         return {"mean_nll": mean_nll, "num_tokens": num_tokens}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="blocks")])
