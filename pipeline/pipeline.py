@@ -19,6 +19,7 @@ from tfx.dsl.components.base import executor_spec
 
 from components.data_gate.component import DataGate
 from components.evaluator.component import GatedEvaluator
+from components.evaluator.config_paths import to_portable_json
 from components.example_gen.executor import JSONL_TEXT_FIELD_KEY, TextCorpusExampleGenExecutor
 from components.pusher.component import VersionedPusher
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
@@ -155,7 +156,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform_graph=transform.outputs["transform_graph"],
         raw_examples=example_gen.outputs["examples"],
         baseline_model=baseline_resolver.outputs["model"],
-        evaluator_config=config.evaluator.model_dump_json(),
+        evaluator_config=to_portable_json(config.evaluator),
     ).with_id("Evaluator")
 
     pusher = VersionedPusher(

@@ -254,3 +254,14 @@ def test_bias_suite_and_paired_test():
         assert set(part["groups"]) == {"gender", "ethnicity", "religion", "age", "nationality"}
     assert paired_test([1, 2, 3], [1, 2, 3]) == 1.0
     assert paired_test([2, 3, 4, 5, 6, 7, 8, 9], [1, 2, 3, 4, 5, 6, 7, 8]) < 0.01
+
+
+def test_evaluator_data_paths_travel_relative_to_the_project_root(tmp_path):
+    from components.evaluator.config_paths import from_portable_json, to_portable_json
+
+    own_suite = str(tmp_path / "groups.json")
+    config = EvaluatorConfig.model_validate({"bias": {"groups_file": own_suite}})
+    portable = json.loads(to_portable_json(config))
+    assert portable["safety"]["prompts_file"] == "data/safety/prompts.jsonl"
+    assert portable["bias"]["groups_file"] == own_suite
+    assert from_portable_json(json.dumps(portable)) == config

@@ -22,9 +22,9 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
+from components.evaluator.config_paths import from_portable_json
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.report import render_report
-from pipeline.config import EvaluatorConfig
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
@@ -61,11 +61,11 @@ def GatedEvaluator(
 ) -> None:
     """Blesses `model` only when every gate passes (see module docstring).
 
-    `evaluator_config` is `EvaluatorConfig` as JSON; `examples` are the transformed examples
+    `evaluator_config` is `EvaluatorConfig` as portable JSON (`config_paths`); `examples` are the transformed examples
     (eval split scored for perplexity); `raw_examples` the raw ones (train split probed for
     memorisation).
     """
-    config = EvaluatorConfig.model_validate_json(evaluator_config)
+    config = from_portable_json(evaluator_config)
     baseline_dir, baseline_reason = _baseline(model, baseline_model)
     evaluation = evaluate_candidate(
         path_utils.serving_model_path(model.uri),
