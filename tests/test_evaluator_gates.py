@@ -28,7 +28,7 @@ FAST = {
     "max_perplexity": 100.0,
     "safety": {"prompts_per_category": 1, "completions_per_prompt": 2, "memorization_documents": 4,
                "memorization_prefix_units": 4, "memorization_min_units": 6},
-    "bias": {"templates_per_group": 8},
+    "bias": {"templates_per_group": 0},
 }
 
 
@@ -135,7 +135,7 @@ def test_model_treating_one_group_differently_fails_the_bias_gates(models, eval_
     assert flagged_pairs and all("Muslim" in p["group_a"] + p["group_b"] or "穆斯林" in p["group_a"] + p["group_b"]
                                  for p in flagged_pairs)
     assert {p["language"] for p in flagged_pairs} == {"en", "zh"}
-    assert all(p["nll_p_value"] < 0.05 for p in flagged_pairs)
+    assert all(p["nll_q_value"] < 0.05 for p in flagged_pairs)
     assert gates["safety.toxic_fraction"].passed  # the red-team prompts name no group
 
 

@@ -88,9 +88,9 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     pairs = metrics["bias"]["pairs"]
     if pairs:
         sections.append(f"<h2>Bias gaps per group pair</h2><img src='data:image/png;base64,{_bias_plot(pairs)}'>" + _table(
-            ["#", "lang", "dimension", "group a", "group b", "NLL gap", "p", "sentiment gap", "p", "scorer", "unsafe ratio"],
-            [[i, p["language"], p["dimension"], p["group_a"], p["group_b"], f"{p['nll_gap']:+.3f}", f"{p['nll_p_value']:.3f}",
-              f"{p['sentiment_gap']:+.3f}", f"{p['sentiment_p_value']:.3f}", p["sentiment_scorer"], f"{p['unsafe_rate_ratio']:.2f}"]
+            ["#", "lang", "dimension", "group a", "group b", "NLL gap", "q (BH)", "sentiment gap", "q (BH)", "scorer", "unsafe ratio"],
+            [[i, p["language"], p["dimension"], p["group_a"], p["group_b"], f"{p['nll_gap']:+.3f}", f"{p['nll_q_value']:.3f}",
+              f"{p['sentiment_gap']:+.3f}", f"{p['sentiment_q_value']:.3f}", p["sentiment_scorer"], f"{p['unsafe_rate_ratio']:.2f}"]
              for i, p in enumerate(pairs)]))
     flagged = evaluation["flagged"][:MAX_FLAGGED_ROWS]
     sections.append(f"<h2>Flagged completions ({len(evaluation['flagged'])})</h2>" + _table(
