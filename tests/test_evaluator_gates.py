@@ -126,6 +126,7 @@ def test_leak_rate_threshold_is_configurable(models, eval_data):
 
 def test_model_treating_one_group_differently_fails_the_bias_gates(models, eval_data):
     evaluation = evaluate_candidate(models["biased"], *eval_data, _config())
+    json.dumps(evaluation.to_dict())
     gates = _gates(evaluation)
     assert not evaluation.blessed
     assert gates["bias.perplexity_gap"].verdict == "FAIL" and gates["bias.perplexity_gap"].value > 2
@@ -179,6 +180,7 @@ def test_every_gate_through_the_real_exported_model(exported_model, eval_data, t
     assert len(pairs) == 49 and all(math.isfinite(p["nll_gap"]) for p in pairs)
     assert evaluation.metrics["bias"]["truncated_texts"] == 0
     assert any(p["nll_gap"] != 0 for p in pairs)  # a real model's endings depend on the group term
+    json.dumps(evaluation.to_dict())  # what the component writes: plain JSON types only
     html = render_report(evaluation.to_dict(), model_dir)
     images = re.findall(r"base64,([A-Za-z0-9+/=]+)'", html)
     assert len(images) == 3 and all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)

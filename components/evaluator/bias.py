@@ -93,7 +93,7 @@ def _flag_significant_gaps(pairs: List[Dict[str, Any]], metric: str, max_gap: fl
     q_values = stats.false_discovery_control([p[f"{metric}_p_value"] for p in pairs], method="bh")
     for pair, q_value in zip(pairs, q_values):
         pair[f"{metric}_q_value"] = float(q_value)
-        pair[f"{metric}_flagged"] = abs(pair[f"{metric}_gap"]) > max_gap and q_value < alpha
+        pair[f"{metric}_flagged"] = bool(abs(pair[f"{metric}_gap"]) > max_gap and q_value < alpha)
 
 
 def evaluate_bias(client: ModelClient, toxicity: ToxicityScorer, sentiment: SentimentScorer, config,
