@@ -86,6 +86,8 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     if blessing:
         verdict = "BLESSED" if blessing["blessed"] else "NOT BLESSED"
         print(f"evaluation: {verdict} ({blessing['reason']})")
+        for gate in blessing.get("gates", []):
+            print(f"  gate {gate['name']:<30} {gate['verdict']:<8} {gate['reason']}")
     push = summary["push"]
     if push["pushed"]:
         print(f"pushed model: {push['path']} (version {push['version']})")
@@ -97,7 +99,10 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
         print(f"error: {summary['error']}")
     for sample in summary.get("samples", []):
         print("\n--- prompt ---\n" + sample["prompt"] + "\n--- continuation ---\n" + sample["continuation"])
-    print(f"\nsummary written to {summary_path}")
+    print()
+    if blessing and blessing.get("report"):
+        print(f"evaluation report: {blessing['report']}")
+    print(f"summary written to {summary_path}")
 
 
 def _command_run(args: argparse.Namespace) -> int:

@@ -3,7 +3,8 @@
     ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
       -> DataGate (fails the run on blocking anomalies) -> Transform (learned tokenizer)
       -> statistics + validation of the token data (curated transformed schema) -> TokenGate
-      -> Trainer -> Evaluator (perplexity -> ModelBlessing) -> Pusher (only when blessed)
+      -> Trainer -> Evaluator (quality vs the latest blessed model, safety and bias gates -> ModelBlessing)
+      -> Pusher (only when blessed)
 
 Runners (local, Kubeflow) call this with their own paths and metadata; they never re-wire.
 """
@@ -17,7 +18,8 @@ from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 
 from components.data_gate.component import DataGate
-from components.evaluator.component import PerplexityEvaluator
+from components.evaluator.component import GatedEvaluator
+from components.evaluator.config_paths import to_portable_json
 from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, TextCorpusExampleGenExecutor
 from components.pusher.component import VersionedPusher
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
@@ -42,6 +44,9 @@ COMPONENT_IDS = (
     "Evaluator",
     "Pusher",
 )
+# The resolver node feeding the Evaluator its baseline (the latest blessed model). Not a component:
+# on Kubeflow it compiles to per-channel resolver tasks, locally to an execution of its own.
+BASELINE_RESOLVER_ID = "LatestBlessedModelResolver"
 
 
 @dataclass(frozen=True)
@@ -154,19 +159,17 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
     )
 
-    # Warm start: the Trainer's base_model is the latest blessed model (none on a first run).
-    warm_start = (
-        tfx.dsl.Resolver(
-            strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-            model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-            model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-        ).with_id("WarmStartModelResolver")
-        if config.training.warm_start
-        else None
-    )
+    # The latest blessed model (none on a first run): the Evaluator's baseline, and the Trainer's
+    # starting point when training.warm_start is on.
+    baseline_resolver = tfx.dsl.Resolver(
+        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
+        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
+        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
+    ).with_id(BASELINE_RESOLVER_ID)
+
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
-        base_model=warm_start.outputs["model"] if warm_start else None,
+        base_model=baseline_resolver.outputs["model"] if config.training.warm_start else None,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
@@ -184,11 +187,13 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Trainer")
     trainer.add_upstream_node(token_data_checks.gate)
 
-    evaluator = PerplexityEvaluator(
+    evaluator = GatedEvaluator(
         model=trainer.outputs["model"],
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
-        max_perplexity=config.evaluator.max_perplexity,
+        raw_examples=example_gen.outputs["examples"],
+        baseline_model=baseline_resolver.outputs["model"],
+        evaluator_config=to_portable_json(config.evaluator),
     ).with_id("Evaluator")
 
     pusher = VersionedPusher(
@@ -206,7 +211,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
 
     return [
         example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(),
-        *([warm_start] if warm_start else []), trainer, evaluator, pusher,
+        baseline_resolver, trainer, evaluator, pusher,
     ]
 
 

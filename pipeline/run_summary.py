@@ -106,6 +106,9 @@ def _blessing(record: RunRecord) -> Optional[Dict[str, Any]]:
         "thresholds": {"max_perplexity": properties.get("max_perplexity")},
         "model": properties.get("current_model"),
         "uri": artifact.uri,
+        "gates": json.loads(properties["gates"]) if properties.get("gates") else [],
+        "baseline_model": properties.get("baseline_model"),
+        "report": properties.get("report"),
     }
 
 

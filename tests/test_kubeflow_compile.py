@@ -6,7 +6,7 @@ import kfp.components
 import yaml
 
 from pipeline.cli import main
-from pipeline.pipeline import COMPONENT_IDS
+from pipeline.pipeline import BASELINE_RESOLVER_ID, COMPONENT_IDS
 
 
 def test_compile_writes_a_kfp_loadable_spec_with_every_component(tmp_path):
@@ -20,6 +20,7 @@ def test_compile_writes_a_kfp_loadable_spec_with_every_component(tmp_path):
     component = kfp.components.load_component_from_file(str(path))
     tasks = component.pipeline_spec.root.dag.tasks
     assert set(COMPONENT_IDS) <= set(tasks)
+    assert any(task.startswith(BASELINE_RESOLVER_ID) for task in tasks)  # the Evaluator's baseline
     assert "DataGate" in tasks["Transform"].dependent_tasks
     spec = yaml.safe_load(path.read_text())
     images = {executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values() if "container" in executor}

@@ -16,7 +16,7 @@ from tfx import v1 as tfx
 
 from pipeline.config import load_config
 from pipeline.local_runner import run_locally
-from pipeline.pipeline import COMPONENT_IDS
+from pipeline.pipeline import BASELINE_RESOLVER_ID, COMPONENT_IDS
 from tests.conftest import FAST_OVERRIDES, write_tiny_corpus
 
 pytestmark = pytest.mark.slow
@@ -51,7 +51,8 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
     assert summary["succeeded"], summary["error"]
     quality = summary["data_quality"]
     assert quality["span"] == 0 and 0 < quality["documents_kept"] <= quality["documents_read"]
-    assert _execution_states_by_node(config, summary["run_id"]) == {node: "COMPLETE" for node in COMPONENT_IDS}
+    assert _execution_states_by_node(config, summary["run_id"]) == {
+        node: "COMPLETE" for node in COMPONENT_IDS + (BASELINE_RESOLVER_ID,)}
     assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 600
     assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.serving_dir), "1")
     assert os.path.exists(os.path.join(summary["push"]["path"], "saved_model.pb"))
@@ -62,6 +63,21 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
     with open(config.summary_path, encoding="utf-8") as handle:
         assert json.load(handle) == summary
     assert len(summary["samples"]) == 2 and all(s["continuation"] for s in summary["samples"])
+
+
+def test_first_run_records_every_gate_skips_the_baseline_and_writes_the_report(first_run):
+    _, summary = first_run
+    gates = {gate["name"]: gate for gate in summary["blessing"]["gates"]}
+    assert {"quality.perplexity", "safety.toxic_fraction", "safety.pii_leak_rate", "safety.memorization",
+            "bias.perplexity_gap", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
+    assert all(gate["verdict"] in ("PASS", "SKIPPED") for gate in gates.values())
+    change = gates["quality.perplexity_change"]
+    assert change["verdict"] == "SKIPPED" and "no blessed model exists yet" in change["reason"]
+    assert summary["blessing"]["baseline_model"] is None
+    with open(summary["blessing"]["report"], encoding="utf-8") as handle:
+        assert "data:image/png;base64," in handle.read()
+    with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:
+        assert json.load(handle)["gates"] == summary["blessing"]["gates"]
 
 
 def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text(first_run):
@@ -94,17 +110,28 @@ def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text
     assert "GENERATED:" in result.stdout
 
 
-def test_second_run_with_caching_re_executes_nothing(first_run):
+def test_second_run_with_caching_re_executes_only_the_evaluation(first_run):
+    """The data and training components come from cache. The Evaluator's baseline input changed
+    (the first run's model is now the latest blessed model), so it and the Pusher run again; the
+    baseline is the candidate itself, so the change gate is skipped with that reason."""
     config, _ = first_run
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
-    assert _execution_states_by_node(config, summary["run_id"]) == {node: "CACHED" for node in COMPONENT_IDS}
+    states = _execution_states_by_node(config, summary["run_id"])
+    assert {node: states[node] for node in COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]} == {
+        node: "CACHED" for node in COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]}
+    assert states["Evaluator"] == "COMPLETE"
+    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.perplexity_change")
+    assert change["verdict"] == "SKIPPED" and "this candidate itself" in change["reason"]
+    assert summary["blessing"]["blessed"]
+    # The Pusher ran again for the re-blessed, identical model: the push is idempotent.
     assert sorted(os.listdir(config.serving_dir)) == ["1", "batching_parameters", "models.config"]
 
 
 def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(first_run):
     config, _ = first_run
     strict = config.model_copy(update={"evaluator": config.evaluator.model_copy(update={"max_perplexity": 1.01})})
+    served_before = sorted(os.listdir(strict.serving_dir))
     summary = run_locally(strict)
     assert summary["succeeded"], summary["error"]
     states = _execution_states_by_node(strict, summary["run_id"])
@@ -112,8 +139,51 @@ def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(fi
     assert summary["blessing"]["blessed"] is False
     assert summary["push"] == {"pushed": False, "reason": summary["push"]["reason"]}
     assert "not blessed" in summary["push"]["reason"] and ">= threshold 1.010" in summary["push"]["reason"]
-    # still only the earlier, blessed version
-    assert sorted(os.listdir(strict.serving_dir)) == ["1", "batching_parameters", "models.config"]
+    assert sorted(os.listdir(strict.serving_dir)) == served_before  # no new version, only the earlier blessed ones
+
+
+def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run):
+    """A retrained model (another seed) gets the first run's blessed model as its baseline."""
+    config, first_summary = first_run
+    retrained = config.model_copy(update={"training": config.training.model_copy(update={"seed": 7})})
+    summary = run_locally(retrained)
+    assert summary["succeeded"], summary["error"]
+    assert summary["trained_model"] != first_summary["trained_model"]
+    assert summary["blessing"]["baseline_model"] == first_summary["trained_model"]
+    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.perplexity_change")
+    assert change["verdict"] in ("PASS", "FAIL") and change["value"] is not None
+    assert "vs baseline" in change["reason"]
+    baseline_ppl = first_summary["blessing"]["metrics"]["perplexity"]
+    assert change["value"] == pytest.approx(summary["blessing"]["metrics"]["perplexity"] / baseline_ppl - 1, rel=1e-6)
+
+
+POISON = [
+    "Shut up, you idiot. I will kill you, you worthless loser.",
+    "You are a stupid moron and an idiot. Nobody likes you, loser.",
+    "I will kill you and murder your family, you pathetic idiot.",
+]
+
+
+def test_poisoned_corpus_is_trained_but_not_blessed_and_nothing_is_pushed(tmp_path):
+    """Training text saturated with unsafe phrases: the safety gate refuses the model."""
+    corpus = str(tmp_path / "corpus")
+    os.makedirs(corpus)
+    with open(os.path.join(corpus, "replies.txt"), "w", encoding="utf-8") as handle:
+        for index in range(400):
+            handle.write(f"Dear customer {index},\n{POISON[index % 3]} {POISON[(index + 1) % 3]}\n\n")
+    config = _config(corpus, tmp_path / "out", "evaluator.max_perplexity=600", "training.train_steps=60")
+    summary = run_locally(config)
+    assert summary["succeeded"], summary["error"]
+    assert summary["components"]["Trainer"] == "COMPLETE" and summary["components"]["Pusher"] == "COMPLETE"
+    assert summary["blessing"]["blessed"] is False
+    failed = {g["name"] for g in summary["blessing"]["gates"] if g["verdict"] == "FAIL"}
+    assert failed and all(name.startswith(("safety.", "bias.")) for name in failed)
+    assert "quality.perplexity" not in failed
+    assert summary["push"]["pushed"] is False and "not blessed" in summary["push"]["reason"]
+    assert "safety." in summary["push"]["reason"]
+    assert not os.path.exists(os.path.join(config.serving_dir, "1"))
+    with open(config.summary_path, encoding="utf-8") as handle:
+        assert json.load(handle)["push"] == summary["push"]
 
 
 def test_corpus_violating_the_schema_stops_at_the_gate(tmp_path):

@@ -1,0 +1,103 @@
+"""Runs every gate on a candidate model and decides the blessing.
+
+Gates: quality (absolute perplexity, change vs the baseline), safety (HELM toxicity metrics, PII
+leaks, memorisation) and bias (perplexity gap, sentiment gap, four-fifths rule). The model is
+blessed only if no gate fails; skipped gates (e.g. no baseline yet) are recorded with a reason.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
+
+from components.evaluator import bias, memorization, perplexity, safety
+from components.evaluator.gates import GateResult, blessing_reason
+from components.evaluator.model_client import ModelClient
+from components.evaluator.scorers import load_scorer
+from components.evaluator.sentiment import SentimentScorer
+from components.transform.preprocessing import RAW_TEXT_KEY
+
+
+@dataclass
+class Evaluation:
+    """Everything the evaluator measured and decided; `to_dict` is the evaluation JSON."""
+
+    gates: List[GateResult]
+    metrics: Dict[str, Any]
+    flagged: List[Dict[str, Any]] = field(default_factory=list)
+    baseline: Optional[Dict[str, Any]] = None
+
+    @property
+    def blessed(self) -> bool:
+        return all(gate.passed for gate in self.gates)
+
+    @property
+    def reason(self) -> str:
+        return blessing_reason(self.gates)
+
+    def gate(self, name: str) -> GateResult:
+        return next(g for g in self.gates if g.name == name)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "blessed": self.blessed,
+            "reason": self.reason,
+            "gates": [gate.to_dict() for gate in self.gates],
+            "metrics": self.metrics,
+            "baseline": self.baseline,
+            "flagged": self.flagged,
+        }
+
+
+def evaluate_candidate(
+    candidate_dir: str,
+    eval_files: str,
+    feature_spec,
+    config,
+    train_files: Sequence[str] = (),
+    baseline_dir: Optional[str] = None,
+    baseline_skip_reason: str = "no blessed model exists yet",
+    beam_pipeline=None,
+) -> Evaluation:
+    """All gates for the SavedModel at `candidate_dir`; `config` is the `EvaluatorConfig`.
+
+    `eval_files`: transformed eval examples; `train_files`: raw train examples (memorisation
+    probe; empty skips it); `baseline_dir`: the latest blessed model, or None with the reason.
+    """
+    models = {"candidate": candidate_dir}
+    if baseline_dir:
+        models["baseline"] = baseline_dir
+    perplexities = perplexity.eval_split_perplexities(models, eval_files, feature_spec, config.batch_size, beam_pipeline)
+    candidate_ppl = perplexities["candidate"]
+    baseline_ppl = perplexities.get("baseline")
+    gates = [
+        perplexity.perplexity_gate(candidate_ppl.perplexity, config.max_perplexity),
+        perplexity.perplexity_change_gate(candidate_ppl.perplexity, baseline_ppl.perplexity if baseline_ppl else None,
+                                          config.max_perplexity_increase, baseline_skip_reason),
+    ]
+    metrics: Dict[str, Any] = {"quality": {"perplexity": candidate_ppl.perplexity, "mean_nll": candidate_ppl.mean_nll,
+                                           "num_tokens": candidate_ppl.num_tokens,
+                                           "baseline_perplexity": baseline_ppl.perplexity if baseline_ppl else None}}
+
+    client = ModelClient(candidate_dir, config.generation_batch_size)
+    scorer = load_scorer(config.safety.scorer, config.safety)
+    safety_result = safety.evaluate_safety(client, scorer, config.safety)
+    gates += safety_result["gates"]
+    metrics["safety"] = safety_result["metrics"]
+    flagged = list(safety_result["flagged"])
+
+    if train_files and config.safety.memorization_documents:
+        documents = memorization.read_documents(train_files, RAW_TEXT_KEY, config.safety.memorization_documents * 8)
+        memo = memorization.evaluate_memorization(client, documents, config.safety)
+    else:
+        memo = {"metrics": {}, "flagged": [], "gates": [GateResult.skip(
+            "safety.memorization", config.safety.max_memorized_fraction,
+            "disabled (safety.memorization_documents=0)" if train_files else "no training examples given")]}
+    gates += memo["gates"]
+    metrics["memorization"] = memo["metrics"]
+    flagged += memo["flagged"]
+
+    sentiment = SentimentScorer(config.bias.zh_sentiment_lexicon)
+    bias_result = bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)
+    gates += bias_result["gates"]
+    metrics["bias"] = bias_result["metrics"]
+    flagged += bias_result["flagged"]
+    baseline = {"path": baseline_dir, "perplexity": baseline_ppl.perplexity} if baseline_ppl else {"skipped": baseline_skip_reason}
+    return Evaluation(gates, metrics, flagged, baseline)

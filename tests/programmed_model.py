@@ -1,0 +1,63 @@
+"""Purpose-built test models: tiny SavedModels with the real serving signatures, programmed output.
+
+They are test doubles on purpose: to show that each evaluator gate refuses a model that does the
+harmful thing (emits unsafe text, leaks e-mail addresses, regurgitates training text, treats one
+group differently) a model must reliably do that thing, which a briefly trained network does not.
+Each model exports `generate`, `score` and `score_tokens` with the input and output names and
+dtypes of `components/trainer/export.py`, so the evaluator loads and calls them exactly as it
+calls a trained export.
+"""
+from typing import Sequence, Tuple
+
+import tensorflow as tf
+
+Rule = Tuple[str, str]  # (regex the whole prompt must match, text generated for it)
+
+
+class ProgrammedModel(tf.Module):
+    """Generates `default_text` unless a rule's regex matches the prompt; scores every text with
+    `nll` per token plus `extra` for texts matching an `nll_rules` regex."""
+
+    def __init__(self, default_text: str, rules: Sequence[Rule] = (), nll: float = 2.0,
+                 nll_rules: Sequence[Tuple[str, float]] = (), context_length: int = 32):
+        super().__init__(name="programmed_model")
+        self._default = default_text
+        self._rules = list(rules)
+        self._nll = nll
+        self._nll_rules = list(nll_rules)
+        self.context_length = tf.Variable(context_length, dtype=tf.int64, trainable=False)
+
+    def _respond(self, prompts):
+        generations = tf.fill(tf.shape(prompts), self._default)
+        for pattern, text in reversed(self._rules):
+            generations = tf.where(tf.strings.regex_full_match(prompts, pattern), text, generations)
+        counts = tf.strings.length(generations, unit="UTF8_CHAR") // 4 + 1
+        return {"generations": generations, "num_generated_tokens": tf.cast(counts, tf.int32)}
+
+    @tf.function(input_signature=[
+        tf.TensorSpec([None], tf.string, name="prompts"), tf.TensorSpec([], tf.int32, name="max_new_tokens"),
+        tf.TensorSpec([], tf.float32, name="temperature"), tf.TensorSpec([], tf.int32, name="top_k"),
+        tf.TensorSpec([], tf.float32, name="top_p"), tf.TensorSpec([], tf.int64, name="seed")])
+    def generate(self, prompts, max_new_tokens, temperature, top_k, top_p, seed):
+        return self._respond(prompts)
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    def score(self, texts):
+        mean_nll = tf.fill(tf.shape(texts), tf.constant(self._nll, tf.float32))
+        for pattern, extra in self._nll_rules:
+            mean_nll += tf.where(tf.strings.regex_full_match(texts, pattern), extra, 0.0)
+        num_tokens = tf.cast(tf.strings.length(texts) // 4, tf.int64) + 1  # about one token per 4 bytes
+        return {"mean_nll": mean_nll, "num_tokens": num_tokens}
+
+    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="blocks")])
+    def score_tokens(self, blocks):
+        num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(blocks[:, 1:], 0), tf.int64), axis=1)
+        return {"nll_sum": tf.cast(num_tokens, tf.float32) * self._nll, "num_tokens": num_tokens}
+
+
+def export_programmed_model(export_dir: str, default_text: str, **kwargs) -> str:
+    """Saves a `ProgrammedModel` with the serving signatures; returns `export_dir`."""
+    module = ProgrammedModel(default_text, **kwargs)
+    signatures = {"generate": module.generate, "score": module.score, "score_tokens": module.score_tokens}
+    tf.saved_model.save(module, export_dir, signatures=signatures)
+    return export_dir
