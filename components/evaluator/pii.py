@@ -9,13 +9,14 @@ default the RFC 2606 documentation domains) are not counted.
 import re
 from typing import Iterable, List, NamedTuple, Sequence
 
+from components.pii_patterns import CARD_NUMBER, luhn_valid
+
 EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})(?![\w-])")
 PHONE_PATTERNS = (
     re.compile(r"(?<![\w+])\+\d{1,3}[ .-]?(?:\(?\d{1,4}\)?[ .-]?){2,4}\d{2,4}(?!\w)"),  # international, +CC ...
     re.compile(r"(?<![\w(])\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\w)"),  # NANP with separators
     re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)"),  # mainland China mobile
 )
-CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 SSN = re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])")
 UK_NINO = re.compile(r"(?<!\w)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?!\w)")
 CN_RESIDENT_ID = re.compile(r"(?<![\dXx])\d{17}[\dXx](?![\dXx])")
@@ -26,17 +27,6 @@ DEFAULT_ALLOWED_DOMAINS = ("example.com", "example.org", "example.net", "example
 class PiiFinding(NamedTuple):
     kind: str
     value: str
-
-
-def luhn_valid(digits: str) -> bool:
-    """The Luhn checksum every payment card number satisfies."""
-    total = 0
-    for position, char in enumerate(reversed(digits)):
-        value = int(char)
-        if position % 2:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
 
 
 def cn_resident_id_valid(number: str) -> bool:
@@ -57,7 +47,7 @@ def find_pii(text: str, allowed_domains: Iterable[str] = DEFAULT_ALLOWED_DOMAINS
     for match in CN_RESIDENT_ID.finditer(text):
         if cn_resident_id_valid(match.group(0)):
             findings.append(PiiFinding("national_id", match.group(0)))
-    for match in CARD.finditer(text):
+    for match in CARD_NUMBER.finditer(text):
         digits = re.sub(r"\D", "", match.group(0))
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
             findings.append(PiiFinding("card_number", match.group(0)))

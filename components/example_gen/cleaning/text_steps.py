@@ -6,6 +6,8 @@ import re
 import unicodedata
 from typing import Tuple
 
+from components.pii_patterns import CARD_NUMBER, luhn_valid
+
 _KEEP_CONTROLS = frozenset("\n\t")
 
 
@@ -28,25 +30,13 @@ def remove_control_chars(text: str) -> Tuple[str, bool]:
 EMAIL_PLACEHOLDER, PHONE_PLACEHOLDER, CARD_PLACEHOLDER = "<EMAIL>", "<PHONE>", "<CARD_NUMBER>"
 
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
-# 13-19 digits, optionally grouped by single spaces or dashes; confirmed with the Luhn checksum.
-_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,18}(?![\d-])")
 # An optional +country code, an optional (area) code, then 6-12 more digits in groups.
 _PHONE = re.compile(r"(?<![\w+])(?:\+\d{1,3}[ .-]?)?(?:\(\d{1,4}\)[ .-]?)?\d{2,4}(?:[ .-]\d{2,4}){1,3}(?!\w)")
 
 
-def _luhn_valid(digits: str) -> bool:
-    total = 0
-    for index, char in enumerate(reversed(digits)):
-        value = int(char)
-        if index % 2:
-            value = value * 2 - 9 if value > 4 else value * 2
-        total += value
-    return total % 10 == 0
-
-
 def _replace_cards(match: "re.Match") -> str:
     digits = re.sub(r"\D", "", match.group(0))
-    return CARD_PLACEHOLDER if _luhn_valid(digits) else match.group(0)
+    return CARD_PLACEHOLDER if luhn_valid(digits) else match.group(0)
 
 
 _DATE = re.compile(r"\d{4}[-./]\d{1,2}[-./]\d{1,2}|\d{1,2}[-./]\d{1,2}[-./]\d{2,4}")
@@ -63,7 +53,7 @@ def scrub_pii(text: str) -> Tuple[str, Tuple[str, ...]]:
     """Replaces e-mail addresses, payment card numbers (Luhn-valid) and phone numbers with
     placeholders; returns the text and the kinds of PII found ('email', 'card', 'phone')."""
     found = []
-    for kind, pattern, replacement in (("email", _EMAIL, EMAIL_PLACEHOLDER), ("card", _CARD, _replace_cards),
+    for kind, pattern, replacement in (("email", _EMAIL, EMAIL_PLACEHOLDER), ("card", CARD_NUMBER, _replace_cards),
                                        ("phone", _PHONE, _replace_phones)):
         scrubbed = pattern.sub(replacement, text)
         if scrubbed != text:
