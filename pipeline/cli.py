@@ -68,6 +68,24 @@ def _configure_logging(verbose: bool) -> None:
     logging.getLogger("absl").propagate = True
 
 
+def _print_distribution_checks(checks: Optional[dict]) -> None:
+    """One line per drift/skew check: what it compared and the largest divergence, or why skipped."""
+    if not checks:
+        return
+    compared = {"drift": f"this span vs accepted span {checks.get('drift_baseline_span')}", "skew": "train vs eval"}
+    for check, description in compared.items():
+        if check in checks["skipped"]:
+            print(f"{check} check skipped: {checks['skipped'][check]}")
+            continue
+        measured = [m for m in checks["measurements"] if m["check"] == check]
+        if measured:
+            worst = max(measured, key=lambda m: m["divergence"] / m["threshold"] if m["threshold"] else m["divergence"])
+            over = sum(m["divergence"] > m["threshold"] for m in measured)
+            print(f"{check} check ({description}): {len(measured)} features compared, {over} over threshold; "
+                  f"largest Jensen-Shannon divergence {worst['divergence']:.3f} on {worst['feature']} "
+                  f"(threshold {worst['threshold']})")
+
+
 def _print_run_report(summary: dict, summary_path: str) -> None:
     print("\n=== textgen run summary ===")
     print(f"run id: {summary['run_id']}")
@@ -79,6 +97,7 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
         print(f"data quality (span {summary['data_quality'].get('span')}):")
         for line in summary_lines(summary["data_quality"]):
             print(f"  {line}")
+    _print_distribution_checks(summary.get("distribution_checks"))
     for anomaly in summary["anomalies"]:
         print(f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
               f"{anomaly['short_description']} - {anomaly['description']}")
@@ -89,7 +108,9 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
         for gate in blessing.get("gates", []):
             print(f"  gate {gate['name']:<30} {gate['verdict']:<8} {gate['reason']}")
     push = summary["push"]
-    if push["pushed"]:
+    if "Pusher" not in summary["components"]:
+        pass  # a partial run (`textgen validate`) has nothing to push
+    elif push["pushed"]:
         print(f"pushed model: {push['path']} (version {push['version']})")
         if push.get("registered_version") is not None:
             print(f"registered: {push['registered_model']} version {push['registered_version']} in {push['registry_uri']}")
@@ -118,6 +139,21 @@ def _command_run(args: argparse.Namespace) -> int:
         return EXIT_OK
     gates = ("DataGate", "TokenGate")
     return EXIT_BLOCKED if any(summary["components"].get(gate) == "FAILED" for gate in gates) else EXIT_FAILED
+
+
+def _command_validate(args: argparse.Namespace) -> int:
+    cfg = config_module.load_config(
+        args.config, args.overrides, data_root=args.data_root, output_root=args.output_root,
+        enable_cache=False if args.no_cache else None,
+    )
+    from pipeline.local_runner import run_locally
+    from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
+
+    summary = run_locally(cfg, through=DATA_VALIDATION_LAST_NODE)
+    _print_run_report(summary, cfg.summary_path)
+    if summary["succeeded"]:
+        return EXIT_OK
+    return EXIT_BLOCKED if summary["components"].get("DataGate") == "FAILED" else EXIT_FAILED
 
 
 def _command_compile(args: argparse.Namespace) -> int:
@@ -263,12 +299,21 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Configuration keys (for --config files and --set):\n  " + "\n  ".join(config_module.describe_options()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; optionally .gz/.bz2). Default: the bundled data/corpus.")
-    run.add_argument("--output-root", help="Root of all run outputs (pipeline root, metadata.sqlite, serving/, "
-                                           "last_run.json). Default: runs/local.")
-    run.add_argument("--no-cache", action="store_true", help="Re-execute every component even if inputs are unchanged.")
-    _add_config_arguments(run)
+    validate = commands.add_parser(
+        "validate", help="Ingest and validate a data drop, without training.",
+        description="Run ExampleGen -> statistics -> schema, drift and skew checks -> data gate locally, print the "
+                    "data-quality summary and the anomalies, and (when the gate passes) record this span as the next "
+                    "drift baseline. Exit status 2 when the data gate blocks.",
+    )
+    for command in (run, validate):
+        command.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; "
+                                                 "optionally .gz/.bz2). Default: the bundled data/corpus.")
+        command.add_argument("--output-root", help="Root of all run outputs (pipeline root, metadata.sqlite, serving/, "
+                                                   "last_run.json). Default: runs/local.")
+        command.add_argument("--no-cache", action="store_true", help="Re-execute every component even if inputs are unchanged.")
+        _add_config_arguments(command)
     run.set_defaults(handler=_command_run)
+    validate.set_defaults(handler=_command_validate)
 
     compile_ = commands.add_parser(
         "compile", help="Compile the pipeline to a KFP v2 pipeline spec YAML.",

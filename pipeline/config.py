@@ -87,6 +87,23 @@ class DataGateConfig(_Section):
         default_factory=list,
         description="TFDV anomaly type names (e.g. 'ENUM_TYPE_UNEXPECTED_STRING_VALUES') that only warn; all others block.",
     )
+    drift_action: Literal["block", "warn"] = Field(
+        "block",
+        description="What a drift finding does: the schema's Jensen-Shannon drift comparators, this span vs the last "
+                    "span that passed the gate.",
+    )
+    skew_action: Literal["block", "warn"] = Field(
+        "warn",
+        description="What a skew finding does: the schema's skew comparators, train vs eval split. Warns by default: "
+                    "both splits are hash samples of one span, so a finding usually means a small or odd sample.",
+    )
+    distribution_min_examples: int = Field(
+        100, ge=1, description="Drift/skew comparisons with fewer documents on either side are skipped (recorded).",
+    )
+
+    def warn_only_checks(self) -> List[str]:
+        """The distribution checks ('drift', 'skew') whose findings only warn."""
+        return [check for check, action in (("drift", self.drift_action), ("skew", self.skew_action)) if action == "warn"]
 
 
 class TransformConfig(_Section):

@@ -5,9 +5,10 @@ when a model was pushed, adds generations for the sample prompts.
 """
 import logging
 import os
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
 from tfx import v1 as tfx
+from tfx.orchestration import pipeline as pipeline_py
 
 from pipeline import samples
 from pipeline.config import PipelineConfig
@@ -30,18 +31,23 @@ def _sample_generations(config: PipelineConfig, summary: Dict[str, Any]) -> list
     return [{"prompt": p, "continuation": c} for p, c in zip(prompts, continuations)]
 
 
-def run_locally(config: PipelineConfig) -> Dict[str, Any]:
-    """Runs the whole pipeline once; returns the summary also written to `last_run.json`."""
+def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[str, Any]:
+    """Runs the whole pipeline once; returns the summary also written to `last_run.json`.
+
+    With `through` (a node id), a TFX partial run of that node and everything upstream of it.
+    """
     os.makedirs(config.output_root, exist_ok=True)
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
     pipeline = create_pipeline(config, PipelinePaths.local(config), connection)
+    run_options = pipeline_py.RunOptions(to_nodes=[through]) if through else None
     error = None
     try:
-        tfx.orchestration.LocalDagRunner().run(pipeline)
+        tfx.orchestration.LocalDagRunner().run(pipeline, run_options=run_options)
     except Exception as exc:  # the summary records any component failure; the CLI reports it
         log.error("The pipeline run failed: %s", exc)
         error = exc
-    summary = summarize_latest_run(connection, config.pipeline_name, COMPONENT_IDS, error)
+    component_ids = COMPONENT_IDS[: COMPONENT_IDS.index(through) + 1] if through else COMPONENT_IDS
+    summary = summarize_latest_run(connection, config.pipeline_name, component_ids, error)
     summary["samples"] = _sample_generations(config, summary)
     write_summary(summary, config.summary_path)
     return summary

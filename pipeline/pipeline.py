@@ -1,7 +1,9 @@
 """`create_pipeline(config)`: the one place the pipeline's components are wired.
 
     ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
-      -> DataGate (fails the run on blocking anomalies) -> Transform (learned tokenizer)
+      + DistributionValidator (drift vs the last accepted span, skew train vs eval)
+      -> DataGate (fails the run on blocking anomalies; on a pass RecordAcceptedStatistics makes
+         this span the next drift baseline) -> Transform (learned tokenizer)
       -> statistics + validation of the token data (curated transformed schema) -> TokenGate
       -> Trainer -> Evaluator (quality vs the latest blessed model, safety and bias gates -> ModelBlessing)
       -> Pusher (only when blessed)
@@ -11,13 +13,14 @@ Runners (local, Kubeflow) call this with their own paths and metadata; they neve
 import json
 import os
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from tfx import v1 as tfx
 from tfx.components.example_gen.component import FileBasedExampleGen
 from tfx.dsl.components.base import executor_spec
 
-from components.data_gate.component import DataGate
+from components.data_gate.accepted_statistics import AcceptedStatistics
+from components.data_gate.component import DataGate, DistributionValidator, RecordAcceptedStatistics
 from components.evaluator.component import GatedEvaluator
 from components.evaluator.config_paths import to_portable_json
 from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, TextCorpusExampleGenExecutor
@@ -34,7 +37,9 @@ COMPONENT_IDS = (
     "StatisticsGen",
     "SchemaGen",
     "ExampleValidator",
+    "DistributionValidator",
     "DataGate",
+    "RecordAcceptedStatistics",
     "Transform",
     "TransformedStatisticsGen",
     "TransformedSchemaGen",
@@ -47,6 +52,8 @@ COMPONENT_IDS = (
 # The resolver node feeding the Evaluator its baseline (the latest blessed model). Not a component:
 # on Kubeflow it compiles to per-channel resolver tasks, locally to an execution of its own.
 BASELINE_RESOLVER_ID = "LatestBlessedModelResolver"
+# The resolver feeding the DistributionValidator the last accepted span's statistics.
+ACCEPTED_STATISTICS_RESOLVER_ID = "LatestAcceptedStatisticsResolver"
 
 
 @dataclass(frozen=True)
@@ -76,29 +83,62 @@ class PipelinePaths:
 
 @dataclass(frozen=True)
 class _ValidationStage:
-    """Statistics, the imported curated schema, validation against it, and the gate that acts on it."""
+    """Statistics, the imported curated schema, validation against it, and the gate that acts on it
+    (for raw data also the distribution checks and the drift baseline they use)."""
 
     statistics_gen: tfx.types.BaseNode
     schema_gen: tfx.types.BaseNode
     example_validator: tfx.types.BaseNode
     gate: tfx.types.BaseNode
+    distribution_nodes: Tuple[tfx.types.BaseNode, ...] = ()
+    after_gate: Tuple[tfx.types.BaseNode, ...] = ()
 
     def nodes(self) -> List[tfx.types.BaseNode]:
-        return [self.statistics_gen, self.schema_gen, self.example_validator, self.gate]
+        return [self.statistics_gen, self.schema_gen, self.example_validator, *self.distribution_nodes,
+                self.gate, *self.after_gate]
 
 
-def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_prefix: str, gate_id: str) -> _ValidationStage:
-    """TFDV checks of `examples` against `schema_file`, ending in a DataGate with id `gate_id`."""
+def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_prefix: str, gate_id: str,
+                      check_distributions: bool = False) -> _ValidationStage:
+    """TFDV checks of `examples` against `schema_file`, ending in a DataGate with id `gate_id`.
+
+    With `check_distributions`, drift and skew are checked too and a passing gate records this
+    span's statistics as the next run's drift baseline.
+    """
     statistics_gen = tfx.components.StatisticsGen(examples=examples).with_id(f"{id_prefix}StatisticsGen")
     schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_file).with_id(f"{id_prefix}SchemaGen")
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(f"{id_prefix}ExampleValidator")
+    distribution_nodes, after_gate, distribution_anomalies = (), (), None
+    if check_distributions:
+        accepted_resolver = tfx.dsl.Resolver(
+            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
+            accepted=tfx.dsl.Channel(type=AcceptedStatistics),
+        ).with_id(ACCEPTED_STATISTICS_RESOLVER_ID)
+        distribution_validator = DistributionValidator(
+            examples=examples,
+            statistics=statistics_gen.outputs["statistics"],
+            schema=schema_gen.outputs["schema"],
+            accepted_statistics=accepted_resolver.outputs["accepted"],
+            min_examples=config.data_gate.distribution_min_examples,
+        ).with_id(f"{id_prefix}DistributionValidator")
+        distribution_nodes = (accepted_resolver, distribution_validator)
+        distribution_anomalies = distribution_validator.outputs["anomalies"]
     gate = DataGate(
         anomalies=example_validator.outputs["anomalies"],
+        distribution_anomalies=distribution_anomalies,
         allowed_anomaly_types=json.dumps(config.data_gate.allowed_anomaly_types),
+        warn_only_checks=json.dumps(config.data_gate.warn_only_checks()),
     ).with_id(gate_id)
-    return _ValidationStage(statistics_gen, schema_gen, example_validator, gate)
+    if check_distributions:
+        after_gate = (RecordAcceptedStatistics(
+            examples=examples,
+            statistics=statistics_gen.outputs["statistics"],
+            gate_result=gate.outputs["result"],
+            accepted_before=accepted_resolver.outputs["accepted"],
+        ).with_id(f"{id_prefix}RecordAcceptedStatistics"),)
+    return _ValidationStage(statistics_gen, schema_gen, example_validator, gate, distribution_nodes, after_gate)
 
 
 def example_gen_custom_config(config: PipelineConfig) -> dict:
@@ -146,7 +186,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         custom_executor_spec=executor_spec.BeamExecutorSpec(TextCorpusExampleGenExecutor),
     ).with_id("ExampleGen")
 
-    raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate")
+    raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",
+                                        check_distributions=True)
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=raw_data_checks.schema_gen.outputs["schema"],
@@ -213,6 +254,11 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(),
         baseline_resolver, trainer, evaluator, pusher,
     ]
+
+
+# `textgen validate` runs the pipeline through this node (and everything upstream of it):
+# ingestion, both data checks, the gate, and the drift baseline a passing gate records.
+DATA_VALIDATION_LAST_NODE = "RecordAcceptedStatistics"
 
 
 def create_pipeline(

@@ -80,7 +80,11 @@ class RunRecord:
         return artifacts[0] if artifacts else None
 
 
-VALIDATORS = {"ExampleValidator": "raw data", "TransformedExampleValidator": "token data"}
+VALIDATORS = {
+    "ExampleValidator": "raw data",
+    "DistributionValidator": "raw data distribution",
+    "TransformedExampleValidator": "token data",
+}
 
 
 def _anomalies(record: RunRecord) -> List[Dict[str, Any]]:
@@ -92,6 +96,21 @@ def _anomalies(record: RunRecord) -> List[Dict[str, Any]]:
             split_names = artifact.properties["split_names"].string_value
             found += [dict(anomaly.to_dict(), data=data) for anomaly in read_anomalies(artifact.uri, split_names)]
     return found
+
+
+def _distribution_checks(record: RunRecord) -> Optional[Dict[str, Any]]:
+    """What the drift and skew checks compared: every divergence with its threshold, the span
+    drift was measured against, and why a check was skipped."""
+    artifact = record.output("DistributionValidator", "anomalies")
+    if artifact is None:
+        return None
+    properties = _custom_properties(artifact)
+    baseline_span = properties.get("drift_baseline_span", -1)
+    return {
+        "drift_baseline_span": None if baseline_span == -1 else baseline_span,
+        "measurements": json.loads(properties.get("measurements") or "[]"),
+        "skipped": json.loads(properties.get("skipped") or "{}"),
+    }
 
 
 def _blessing(record: RunRecord) -> Optional[Dict[str, Any]]:
@@ -112,7 +131,7 @@ def _blessing(record: RunRecord) -> Optional[Dict[str, Any]]:
     }
 
 
-def _push(record: RunRecord) -> Dict[str, Any]:
+def _push(record: RunRecord, component_ids: Sequence[str]) -> Dict[str, Any]:
     """Where the model was pushed, or why it was not."""
     artifact = record.output("Pusher", "pushed_model")
     if artifact is not None:
@@ -126,7 +145,9 @@ def _push(record: RunRecord) -> Dict[str, Any]:
                 "registry_uri": properties.get("registry_uri"),
             }
         return {"pushed": False, "reason": properties.get("push_skipped_reason")}
-    stopped_at = next((node for node in record.executions if record.status(node) == "FAILED"), None)
+    # Resolver nodes are left out: TFX's LatestArtifactStrategy marks its resolver FAILED when
+    # there is nothing to resolve yet (a first run), which stops nothing.
+    stopped_at = next((node for node in component_ids if record.status(node) == "FAILED"), None)
     reason = f"the run stopped at {stopped_at}" if stopped_at else "the Pusher did not run"
     return {"pushed": False, "reason": reason}
 
@@ -164,8 +185,9 @@ def summarize_latest_run(
         "components": {node: record.status(node) for node in component_ids},
         "data_quality": _data_quality(record),
         "anomalies": _anomalies(record),
+        "distribution_checks": _distribution_checks(record),
         "blessing": blessing,
-        "push": _push(record),
+        "push": _push(record, component_ids),
         "trained_model": trainer_model.uri if trainer_model is not None else None,
     }
 

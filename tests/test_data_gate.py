@@ -77,3 +77,17 @@ def test_unknown_tokens_and_empty_token_sequences_block_the_token_gate(tmp_path)
     good = [_transformed_example([600, 601, 602]) for _ in range(10)]
     anomalies = _token_data_anomalies(good + [_transformed_example([600, 2]), _transformed_example([])], tmp_path)
     assert {a.feature for a in blocking_anomalies(anomalies, [])} == {"token_ids$ragged_values", "num_tokens"}
+
+
+def test_a_few_symbolic_documents_are_tolerated_but_a_symbolic_corpus_blocks(tmp_path):
+    """The schema lets at most 5% of documents fall outside 'prose' (TFDV min_domain_mass)."""
+    table = Document("| 12 | 34.5 | 0x1F |\n|----|------|------|", "t.txt", 1)
+    assert _anomalies_for(GOOD + [table], tmp_path) == []  # 1 in 21: under 5%
+    blocking = blocking_anomalies(_anomalies_for(GOOD + [table] * 4, tmp_path), [])  # 4 in 24
+    assert [a.feature for a in blocking] == ["content_class"]
+    assert "symbolic" in blocking[0].description
+
+
+def test_whitespace_only_documents_count_as_blank_against_the_empty_rate(tmp_path):
+    blocking = blocking_anomalies(_anomalies_for(GOOD + [Document(" \n\t ", "b.jsonl", i) for i in range(3)], tmp_path), [])
+    assert [a.feature for a in blocking] == ["content_class"] and "blank" in blocking[0].description

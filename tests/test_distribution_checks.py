@@ -1,22 +1,38 @@
-"""Drift and skew of the length distribution, measured by TFDV's Jensen-Shannon comparators on
-real statistics of real examples."""
+"""Drift and skew of the text statistics, measured by the curated schema's Jensen-Shannon
+comparators (TFDV) on real statistics of real examples, and the drift-baseline bookkeeping."""
 import random
 
+import pytest
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
+from tfx.types import standard_artifacts
 
+from components.data_gate import accepted_statistics as accepted_lib
 from components.data_gate.anomalies import blocking_anomalies
-from components.data_gate.distribution_checks import DRIFT_ANOMALY, distribution_anomalies
+from components.data_gate.distribution_checks import (
+    DIVERGENCE_ANOMALY, DRIFT, SKEW, compare, divergence_anomalies, too_few_examples,
+)
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document
 from pipeline.config import PipelineConfig
 
+WORDS = "thanks for writing we have looked into your ticket and the fix ships next week".split()
 
-def _statistics(lengths, tmp_path, name):
+
+def _text(rng, length):
+    words = []
+    while sum(len(w) + 1 for w in words) < length:
+        words.append(rng.choice(WORDS))
+    return " ".join(words)
+
+
+def _statistics(lengths, tmp_path, name, seed=0):
+    rng = random.Random(seed)
     path = str(tmp_path / f"{name}.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for index, length in enumerate(lengths):
-            writer.write(document_to_example(Document("x" * length, f"{name}.txt", index + 1)).SerializeToString())
+            document = Document(_text(rng, length), f"{name}.txt", index + 1)
+            writer.write(document_to_example(document).SerializeToString())
     return tfdv.generate_statistics_from_tfrecord(path)
 
 
@@ -25,17 +41,116 @@ def _lengths(mean, seed, count=400):
     return [max(1, int(rng.gauss(mean, mean / 5))) for _ in range(count)]
 
 
-def test_shifted_length_distribution_drifts_and_unshifted_does_not(tmp_path):
-    schema = tfdv.load_schema_text(PipelineConfig().schema_path)
-    previous = _statistics(_lengths(200, seed=1), tmp_path, "span1")
-    unshifted = _statistics(_lengths(200, seed=2), tmp_path, "span2")
-    shifted = _statistics(_lengths(600, seed=3), tmp_path, "span3")
+@pytest.fixture(scope="module")
+def schema():
+    return tfdv.load_schema_text(PipelineConfig().schema_path)
 
-    assert distribution_anomalies(unshifted, schema, previous=previous) == []
-    drift = distribution_anomalies(shifted, schema, previous=previous)
-    assert [(a.feature, a.types) for a in drift] == [("num_chars", [DRIFT_ANOMALY])]
-    assert "Jensen-Shannon" in drift[0].description or "jensen" in drift[0].description.lower()
-    assert blocking_anomalies(drift, []) == drift and blocking_anomalies(drift, [DRIFT_ANOMALY]) == []
-    # Skew: the same comparison between train and eval splits of one span.
-    assert [a.feature for a in distribution_anomalies(unshifted, schema, eval_split=shifted)] == ["num_chars"]
-    assert distribution_anomalies(unshifted, schema, eval_split=previous) == []
+
+def test_shifted_length_distribution_drifts_and_unshifted_does_not(schema, tmp_path):
+    previous = _statistics(_lengths(200, seed=1), tmp_path, "span1", seed=1)
+    unshifted = _statistics(_lengths(200, seed=2), tmp_path, "span2", seed=2)
+    shifted = _statistics(_lengths(600, seed=3), tmp_path, "span3", seed=3)
+
+    calm = compare(unshifted, schema, DRIFT, previous)
+    assert divergence_anomalies(calm, DRIFT) == []
+    compared = {m.feature for m in calm.measurements}
+    assert {"num_chars", "letter_fraction", "digit_fraction", "whitespace_fraction"} <= compared
+    assert all(m.divergence <= m.threshold for m in calm.measurements)
+
+    drifted = compare(shifted, schema, DRIFT, previous)
+    found = {a.feature: a for a in divergence_anomalies(drifted, DRIFT)}
+    # Longer documents built from the same words also narrow the character-class distributions.
+    assert "num_chars" in found and set(found) <= compared
+    assert (found["num_chars"].split, found["num_chars"].types) == (DRIFT, [DIVERGENCE_ANOMALY])
+    assert "jensen-shannon" in found["num_chars"].description.lower()
+    measured = {m.feature: m for m in drifted.measurements}["num_chars"]
+    assert measured.divergence > measured.threshold == 0.1
+
+
+def test_skew_compares_train_with_eval_and_can_be_set_to_warn(schema, tmp_path):
+    train = _statistics(_lengths(200, seed=4), tmp_path, "train", seed=4)
+    same = _statistics(_lengths(200, seed=5), tmp_path, "eval_same", seed=5)
+    other = _statistics(_lengths(900, seed=6), tmp_path, "eval_other", seed=6)
+    assert divergence_anomalies(compare(train, schema, SKEW, same), SKEW) == []
+    skewed = divergence_anomalies(compare(train, schema, SKEW, other), SKEW)
+    assert "num_chars" in {a.feature for a in skewed}
+    assert blocking_anomalies(skewed, []) == skewed
+    assert blocking_anomalies(skewed, [], warn_only_splits=[SKEW]) == []
+    assert blocking_anomalies(skewed, [DIVERGENCE_ANOMALY]) == []
+
+
+def test_comparisons_on_too_few_documents_are_skipped_with_the_counts(schema, tmp_path):
+    small = _statistics(_lengths(200, seed=7, count=30), tmp_path, "small")
+    large = _statistics(_lengths(200, seed=8), tmp_path, "large")
+    assert too_few_examples(100, train=large, eval=large) is None
+    reason = too_few_examples(100, train=large, eval=small)
+    assert reason == ("too few documents for a meaningful comparison (eval has 30; "
+                      "data_gate.distribution_min_examples=100)")
+
+
+def _accepted(tmp_path, name, span, earlier_span=accepted_lib.NO_SPAN):
+    """An AcceptedStatistics artifact as RecordAcceptedStatistics writes it, with marker files."""
+    artifact = accepted_lib.AcceptedStatistics()
+    artifact.uri = str(tmp_path / name)
+    for folder, marked_span in ((accepted_lib.LATEST, span), (accepted_lib.EARLIER, earlier_span)):
+        if marked_span != accepted_lib.NO_SPAN:
+            tf.io.gfile.makedirs(f"{artifact.uri}/{folder}")
+            with open(f"{artifact.uri}/{folder}/{accepted_lib.STATISTICS_FILE}", "wb") as handle:
+                handle.write(_marker(marked_span))
+    artifact.set_int_custom_property("span", span)
+    artifact.set_int_custom_property("earlier_span", earlier_span)
+    return artifact
+
+
+def _marker(span):
+    from tensorflow_metadata.proto.v0 import statistics_pb2
+
+    stats = statistics_pb2.DatasetFeatureStatisticsList()
+    stats.datasets.add(name=f"span-{span}", num_examples=span)
+    return stats.SerializeToString()
+
+
+def _marked_span(statistics):
+    return int(statistics.datasets[0].name.split("-")[1])
+
+
+def test_drift_baseline_is_the_last_accepted_earlier_span(tmp_path):
+    first = accepted_lib.drift_baseline(None, 5)
+    assert first.statistics is None and "first run" in first.skipped_reason
+    forward = accepted_lib.drift_baseline(_accepted(tmp_path, "a", 4, 2), 5)
+    assert (forward.span, _marked_span(forward.statistics)) == (4, 4)
+    rerun = accepted_lib.drift_baseline(_accepted(tmp_path, "b", 5, 4), 5)
+    assert (rerun.span, _marked_span(rerun.statistics)) == (4, 4)
+    only = accepted_lib.drift_baseline(_accepted(tmp_path, "c", 5), 5)
+    assert only.statistics is None and "re-run" in only.skipped_reason
+    backfill = accepted_lib.drift_baseline(_accepted(tmp_path, "d", 7, 6), 5)
+    assert backfill.statistics is None and "backfill" in backfill.skipped_reason
+
+
+@pytest.mark.parametrize("before, span, expected", [
+    (None, 3, (3, accepted_lib.NO_SPAN)),  # first accepted span
+    ((2, 1), 3, (3, 2)),                    # a new span moves the latest to earlier
+    ((3, 2), 3, (3, 2)),                    # a re-run keeps what was accepted before it
+    ((7, 6), 3, (7, 6)),                    # a backfill leaves the baseline alone
+])
+def test_recording_an_accepted_span_keeps_the_latest_two_spans(tmp_path, before, span, expected):
+    accepted_before = _accepted(tmp_path, "before", *before) if before else None
+    current = tmp_path / "current.pb"
+    current.write_bytes(_marker(span))
+    output = accepted_lib.AcceptedStatistics()
+    output.uri = str(tmp_path / "output")
+    accepted_lib.record_accepted(output, str(current), span, accepted_before)
+    latest_span, earlier_span = expected
+    assert (output.get_int_custom_property("span"), output.get_int_custom_property("earlier_span")) == expected
+    assert _marked_span(accepted_lib.load_statistics(f"{output.uri}/latest/FeatureStats.pb")) == latest_span
+    if earlier_span != accepted_lib.NO_SPAN:
+        assert _marked_span(accepted_lib.load_statistics(f"{output.uri}/earlier/FeatureStats.pb")) == earlier_span
+
+
+def test_missing_statistics_file_is_named(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere/FeatureStats.pb"):
+        accepted_lib.load_statistics(str(tmp_path / "nowhere" / "FeatureStats.pb"))
+
+
+def test_statistics_artifacts_carry_the_span_drift_is_compared_by():
+    assert "span" in standard_artifacts.ExampleStatistics.PROPERTIES

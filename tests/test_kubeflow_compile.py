@@ -6,7 +6,7 @@ import kfp.components
 import yaml
 
 from pipeline.cli import main
-from pipeline.pipeline import BASELINE_RESOLVER_ID, COMPONENT_IDS
+from pipeline.pipeline import ACCEPTED_STATISTICS_RESOLVER_ID, BASELINE_RESOLVER_ID, COMPONENT_IDS
 
 
 def test_compile_writes_a_kfp_loadable_spec_with_every_component(tmp_path):
@@ -21,7 +21,9 @@ def test_compile_writes_a_kfp_loadable_spec_with_every_component(tmp_path):
     tasks = component.pipeline_spec.root.dag.tasks
     assert set(COMPONENT_IDS) <= set(tasks)
     assert any(task.startswith(BASELINE_RESOLVER_ID) for task in tasks)  # the Evaluator's baseline
+    assert any(task.startswith(ACCEPTED_STATISTICS_RESOLVER_ID) for task in tasks)  # the drift baseline
     assert "DataGate" in tasks["Transform"].dependent_tasks
+    assert "DataGate" in tasks["RecordAcceptedStatistics"].dependent_tasks
     spec = yaml.safe_load(path.read_text())
     images = {executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values() if "container" in executor}
     assert images == {"registry.example/textgen:1.0"}

@@ -16,7 +16,7 @@ from tfx import v1 as tfx
 
 from pipeline.config import load_config
 from pipeline.local_runner import run_locally
-from pipeline.pipeline import BASELINE_RESOLVER_ID, COMPONENT_IDS
+from pipeline.pipeline import ACCEPTED_STATISTICS_RESOLVER_ID, BASELINE_RESOLVER_ID, COMPONENT_IDS
 from tests.conftest import FAST_OVERRIDES, write_tiny_corpus
 
 pytestmark = pytest.mark.slow
@@ -51,8 +51,12 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
     assert summary["succeeded"], summary["error"]
     quality = summary["data_quality"]
     assert quality["span"] == 0 and 0 < quality["documents_kept"] <= quality["documents_read"]
+    # TFX's LatestArtifactStrategy marks its resolver FAILED when nothing was accepted yet; the
+    # DistributionValidator then skips the drift check with that reason.
     assert _execution_states_by_node(config, summary["run_id"]) == {
-        node: "COMPLETE" for node in COMPONENT_IDS + (BASELINE_RESOLVER_ID,)}
+        **{node: "COMPLETE" for node in COMPONENT_IDS + (BASELINE_RESOLVER_ID,)},
+        ACCEPTED_STATISTICS_RESOLVER_ID: "FAILED"}
+    assert "first run" in summary["distribution_checks"]["skipped"]["drift"]
     assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 600
     assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.serving_dir), "1")
     assert os.path.exists(os.path.join(summary["push"]["path"], "saved_model.pb"))
@@ -113,13 +117,18 @@ def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text
 def test_second_run_with_caching_re_executes_only_the_evaluation(first_run):
     """The data and training components come from cache. The Evaluator's baseline input changed
     (the first run's model is now the latest blessed model), so it and the Pusher run again; the
-    baseline is the candidate itself, so the change gate is skipped with that reason."""
+    baseline is the candidate itself, so the change gate is skipped with that reason. Likewise the
+    drift check's baseline is now the first run's accepted statistics, so the distribution check,
+    the gate and the baseline record run again (a re-run of the same span: drift skipped)."""
     config, _ = first_run
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
     states = _execution_states_by_node(config, summary["run_id"])
-    assert {node: states[node] for node in COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]} == {
-        node: "CACHED" for node in COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]}
+    rechecked = {"DistributionValidator", "DataGate", "RecordAcceptedStatistics"}
+    upstream_of_trainer = COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]
+    assert {node: states[node] for node in upstream_of_trainer} == {
+        node: "COMPLETE" if node in rechecked else "CACHED" for node in upstream_of_trainer}
+    assert "re-run" in summary["distribution_checks"]["skipped"]["drift"]
     assert states["Evaluator"] == "COMPLETE"
     change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.perplexity_change")
     assert change["verdict"] == "SKIPPED" and "this candidate itself" in change["reason"]

@@ -1,18 +1,32 @@
-"""The data gate: the component that makes TFDV anomalies stop the run.
+"""The data gate's components: distribution checks, the gate itself, and the drift baseline.
 
-ExampleValidator records anomalies but nothing downstream reads them. `DataGate` reads them and
-fails its execution when any is blocking, so Transform (wired to run after the gate) and
-everything after it never runs. When it passes, it writes a `DataGateResult` artifact recording
-what it saw.
+    StatisticsGen + curated schema ──> ExampleValidator ───────────────┐
+                 └──> DistributionValidator (drift vs last accepted    ├─> DataGate ─> Transform
+                       span, skew train vs eval) <── latest accepted ──┘      └─> RecordAcceptedStatistics
+
+ExampleValidator records schema anomalies but nothing downstream reads them. `DataGate` reads
+them (and the DistributionValidator's) and fails its execution when any is blocking, so
+Transform (wired to run after the gate) and everything after it never runs. When it passes, it
+writes a `DataGateResult` artifact recording what it tolerated, and `RecordAcceptedStatistics`
+makes this span's statistics the next run's drift baseline.
 """
 import json
+import os
 
+import tensorflow as tf
+import tensorflow_data_validation as tfdv
+from tensorflow_metadata.proto.v0 import anomalies_pb2
 from tfx import types
 from tfx.dsl.component.experimental.annotations import InputArtifact, OutputArtifact, Parameter
 from tfx.dsl.component.experimental.decorators import component
-from tfx.types import standard_artifacts
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.utils import io_utils
 
-from components.data_gate.anomalies import blocking_anomalies, read_anomalies
+from components.data_gate import accepted_statistics as accepted_lib
+from components.data_gate import distribution_checks as checks
+from components.data_gate.anomalies import SCHEMA_DIFF_FILE, blocking_anomalies, read_anomalies
+
+TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"
 
 
 class DataGateResult(types.Artifact):
@@ -25,21 +39,90 @@ class BlockingAnomaliesError(RuntimeError):
     """Raised by the gate; its message lists every blocking anomaly in plain words."""
 
 
+def _write_anomalies_proto(artifact: types.Artifact, split: str, anomalies: anomalies_pb2.Anomalies) -> None:
+    """Writes one split's anomalies where ExampleValidator would (so `read_anomalies` reads both)."""
+    directory = os.path.join(artifact.uri, f"Split-{split}")
+    tf.io.gfile.makedirs(directory)
+    with tf.io.gfile.GFile(os.path.join(directory, SCHEMA_DIFF_FILE), "wb") as handle:
+        handle.write(anomalies.SerializeToString())
+
+
+@component
+def DistributionValidator(
+    examples: InputArtifact[standard_artifacts.Examples],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    schema: InputArtifact[standard_artifacts.Schema],
+    anomalies: OutputArtifact[standard_artifacts.ExampleAnomalies],
+    accepted_statistics: InputArtifact[accepted_lib.AcceptedStatistics] = None,
+    min_examples: Parameter[int] = 100,
+) -> None:
+    """Runs the curated schema's drift and skew comparators and records what they found.
+
+    Drift compares this span's train split with the last accepted span's (see
+    `accepted_statistics`); skew compares train with eval. The output has the splits 'drift'
+    and 'skew' in ExampleValidator's format, plus custom properties `measurements` (every
+    divergence and threshold, JSON), `drift_baseline_span`, and `skipped` (check -> reason).
+
+    Args:
+      examples: ExampleGen's output (for its span).
+      statistics: StatisticsGen's output for this span.
+      schema: the curated schema (with the comparators).
+      anomalies: written always; the DataGate decides.
+      accepted_statistics: the latest AcceptedStatistics, absent on a first run.
+      min_examples: a comparison with fewer documents on either side is skipped (noise).
+    """
+    span = accepted_lib.examples_span(examples)
+    current = accepted_lib.load_statistics(accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT))
+    evaluation = accepted_lib.load_statistics(accepted_lib.split_statistics_path(statistics.uri, EVAL_SPLIT))
+    curated = tfdv.load_schema_text(io_utils.get_only_uri_in_dir(schema.uri))
+    baseline = accepted_lib.drift_baseline(accepted_statistics, span)
+    skipped = {}
+    if baseline.statistics is None:
+        skipped[checks.DRIFT] = baseline.skipped_reason
+    else:
+        reason = checks.too_few_examples(min_examples, current=current, baseline=baseline.statistics)
+        if reason:
+            skipped[checks.DRIFT] = reason
+    reason = checks.too_few_examples(min_examples, train=current, eval=evaluation)
+    if reason:
+        skipped[checks.SKEW] = reason
+    baselines = {checks.DRIFT: baseline.statistics, checks.SKEW: evaluation}
+    measurements = []
+    for check in (checks.DRIFT, checks.SKEW):
+        if check in skipped:
+            _write_anomalies_proto(anomalies, check, anomalies_pb2.Anomalies())
+            continue
+        result = checks.compare(current, curated, check, baselines[check])
+        _write_anomalies_proto(anomalies, check, result.anomalies)
+        measurements += [m.to_dict() for m in result.measurements]
+    anomalies.split_names = artifact_utils.encode_split_names([checks.DRIFT, checks.SKEW])
+    anomalies.span = span
+    anomalies.set_string_custom_property("measurements", json.dumps(measurements))
+    anomalies.set_string_custom_property("skipped", json.dumps(skipped))
+    anomalies.set_int_custom_property("drift_baseline_span", -1 if baseline.span is None else baseline.span)
+
+
 @component
 def DataGate(
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     result: OutputArtifact[DataGateResult],
+    distribution_anomalies: InputArtifact[standard_artifacts.ExampleAnomalies] = None,
     allowed_anomaly_types: Parameter[str] = "[]",
+    warn_only_checks: Parameter[str] = "[]",
 ) -> None:
-    """Fails the run when ExampleValidator found anomalies whose types are not allowed.
+    """Fails the run when a validator found anomalies that block.
 
     Args:
       anomalies: ExampleValidator's output.
       result: written only when the gate passes.
+      distribution_anomalies: DistributionValidator's output (raw data only).
       allowed_anomaly_types: JSON list of TFDV anomaly type names that only warn.
+      warn_only_checks: JSON list of distribution checks ('drift', 'skew') that only warn.
     """
     found = read_anomalies(anomalies.uri, anomalies.split_names)
-    blocking = blocking_anomalies(found, json.loads(allowed_anomaly_types))
+    if distribution_anomalies is not None:
+        found += read_anomalies(distribution_anomalies.uri, distribution_anomalies.split_names)
+    blocking = blocking_anomalies(found, json.loads(allowed_anomaly_types), json.loads(warn_only_checks))
     if blocking:
         listing = "\n".join(f"  - {anomaly}" for anomaly in blocking)
         raise BlockingAnomaliesError(
@@ -48,3 +131,26 @@ def DataGate(
         )
     result.set_int_custom_property("passed", 1)
     result.set_string_custom_property("tolerated_anomalies", json.dumps([a.to_dict() for a in found]))
+
+
+@component
+def RecordAcceptedStatistics(
+    examples: InputArtifact[standard_artifacts.Examples],
+    statistics: InputArtifact[standard_artifacts.ExampleStatistics],
+    gate_result: InputArtifact[DataGateResult],
+    accepted: OutputArtifact[accepted_lib.AcceptedStatistics],
+    accepted_before: InputArtifact[accepted_lib.AcceptedStatistics] = None,
+) -> None:
+    """Makes this span's train statistics the next run's drift baseline (runs only after the
+    gate passed: `gate_result` exists only then).
+
+    Args:
+      examples: ExampleGen's output (for its span).
+      statistics: StatisticsGen's output for this span.
+      gate_result: the passing DataGate's result.
+      accepted: the new baseline.
+      accepted_before: the baseline this run was checked against, absent on a first run.
+    """
+    del gate_result  # an ordering input: present only when the gate passed
+    accepted_lib.record_accepted(accepted, accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT),
+                                 accepted_lib.examples_span(examples), accepted_before)

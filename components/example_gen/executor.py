@@ -10,9 +10,11 @@ executor supplies the Beam transform in between:
 with features
 
     text       bytes   the cleaned document
-    num_chars  int64   its length in Unicode code points
     source     bytes   the corpus file it came from (relative to the input base)
     <field>    bytes   each configured metadata field the record has
+    num_chars, letter_fraction, digit_fraction, whitespace_fraction, content_class
+               the document's text statistics (`text_profile`), which the curated schema
+               constrains and the drift/skew checks compare
 
 and writes, inside the Examples artifact's directory, `quarantine/` (gzipped JSON lines of every
 rejected record: reason, file, line, detail, capped raw bytes) and `ingest_report.json` (see
@@ -35,6 +37,7 @@ from components.example_gen.cleaning.events import EVENTS_TAG, event
 from components.example_gen.cleaning.transforms import CleanDocuments
 from components.example_gen.options import CleaningOptions, ReadOptions
 from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
+from components.example_gen.text_profile import profile_text
 
 READ_OPTIONS_KEY, CLEANING_OPTIONS_KEY = "read", "clean"
 _REPORT_DIR_KEY = "_textgen_report_dir"  # private exec property: where the report and quarantine go
@@ -49,8 +52,12 @@ def document_to_example(document: Document) -> tf.train.Example:
     features = {name: _bytes_feature(value) for name, value in document.metadata}
     features["source"] = _bytes_feature(document.source)
     if document.text is not None:
+        profile = profile_text(document.text)
         features["text"] = _bytes_feature(document.text)
-        features["num_chars"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[len(document.text)]))
+        features["num_chars"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[profile.num_chars]))
+        for name, value in profile.float_features().items():
+            features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
+        features["content_class"] = _bytes_feature(profile.content_class)
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
