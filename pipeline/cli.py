@@ -94,7 +94,8 @@ def _print_run_report(summary: dict, summary_path: str) -> None:
     if summary.get("data_quality"):
         from components.example_gen.ingest_report import summary_lines
 
-        print(f"data quality (span {summary['data_quality'].get('span')}):")
+        spans = summary["data_quality"].get("spans") or [summary["data_quality"].get("span")]
+        print(f"data quality (span{'s' if len(spans) > 1 else ''} {', '.join(map(str, spans))}):")
         for line in summary_lines(summary["data_quality"]):
             print(f"  {line}")
     _print_distribution_checks(summary.get("distribution_checks"))

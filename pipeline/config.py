@@ -55,6 +55,17 @@ class ExampleGenConfig(_Section):
         None, ge=0,
         description="Span to ingest when file_pattern has {SPAN} or {YYYY}{MM}{DD}; default (null) is the latest span.",
     )
+    first_span: Optional[int] = Field(
+        None, ge=0,
+        description="With a span pattern: also ingest every earlier span from this one on (a span range ending at "
+                    "`span` or the latest); spans without files are skipped. Default (null): one span.",
+    )
+
+    @model_validator(mode="after")
+    def _span_range_is_ordered(self) -> "ExampleGenConfig":
+        if self.first_span is not None and self.span is not None and self.first_span > self.span:
+            raise ValueError(f"example_gen.first_span ({self.first_span}) must not be after example_gen.span ({self.span})")
+        return self
 
 
 class CleaningConfig(_Section):

@@ -23,7 +23,9 @@ from components.data_gate.accepted_statistics import AcceptedStatistics
 from components.data_gate.component import DataGate, DistributionValidator, RecordAcceptedStatistics
 from components.evaluator.component import GatedEvaluator
 from components.evaluator.config_paths import to_portable_json
-from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, TextCorpusExampleGenExecutor
+from components.example_gen.executor import (
+    CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, SPAN_OPTIONS_KEY, TextCorpusExampleGenExecutor,
+)
 from components.pusher.component import VersionedPusher
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
 from pipeline.config import PipelineConfig
@@ -142,7 +144,7 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
 
 
 def example_gen_custom_config(config: PipelineConfig) -> dict:
-    """The ExampleGen executor's reader and cleaning options, taken from the config."""
+    """The ExampleGen executor's reader, cleaning and span-range options, taken from the config."""
     example_gen = config.example_gen
     return {
         READ_OPTIONS_KEY: {
@@ -155,6 +157,7 @@ def example_gen_custom_config(config: PipelineConfig) -> dict:
             "quarantine_sample_bytes": example_gen.quarantine_sample_bytes,
         },
         CLEANING_OPTIONS_KEY: config.cleaning.model_dump(),
+        SPAN_OPTIONS_KEY: {"file_pattern": example_gen.file_pattern, "first_span": example_gen.first_span},
     }
 
 

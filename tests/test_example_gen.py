@@ -29,13 +29,14 @@ def test_example_features():
     assert "text" not in missing and "num_chars" not in missing
 
 
-def _run_executor(input_base: str, output_uri: str, overrides=()) -> standard_artifacts.Examples:
+def _run_executor(input_base: str, output_uri: str, overrides=(), pattern="*", span=None) -> standard_artifacts.Examples:
+    """Runs the executor as TFX would after its driver resolved `pattern` for `span`."""
     examples = standard_artifacts.Examples()
     examples.uri = output_uri
     exec_properties = {
         standard_component_specs.INPUT_BASE_KEY: input_base,
         standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(
-            example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="corpus", pattern="*")])
+            example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="corpus", pattern=pattern)])
         ),
         standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
             example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
@@ -45,6 +46,8 @@ def _run_executor(input_base: str, output_uri: str, overrides=()) -> standard_ar
         ),
         standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(example_gen_custom_config(load_config(overrides=overrides))),
     }
+    if span is not None:
+        exec_properties[example_gen_utils.SPAN_PROPERTY_NAME] = span
     TextCorpusExampleGenExecutor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return examples
 
@@ -132,3 +135,23 @@ def test_span_patterns_resolve_with_tfx(tmp_path, pattern, files, span_override,
     splits = [example_gen_pb2.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)]
     _, span, _ = example_gen_utils.calculate_splits_fingerprint_span_and_version(str(tmp_path), splits, _span_range(config))
     assert span == expected_span
+
+
+def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_path):
+    """first_span=1 with span 3 selected: spans 1 and 3 are read, the missing span 2 is skipped,
+    and span 4 (after the selected one) is not read."""
+    for span in (1, 3, 4):
+        (tmp_path / f"drop-{span}").mkdir()
+        (tmp_path / f"drop-{span}" / "a.txt").write_text(f"Reply from drop {span}.\n\nSecond reply of drop {span}.\n")
+    overrides = ["example_gen.file_pattern='drop-{SPAN}/*'", "example_gen.first_span=1", "example_gen.span=3",
+                 "cleaning.near_dedup=false"]
+    examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern="drop-3/*", span=3)
+    texts = sorted(_read_texts(examples, "train") + _read_texts(examples, "eval"))
+    assert texts == sorted(f"{kind} drop {span}." for span in (1, 3) for kind in ("Reply from", "Second reply of"))
+    report = ingest_report.read_report(examples.uri)
+    assert report["spans"] == [1, 3] and examples.get_string_custom_property("spans") == "[1, 3]"
+
+
+def test_a_span_range_must_end_at_or_after_its_first_span():
+    with pytest.raises(ValueError, match="first_span"):
+        load_config(overrides=["example_gen.first_span=5", "example_gen.span=2"])

@@ -21,7 +21,11 @@ rejected record: reason, file, line, detail, capped raw bytes) and `ingest_repor
 `ingest_report`). The report is also copied onto the artifact's custom properties. If no document
 survives, the execution fails with the counts.
 
-Custom config keys: 'read' (ReadOptions fields) and 'clean' (CleaningOptions fields).
+With a span range (`span_range` module) it also reads the earlier spans of the range; the spans
+read are in the report (`spans`) and on the artifact (custom property `spans`).
+
+Custom config keys: 'read' (ReadOptions fields), 'clean' (CleaningOptions fields) and 'spans'
+({"file_pattern", "first_span"}).
 """
 import json
 import os
@@ -29,18 +33,20 @@ from typing import Any, Dict, List
 
 import apache_beam as beam
 import tensorflow as tf
+from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.types import artifact_utils, standard_component_specs
 
-from components.example_gen import ingest_report
+from components.example_gen import ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
 from components.example_gen.cleaning.transforms import CleanDocuments
 from components.example_gen.options import CleaningOptions, ReadOptions
 from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
 from components.example_gen.text_profile import profile_text
 
-READ_OPTIONS_KEY, CLEANING_OPTIONS_KEY = "read", "clean"
+READ_OPTIONS_KEY, CLEANING_OPTIONS_KEY, SPAN_OPTIONS_KEY = "read", "clean", "spans"
 _REPORT_DIR_KEY = "_textgen_report_dir"  # private exec property: where the report and quarantine go
+_EARLIER_SPANS_KEY = "_textgen_earlier_spans"  # private exec property: [[span, resolved pattern], ...]
 
 
 def _bytes_feature(value: str) -> tf.train.Feature:
@@ -72,11 +78,30 @@ def list_corpus_files(input_base: str, pattern: str) -> List[str]:
     return files
 
 
+def _custom_config(exec_properties: Dict[str, Any]) -> Dict[str, Any]:
+    raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
+    return json.loads(raw) if raw else {}
+
+
 def custom_options(exec_properties: Dict[str, Any]):
     """(ReadOptions, CleaningOptions) from the component's custom config."""
-    raw = exec_properties.get(standard_component_specs.CUSTOM_CONFIG_KEY)
-    config = json.loads(raw) if raw else {}
+    config = _custom_config(exec_properties)
     return ReadOptions.from_dict(config.get(READ_OPTIONS_KEY)), CleaningOptions.from_dict(config.get(CLEANING_OPTIONS_KEY))
+
+
+def _selected_span(exec_properties: Dict[str, Any]) -> int:
+    """The span TFX's driver selected (0 when the pattern has no span placeholder)."""
+    return int(exec_properties.get(example_gen_utils.SPAN_PROPERTY_NAME) or 0)
+
+
+def _earlier_spans(exec_properties: Dict[str, Any]) -> List[List[Any]]:
+    """[[span, resolved pattern], ...] of the span range's earlier spans ([] without a range)."""
+    spans = _custom_config(exec_properties).get(SPAN_OPTIONS_KEY) or {}
+    if spans.get("first_span") is None:
+        return []
+    return [[span, pattern] for span, pattern in span_range.earlier_spans(
+        exec_properties[standard_component_specs.INPUT_BASE_KEY], spans["file_pattern"], spans["first_span"],
+        _selected_span(exec_properties))]
 
 
 def _read_file(path: str, input_base: str, options: ReadOptions):
@@ -117,6 +142,8 @@ def _CorpusToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], s
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
     read_options, cleaning_options = custom_options(exec_properties)
     files = list_corpus_files(input_base, split_pattern)
+    for _, pattern in exec_properties.get(_EARLIER_SPANS_KEY) or []:
+        files = list_corpus_files(input_base, pattern) + files
     outcomes = (
         pipeline
         | "CorpusFiles" >> beam.Create(files)
@@ -140,8 +167,13 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
-        super().Do(input_dict, output_dict, dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri}))
+        earlier = _earlier_spans(exec_properties)
+        super().Do(input_dict, output_dict,
+                   dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri, _EARLIER_SPANS_KEY: earlier}))
         report = ingest_report.read_report(examples.uri)
+        report["spans"] = [span for span, _ in earlier] + [_selected_span(exec_properties)]
+        ingest_report.write_report(report, examples.uri)
+        examples.set_string_custom_property("spans", json.dumps(report["spans"]))
         ingest_report.annotate_artifact(examples, report)
         if not report["documents_kept"]:
             raise CorpusError("no document survived ingestion: " + "; ".join(ingest_report.summary_lines(report)))
