@@ -10,8 +10,12 @@ on its output. Throughput is input megabytes per wall-clock second of both execu
     in_memory          --direct_running_mode=in_memory --direct_num_workers=1 (the project default)
     multi_processing   --direct_running_mode=multi_processing --direct_num_workers=2
 
+Each mode also runs once on a tiny corpus (`--fixed-mb`, default 0.1 MB): its time is the mode's
+fixed cost (Beam set-up, TFX's packaging of itself, and for multi-processing starting worker
+processes that import TensorFlow/TFX/TFDV), and (large - tiny) gives the marginal throughput.
+
 Usage:
-    python benchmarks/ingest_throughput.py [--mb 100] [--files 16] [--corpus PATH]
+    python benchmarks/ingest_throughput.py [--mb 100] [--files 16] [--corpus PATH] [--fixed-mb 0.1]
 
 Prints a table and writes benchmarks/results/ingest_throughput.json (with os.getloadavg(): the
 machine is shared, so other work may be running).
@@ -50,6 +54,20 @@ def replicate_corpus(corpus: str, directory: str, megabytes: float, files: int) 
                 for _ in range(share):
                     out.write(text)
             total += share * len(text)
+    return total
+
+
+def replicate_tiny(corpus: str, directory: str, megabytes: float, files: int) -> int:
+    """Writes the first `megabytes` of `corpus` (whole paragraphs) spread over `files` files; returns bytes."""
+    with open(corpus, "rb") as handle:
+        head = handle.read(int(megabytes * 1e6))
+    paragraphs = head[: head.rfind(b"\n\n")].split(b"\n\n")
+    total = 0
+    for index in range(files):
+        part = b"\n\n".join(paragraphs[index::files]) + b"\n"
+        with open(os.path.join(directory, f"part-{index:03d}.txt"), "wb") as out:
+            out.write(part)
+        total += len(part)
     return total
 
 
@@ -97,39 +115,63 @@ def run_mode(beam_args, corpus_dir: str, work_dir: str) -> dict:
             "report": ingest_report.read_report(examples.uri)}
 
 
+def run_both_stages(beam_args, corpus_dir: str, work_dir: str, total_bytes: int) -> dict:
+    """`run_mode` plus seconds, worker count and MB/s (overall and per core)."""
+    outcome = run_mode(beam_args, corpus_dir, work_dir)
+    seconds = outcome["example_gen_s"] + outcome["statistics_gen_s"]
+    workers = int(beam_args[1].split("=")[1])
+    return dict(outcome, seconds=seconds, workers=workers, mb_per_s=total_bytes / 1e6 / seconds,
+                mb_per_s_per_core=total_bytes / 1e6 / seconds / workers)
+
+
+def bytecode_cache() -> str:
+    """Whether imports (which each multi-processing worker repeats) can use compiled bytecode."""
+    if os.environ.get("PYTHONPYCACHEPREFIX"):
+        return f"pycache prefix {os.environ['PYTHONPYCACHEPREFIX']}"
+    return "disabled (PYTHONDONTWRITEBYTECODE)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "default"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", default=DEFAULT_CORPUS)
     parser.add_argument("--mb", type=float, default=100.0, help="Size of the replicated corpus in MB.")
     parser.add_argument("--files", type=int, default=16, help="Number of files the corpus is spread over.")
+    parser.add_argument("--fixed-mb", type=float, default=0.1, help="Size of the tiny corpus timing the fixed cost (0: skip).")
     args = parser.parse_args()
     if not os.path.exists(args.corpus):
         sys.exit(f"corpus not found: {args.corpus} (the shared data folder is absent)")
 
     scratch = tempfile.mkdtemp(prefix="ingest-bench-")
     try:
-        corpus_dir = os.path.join(scratch, "corpus")
+        corpus_dir, tiny_dir = os.path.join(scratch, "corpus"), os.path.join(scratch, "tiny")
         os.makedirs(corpus_dir)
+        os.makedirs(tiny_dir)
         total_bytes = replicate_corpus(args.corpus, corpus_dir, args.mb, args.files)
+        tiny_bytes = replicate_tiny(args.corpus, tiny_dir, args.fixed_mb, args.files) if args.fixed_mb else 0
         load_before = os.getloadavg()
-        results = {}
+        results, fixed = {}, {}
         for mode, beam_args in MODES.items():
-            outcome = run_mode(beam_args, corpus_dir, os.path.join(scratch, mode))
-            seconds = outcome["example_gen_s"] + outcome["statistics_gen_s"]
-            workers = int(beam_args[1].split("=")[1])
-            results[mode] = dict(outcome, seconds=seconds, workers=workers, mb_per_s=total_bytes / 1e6 / seconds,
-                                 mb_per_s_per_core=total_bytes / 1e6 / seconds / workers)
+            if tiny_bytes:
+                fixed[mode] = run_both_stages(beam_args, tiny_dir, os.path.join(scratch, "tiny-" + mode), tiny_bytes)
+            results[mode] = run_both_stages(beam_args, corpus_dir, os.path.join(scratch, mode), total_bytes)
+            if tiny_bytes:
+                marginal_s = results[mode]["seconds"] - fixed[mode]["seconds"]
+                results[mode]["fixed_s"] = fixed[mode]["seconds"]
+                results[mode]["marginal_mb_per_s"] = (total_bytes - tiny_bytes) / 1e6 / marginal_s if marginal_s > 0 else None
         speedup = results["in_memory"]["seconds"] / results["multi_processing"]["seconds"]
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
     print(f"\ncorpus: {total_bytes / 1e6:.1f} MB ({args.files} files of replicated {os.path.basename(args.corpus)}); "
           f"load average before/after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")
-    print("| runner mode | workers | ExampleGen s | StatisticsGen s | total s | MB/s | MB/s per core |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| runner mode | workers | ExampleGen s | StatisticsGen s | total s | MB/s | MB/s per core "
+          "| fixed s (tiny corpus) | marginal MB/s |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, r in results.items():
+        fixed_s, marginal = r.get("fixed_s"), r.get("marginal_mb_per_s")
         print(f"| {mode} | {r['workers']} | {r['example_gen_s']:.1f} | {r['statistics_gen_s']:.1f} | {r['seconds']:.1f} "
-              f"| {r['mb_per_s']:.2f} | {r['mb_per_s_per_core']:.2f} |")
+              f"| {r['mb_per_s']:.2f} | {r['mb_per_s_per_core']:.2f} "
+              f"| {'-' if fixed_s is None else f'{fixed_s:.1f}'} | {'-' if marginal is None else f'{marginal:.2f}'} |")
     report = results["in_memory"]["report"]
     print(f"multi-processing speed-up: {speedup:.2f}x (goal >= 1.6x)")
     print(f"documents read {report['documents_read']}, kept {report['documents_kept']}, removed {report['removed']}")
@@ -138,6 +180,7 @@ def main() -> None:
     with open(RESULTS, "w", encoding="utf-8") as handle:
         json.dump({
             "corpus_bytes": total_bytes, "files": args.files, "results": results, "speedup": speedup,
+            "tiny_corpus_bytes": tiny_bytes, "fixed_cost_runs": fixed, "bytecode_cache": bytecode_cache(),
             "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpu_count": os.cpu_count(),
             "machine": platform.platform(), "python": platform.python_version(),
         }, handle, indent=2)

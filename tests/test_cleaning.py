@@ -1,10 +1,14 @@
 """Cleaning: the per-document steps, and exact / near-duplicate removal on Beam's DirectRunner."""
+import functools
+import unicodedata
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
 from components.example_gen.cleaning import minhash, text_steps
+from components.example_gen.cleaning.exact_dedup import KeepFirst
 from components.example_gen.cleaning.transforms import CleanDocuments
 from components.example_gen.options import CleaningOptions
 from components.example_gen.records import Document
@@ -29,6 +33,12 @@ def test_unicode_normalization_forms():
 def test_control_characters_are_removed_but_newlines_and_tabs_kept():
     assert text_steps.remove_control_chars("a\x07b\r\nc\td\x1b\x85") == ("ab\nc\td", True)
     assert text_steps.remove_control_chars("plain\nand\ttab") == ("plain\nand\ttab", False)
+
+
+def test_control_character_pattern_is_exactly_unicode_category_cc_minus_newline_and_tab():
+    every_code_point = "".join(map(chr, range(0x110000)))
+    expected = "".join(ch for ch in every_code_point if ch in "\n\t" or unicodedata.category(ch) != "Cc")
+    assert text_steps.remove_control_chars(every_code_point) == (expected, True)
 
 
 def test_pii_is_replaced_by_placeholders():
@@ -68,6 +78,19 @@ def test_exact_duplicates_removed_keeping_the_first():
     _clean(documents, ["other", "same text"], [("removed:exact_duplicate", "a.txt:5 (duplicate of a.txt:3)"),
                                                ("removed:exact_duplicate", "b.txt:9 (duplicate of a.txt:3)")],
            near_dedup=False)
+
+
+def test_exact_dedup_combiner_keeps_the_first_whatever_the_partitioning():
+    documents = [_doc("same", line, source) for source, line in (("b.txt", 1), ("a.txt", 7), ("a.txt", 2), ("c.txt", 4))]
+    combiner = KeepFirst()
+    outcomes = set()
+    for split in range(len(documents) + 1):
+        for order in (documents, documents[::-1]):
+            parts = [order[:split], order[split:]]
+            accumulators = [functools.reduce(combiner.add_input, part, combiner.create_accumulator()) for part in parts]
+            first, duplicates = combiner.extract_output(combiner.merge_accumulators(accumulators))
+            outcomes.add((first.location, tuple(sorted(duplicates))))
+    assert outcomes == {("a.txt:2", (("a.txt", 7), ("b.txt", 1), ("c.txt", 4)))}
 
 
 BASE = ("the quick brown fox jumps over the lazy dog while the farmer sleeps under an old oak tree "

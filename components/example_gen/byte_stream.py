@@ -8,6 +8,7 @@ kept, so a 50 MB line costs at most about `max_line_bytes` of memory.
 import bz2
 import contextlib
 import gzip
+import itertools
 import os
 import zlib
 from typing import BinaryIO, Iterator, NamedTuple, Tuple
@@ -55,38 +56,55 @@ class Line(NamedTuple):
     oversized: bool
 
 
+class _LineInProgress:
+    """A line that continues past the end of a chunk. Once it exceeds `max_line_bytes` only a
+    capped prefix and the running size are kept."""
+
+    __slots__ = ("data", "size", "oversized")
+
+    def __init__(self):
+        self.data, self.size, self.oversized = b"", 0, False
+
+    def extend(self, piece: bytes, max_line_bytes: int, sample_bytes: int) -> None:
+        self.size += len(piece)
+        if self.oversized:
+            return
+        if self.size > max_line_bytes:
+            self.data, self.oversized = (self.data + piece[:sample_bytes])[:sample_bytes], True
+        else:
+            self.data += piece
+
+    def line(self, number: int) -> Line:
+        data = self.data if self.oversized else self.data.rstrip(b"\r")
+        return Line(number, data, self.size, self.oversized)
+
+
 def bounded_lines(stream: BinaryIO, max_line_bytes: int, sample_bytes: int, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Line]:
-    """Yields the lines of `stream`, each at most `max_line_bytes` long (longer ones flagged)."""
-    number, pending, overflow_size, overflow_prefix = 1, b"", 0, b""
+    """Yields the lines of `stream`, each at most `max_line_bytes` long (longer ones flagged).
+
+    Each chunk is split at newlines by `bytes.split` (in C); only the piece that runs over a
+    chunk boundary is carried, in bounded form, to the next chunk.
+    """
+    number, carried = 1, _LineInProgress()
     while True:
         chunk = stream.read(chunk_bytes)
         if not chunk:
             break
-        start = 0
-        while True:
-            end = chunk.find(b"\n", start)
-            piece = chunk[start:] if end < 0 else chunk[start:end]
-            if overflow_size:
-                overflow_size += len(piece)
-            elif len(pending) + len(piece) > max_line_bytes:
-                overflow_prefix = (pending + piece[:sample_bytes])[:sample_bytes]
-                overflow_size, pending = len(pending) + len(piece), b""
+        pieces = chunk.split(b"\n")
+        first_complete = 0
+        if len(pieces) > 1 and carried.size:
+            carried.extend(pieces[0], max_line_bytes, sample_bytes)
+            yield carried.line(number)
+            number, carried, first_complete = number + 1, _LineInProgress(), 1
+        for piece in itertools.islice(pieces, first_complete, len(pieces) - 1):
+            if len(piece) > max_line_bytes:
+                yield Line(number, piece[:sample_bytes], len(piece), True)
             else:
-                pending += piece
-            if end < 0:
-                break
-            if overflow_size:
-                yield Line(number, overflow_prefix, overflow_size, True)
-                overflow_size, overflow_prefix = 0, b""
-            else:
-                yield Line(number, pending.rstrip(b"\r"), len(pending), False)
-                pending = b""
+                yield Line(number, piece.rstrip(b"\r"), len(piece), False)
             number += 1
-            start = end + 1
-    if overflow_size:
-        yield Line(number, overflow_prefix, overflow_size, True)
-    elif pending:
-        yield Line(number, pending.rstrip(b"\r"), len(pending), False)
+        carried.extend(pieces[-1], max_line_bytes, sample_bytes)
+    if carried.size:
+        yield carried.line(number)
 
 
 def looks_binary(head: bytes) -> bool:

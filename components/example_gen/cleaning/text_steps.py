@@ -8,7 +8,8 @@ from typing import Tuple
 
 from components.pii_patterns import CARD_NUMBER, luhn_valid
 
-_KEEP_CONTROLS = frozenset("\n\t")
+# Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F; newline and tab are kept.
+_CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 def normalize_unicode(text: str, form: str) -> Tuple[str, bool]:
@@ -21,10 +22,8 @@ def normalize_unicode(text: str, form: str) -> Tuple[str, bool]:
 def remove_control_chars(text: str) -> Tuple[str, bool]:
     """Removes C0/C1 control characters (Unicode category Cc) except newline and tab; a CR is
     dropped too, so CRLF text ends up with plain newlines."""
-    if text.isprintable():
-        return text, False
-    cleaned = "".join(ch for ch in text if ch in _KEEP_CONTROLS or unicodedata.category(ch) != "Cc")
-    return cleaned, cleaned != text
+    cleaned = _CONTROL_CHARS.sub("", text)
+    return cleaned, len(cleaned) != len(text)
 
 
 EMAIL_PLACEHOLDER, PHONE_PLACEHOLDER, CARD_PLACEHOLDER = "<EMAIL>", "<PHONE>", "<CARD_NUMBER>"
