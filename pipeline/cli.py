@@ -41,7 +41,17 @@ class _ProgressFilter(logging.Filter):
         os.path.join(config_module.PROJECT_ROOT, "pipeline") + os.sep,
     )
 
+    # TFX's LatestArtifactStrategy logs a traceback when there is nothing to resolve yet (a first
+    # run has no accepted statistics); the run goes on and the summary says the drift check was
+    # skipped, so one plain line replaces it.
+    _NOTHING_TO_RESOLVE = "LatestArtifactStrategy object at"
+
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and self._NOTHING_TO_RESOLVE in record.getMessage():
+            record.levelno, record.levelname = logging.INFO, "INFO"
+            record.msg, record.args, record.exc_info, record.exc_text = (
+                "No earlier artifact to resolve yet (first run): the drift check will be skipped", (), None, None)
+            return True
         if record.levelno >= logging.ERROR:
             return True
         if record.pathname.endswith("local_dag_runner.py"):  # it also dumps the whole pipeline IR
