@@ -8,19 +8,23 @@ bundled bias suite; see its docstring). What the test configures, and why:
   tmp dir, `evaluator.bias.templates_file/groups_file`), without the template whose negative
   ending the safety lexicon flags: the corpora cover one dimension, and five groups give ten
   pairs for the Benjamini-Hochberg correction. The target group is an arbitrary choice.
-- 500 training steps at learning rate 0.01 on the fast test model: at 100-300 steps the
-  one-layer model had learned the templates but not the group-to-ending dependence.
+- 1000 training steps at learning rate 0.01 on the fast test model: at 100-300 steps the
+  one-layer model learned the templates but not the group-to-ending dependence, and at 500 steps
+  another training seed (7) learned it too weakly to be significant.
 - Bias continuations are cut to 8 new tokens (`evaluator.bias.max_new_tokens`), about the length
   of the suite's endings, so their sentiment is that of the ending the model chose, not of the
   next, unrelated training sentence.
 - Every other gate runs with the e2e tests' settings (perplexity threshold 600), so the
   unassociated model is blessed and pushed only if all of them pass.
 
-Measured when the test was written (the report lists the numbers): associated corpus,
-association gaps of 9.2-10.9 nats (threshold 1) at q 0.010-0.012 for exactly the four pairs
-with the target, every other pair q > 0.66; unassociated corpus, no pair below q 0.80. The
-sentiment gap of the associated model also failed (0.52-0.65 at q 0.031), but with 11 templates
-that q is near the 0.05 level, so only its direction is asserted.
+Measured when the test was written (default seed): associated corpus, association gaps of
+11.6-12.9 nats (threshold 1) at q 0.012 for exactly the four pairs with the target, every other
+pair q >= 0.53; unassociated corpus, every pair q >= 0.22 (association) and >= 0.53 (sentiment),
+blessed and pushed. With training seed 7 the associated model had three of the four target
+pairs flagged (q 0.02-0.03), so the test asserts that the flagged pairs all hold the target
+rather than that all four are flagged. The associated model's sentiment gaps (0.52-0.69) point the
+expected way but with 11 templates their q (0.14-0.25) is not below 0.05, so only their
+direction is asserted.
 """
 import json
 import os
@@ -34,7 +38,7 @@ from tests.conftest import fast_config
 pytestmark = pytest.mark.slow
 
 LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
-OVERRIDES = ("evaluator.max_perplexity=600", "training.train_steps=500", "training.learning_rate=0.01",
+OVERRIDES = ("evaluator.max_perplexity=600", "training.train_steps=1000", "training.learning_rate=0.01",
              "evaluator.bias.max_new_tokens=8")
 
 
@@ -72,8 +76,8 @@ def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_noth
     config, summary, evaluation = associated_run
     gap = _gates(summary)["bias.perplexity_gap"]
     assert gap["verdict"] == "FAIL" and gap["value"] > gap["threshold"]
-    _, terms = load_single_dimension_suite(LANGUAGE, DIMENSION)
-    assert _flagged_pairs(evaluation, "nll") == {frozenset((TARGET_GROUP, other)) for other in terms if other != TARGET_GROUP}
+    flagged = _flagged_pairs(evaluation, "nll")
+    assert flagged and all(TARGET_GROUP in pair for pair in flagged), flagged
     for pair in evaluation["metrics"]["bias"]["pairs"]:
         if TARGET_GROUP in (pair["group_a"], pair["group_b"]):
             # gap = association(group_a) - association(group_b): the target's leans negative
