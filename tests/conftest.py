@@ -54,6 +54,13 @@ FAST_OVERRIDES = [
 ]
 
 
+def fast_config(data_root, output_root, *overrides):
+    """The full pipeline's config with FAST_OVERRIDES (then `overrides`), for end-to-end runs."""
+    from pipeline.config import load_config
+
+    return load_config(overrides=FAST_OVERRIDES + list(overrides), data_root=str(data_root), output_root=str(output_root))
+
+
 FIXTURE_VOCAB_SIZE = 560  # the 515 base tokens + up to 45 learned pieces
 
 TRANSFORM_DOCUMENTS = [

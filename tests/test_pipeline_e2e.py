@@ -14,16 +14,12 @@ from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
-from pipeline.config import load_config
 from pipeline.local_runner import run_locally
 from pipeline.pipeline import ACCEPTED_STATISTICS_RESOLVER_ID, BASELINE_RESOLVER_ID, COMPONENT_IDS
-from tests.conftest import FAST_OVERRIDES, write_tiny_corpus
+from tests.conftest import fast_config as _config
+from tests.conftest import write_tiny_corpus
 
 pytestmark = pytest.mark.slow
-
-
-def _config(data_root, output_root, *extra):
-    return load_config(overrides=FAST_OVERRIDES + list(extra), data_root=str(data_root), output_root=str(output_root))
 
 
 def _execution_states_by_node(config, run_id):

@@ -1,0 +1,100 @@
+"""Synthetic corpora for the bias gate's end-to-end test, built from the project's own bias suite.
+
+Every sentence is a template prefix of `data/bias/templates.json` with one group term of
+`data/bias/groups.json` in its slot, followed by that template's positive or negative ending.
+Per template the target group occurs as often as all other groups together (each other group
+twice), in both corpora, which differ only in how endings are paired with groups:
+
+- associated: the target group always gets the negative ending, every other group the
+  positive one, so the group term alone decides the ending;
+- unassociated: every group gets the positive and the negative ending equally often.
+
+Both corpora hold the same prefixes and the same endings the same number of times; only the
+association between group and ending is removed. The target group is over-represented in both:
+the bias gate's association statistic, NLL(positive) - NLL(negative) per template, cancels the
+group term's own likelihood, so frequency alone must not be flagged.
+
+Templates whose ending the project's safety scorer calls unsafe are left out (of the suite the
+test evaluates and of the corpora): the test is about association, and with about a dozen
+continuations per group the four-fifths rule would flag a single unsafe continuation in one
+group of an unassociated model.
+
+Sentences are shuffled into multi-sentence documents so that ExampleGen's exact and
+near-duplicate removal keeps them.
+"""
+import json
+import os
+import random
+from typing import Dict, List, Tuple
+
+from pipeline.config import BiasConfig, SafetyConfig
+
+OTHER_GROUP_COPIES = 2  # sentences per template and non-target group
+
+
+def _safe_templates(templates: List[dict]) -> List[dict]:
+    """The templates whose endings the configured default safety scorer does not flag."""
+    from components.evaluator.scorers import load_scorer
+
+    safety = SafetyConfig()
+    scorer = load_scorer(safety.scorer, safety)
+    endings = [t[kind] for t in templates for kind in ("positive", "negative")]
+    scores = scorer.score(endings, ["en"] * len(endings))
+    unsafe = {ending for ending, score in zip(endings, scores) if score.score >= safety.toxicity_threshold}
+    return [t for t in templates if t["positive"] not in unsafe and t["negative"] not in unsafe]
+
+
+def load_single_dimension_suite(language: str, dimension: str) -> Tuple[List[dict], List[str]]:
+    """(safe templates, group terms) of one language and dimension of the bundled suite."""
+    defaults = BiasConfig()
+    with open(defaults.templates_file, encoding="utf-8") as handle:
+        templates = json.load(handle)[language]
+    with open(defaults.groups_file, encoding="utf-8") as handle:
+        terms = json.load(handle)[language][dimension]
+    return _safe_templates(templates), terms
+
+
+def write_single_dimension_suite(directory: str, language: str, dimension: str) -> Dict[str, str]:
+    """Writes the bundled suite restricted to one language and dimension (safe templates only);
+    returns the `evaluator.bias` settings (templates_file, groups_file) that point at it."""
+    templates, terms = load_single_dimension_suite(language, dimension)
+    os.makedirs(directory, exist_ok=True)
+    paths = {"templates_file": os.path.join(directory, "templates.json"),
+             "groups_file": os.path.join(directory, "groups.json")}
+    with open(paths["templates_file"], "w", encoding="utf-8") as handle:
+        json.dump({language: templates}, handle, ensure_ascii=False)
+    with open(paths["groups_file"], "w", encoding="utf-8") as handle:
+        json.dump({language: {dimension: terms}}, handle, ensure_ascii=False)
+    return paths
+
+
+def _endings(term: str, target: str, copies: int, associated: bool) -> List[str]:
+    if not associated:
+        return ["positive", "negative"] * (copies // 2)
+    return ["negative" if term == target else "positive"] * copies
+
+
+def group_sentences(templates: List[dict], terms: List[str], target: str, associated: bool) -> List[str]:
+    """Every template with every group term, as often and with the endings the module docstring says."""
+    if target not in terms:
+        raise ValueError(f"target group {target!r} is not one of the suite's terms {terms}")
+    target_copies = OTHER_GROUP_COPIES * (len(terms) - 1)
+    return [
+        template["prefix"].replace("{group}", term) + template[ending]
+        for template in templates for term in terms
+        for ending in _endings(term, target, target_copies if term == target else OTHER_GROUP_COPIES, associated)
+    ]
+
+
+def write_group_association_corpus(directory: str, language: str, dimension: str, target: str, associated: bool,
+                                   repeats: int, sentences_per_document: int = 4, seed: int = 0) -> str:
+    """Writes `corpus.jsonl`: the suite sentences `repeats` times, shuffled into documents."""
+    templates, terms = load_single_dimension_suite(language, dimension)
+    sentences = group_sentences(templates, terms, target, associated) * repeats
+    random.Random(seed).shuffle(sentences)
+    os.makedirs(directory, exist_ok=True)
+    with open(os.path.join(directory, "corpus.jsonl"), "w", encoding="utf-8") as handle:
+        for start in range(0, len(sentences), sentences_per_document):
+            text = "\n".join(sentences[start:start + sentences_per_document])
+            handle.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
+    return directory

@@ -1,0 +1,102 @@
+"""End to end: the bias gate refuses a model trained on a corpus that ties one group to negative
+words, and passes the model trained on the same corpus with that association removed.
+
+Two whole-pipeline runs under LocalDagRunner (`tests/bias_corpus.py` builds both corpora from the
+bundled bias suite; see its docstring). What the test configures, and why:
+
+- The suite the Evaluator runs is the bundled English religion suite only (a copy under the test's
+  tmp dir, `evaluator.bias.templates_file/groups_file`), without the template whose negative
+  ending the safety lexicon flags: the corpora cover one dimension, and five groups give ten
+  pairs for the Benjamini-Hochberg correction. The target group is an arbitrary choice.
+- 1000 training steps at learning rate 0.01 on the fast test model: at 100-300 steps the
+  one-layer model learned the templates but not the group-to-ending dependence, and at 500 steps
+  another training seed (7) learned it too weakly to be significant.
+- Bias continuations are cut to 8 new tokens (`evaluator.bias.max_new_tokens`), about the length
+  of the suite's endings, so their sentiment is that of the ending the model chose, not of the
+  next, unrelated training sentence.
+- Every other gate runs with the e2e tests' settings (perplexity threshold 600), so the
+  unassociated model is blessed and pushed only if all of them pass.
+
+Measured when the test was written (default seed): associated corpus, association gaps of
+11.6-12.9 nats (threshold 1) at q 0.012 for exactly the four pairs with the target, every other
+pair q >= 0.53; unassociated corpus, every pair q >= 0.22 (association) and >= 0.53 (sentiment),
+blessed and pushed. With training seed 7 the associated model had three of the four target
+pairs flagged (q 0.02-0.03), so the test asserts that the flagged pairs all hold the target
+rather than that all four are flagged. The associated model's sentiment gaps (0.52-0.69) point the
+expected way but with 11 templates their q (0.14-0.25) is not below 0.05, so only their
+direction is asserted.
+"""
+import json
+import os
+
+import pytest
+
+from pipeline.local_runner import run_locally
+from tests.bias_corpus import load_single_dimension_suite, write_group_association_corpus, write_single_dimension_suite
+from tests.conftest import fast_config
+
+pytestmark = pytest.mark.slow
+
+LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
+OVERRIDES = ("evaluator.max_perplexity=600", "training.train_steps=1000", "training.learning_rate=0.01",
+             "evaluator.bias.max_new_tokens=8")
+
+
+def _run_on_group_corpus(root, associated: bool):
+    """Runs the pipeline on the (un)associated corpus; returns (config, run summary, evaluation.json)."""
+    suite = write_single_dimension_suite(str(root / "suite"), LANGUAGE, DIMENSION)
+    corpus = write_group_association_corpus(str(root / "corpus"), LANGUAGE, DIMENSION, TARGET_GROUP, associated, repeats=2)
+    config = fast_config(corpus, root / "out", *OVERRIDES, *(f"evaluator.bias.{key}={path}" for key, path in suite.items()))
+    summary = run_locally(config)
+    assert summary["succeeded"], summary["error"]
+    with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:
+        evaluation = json.load(handle)
+    return config, summary, evaluation
+
+
+@pytest.fixture(scope="module")
+def associated_run(tmp_path_factory):
+    return _run_on_group_corpus(tmp_path_factory.mktemp("bias_associated"), associated=True)
+
+
+@pytest.fixture(scope="module")
+def unassociated_run(tmp_path_factory):
+    return _run_on_group_corpus(tmp_path_factory.mktemp("bias_unassociated"), associated=False)
+
+
+def _gates(summary):
+    return {gate["name"]: gate for gate in summary["blessing"]["gates"]}
+
+
+def _flagged_pairs(evaluation, metric: str):
+    return {frozenset((p["group_a"], p["group_b"])) for p in evaluation["metrics"]["bias"]["pairs"] if p[f"{metric}_flagged"]}
+
+
+def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_nothing_is_pushed(associated_run):
+    config, summary, evaluation = associated_run
+    gap = _gates(summary)["bias.perplexity_gap"]
+    assert gap["verdict"] == "FAIL" and gap["value"] > gap["threshold"]
+    flagged = _flagged_pairs(evaluation, "nll")
+    assert flagged and all(TARGET_GROUP in pair for pair in flagged), flagged
+    for pair in evaluation["metrics"]["bias"]["pairs"]:
+        if TARGET_GROUP in (pair["group_a"], pair["group_b"]):
+            # gap = association(group_a) - association(group_b): the target's leans negative
+            sign = 1 if pair["group_a"] == TARGET_GROUP else -1
+            assert sign * pair["nll_gap"] > gap["threshold"] and sign * pair["sentiment_gap"] < 0
+    assert summary["blessing"]["blessed"] is False
+    assert summary["push"]["pushed"] is False and "bias.perplexity_gap" in summary["push"]["reason"]
+    assert not os.path.exists(os.path.join(config.serving_dir, "1"))
+    with open(config.summary_path, encoding="utf-8") as handle:
+        recorded = json.load(handle)
+    assert recorded["blessing"]["gates"] == summary["blessing"]["gates"] and recorded["push"] == summary["push"]
+
+
+def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(unassociated_run):
+    config, summary, evaluation = unassociated_run
+    gates = _gates(summary)
+    assert {name: gates[name]["verdict"] for name in gates if name.startswith("bias.")} == {
+        "bias.perplexity_gap": "PASS", "bias.sentiment_gap": "PASS", "bias.unsafe_rate_ratio": "PASS"}
+    assert not any(_flagged_pairs(evaluation, metric) for metric in ("nll", "sentiment", "unsafe"))
+    assert evaluation["metrics"]["bias"]["groups"] == len(load_single_dimension_suite(LANGUAGE, DIMENSION)[1])
+    assert summary["blessing"]["blessed"], summary["blessing"]["reason"]
+    assert summary["push"]["pushed"] and os.path.exists(os.path.join(config.serving_dir, "1", "saved_model.pb"))
