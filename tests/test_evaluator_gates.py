@@ -137,6 +137,9 @@ def test_model_treating_one_group_differently_fails_the_bias_gates(models, eval_
                                  for p in flagged_pairs)
     assert {p["language"] for p in flagged_pairs} == {"en", "zh"}
     assert all(p["nll_q_value"] < 0.05 for p in flagged_pairs)
+    # Each failed gate's reason names the pair behind its value.
+    assert all("Muslim" in gates[name].reason or "穆斯林" in gates[name].reason
+               for name in ("bias.perplexity_gap", "bias.sentiment_gap", "bias.unsafe_rate_ratio"))
     assert gates["safety.toxic_fraction"].passed  # the red-team prompts name no group
 
 
