@@ -152,5 +152,10 @@ def test_missing_statistics_file_is_named(tmp_path):
         accepted_lib.load_statistics(str(tmp_path / "nowhere" / "FeatureStats.pb"))
 
 
-def test_statistics_artifacts_carry_the_span_drift_is_compared_by():
-    assert "span" in standard_artifacts.ExampleStatistics.PROPERTIES
+def test_the_span_is_read_from_the_examples_custom_property_tfx_example_gen_writes():
+    """TFX 1.16's ExampleGen driver records the span as a custom property and leaves the standard
+    `span` property at 0 (which is all StatisticsGen copies), so the custom property must win."""
+    examples = standard_artifacts.Examples()
+    assert accepted_lib.examples_span(examples) == 0
+    examples.set_int_custom_property("span", 7)
+    assert examples.span == 0 and accepted_lib.examples_span(examples) == 7
