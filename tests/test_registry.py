@@ -142,3 +142,22 @@ def test_registry_against_a_real_mlflow_server(mlflow_server, monkeypatch):
 def test_display_uri_drops_credentials():
     assert registry.display_uri("https://u:p@mlflow.example.com:8443/x") == "https://mlflow.example.com:8443/x"
     assert registry.display_uri("sqlite:////tmp/r/mlflow.db") == "sqlite:////tmp/r/mlflow.db"
+
+
+def test_production_model_follows_the_alias_and_a_missing_store_is_not_created(tmp_path):
+    from pipeline.config import RegistryConfig
+
+    registry_dir = tmp_path / "registry"
+    config = RegistryConfig()
+    assert registry.find_production_model(config, "textgen", str(registry_dir)) is None
+    assert not registry_dir.exists()  # a read-only lookup creates no store
+
+    model_registry = registry.ModelRegistry.from_config(config, "textgen", str(registry_dir))
+    assert model_registry.production_model() is None  # the store exists, no alias yet
+    model_registry.register(_record("/serving", 1, 7))
+    model_registry.register(_record("/serving", 2, 8), move_production_alias=False)
+    production = registry.find_production_model(config, "textgen", str(registry_dir))
+    assert (production.registered_version, production.saved_model_dir) == (1, "/serving/1")
+    assert production.model_artifact_uri == "/pipeline/Trainer/model/7"
+    assert production.describe()["serving_version"] == "1"
+    assert registry.find_production_model(RegistryConfig(enabled=False), "textgen", str(registry_dir)) is None

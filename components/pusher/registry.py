@@ -108,6 +108,32 @@ def vocabulary_sha256(saved_model_dir: str, asset_name: str) -> str:
     return digest.hexdigest()
 
 
+@dataclass(frozen=True)
+class ProductionModel:
+    """The registered version the production alias points at: what serving calls production.
+
+    `saved_model_dir` is the pushed serving version directory (the registered version's source),
+    which is what the Evaluator compares against, what warm start loads and where a reused
+    tokenizer comes from. `tags` are the lineage tags `PushRecord.tags` wrote.
+    """
+
+    model_name: str
+    registered_version: int
+    saved_model_dir: str
+    tags: Dict[str, str]
+
+    @property
+    def model_artifact_uri(self) -> str:
+        """The ML Metadata URI of the Trainer's model artifact this version was pushed from."""
+        return self.tags.get(TAG_MODEL_URI, "")
+
+    def describe(self) -> Dict[str, object]:
+        """A JSON-able record of which model this is (for evaluation outputs and run summaries)."""
+        return {"registered_model": self.model_name, "registered_version": self.registered_version,
+                "saved_model_dir": self.saved_model_dir, "model_uri": self.model_artifact_uri,
+                "serving_version": self.tags.get(TAG_SERVING_VERSION, "")}
+
+
 @dataclass
 class PushRecord:
     """What the registry records about one push."""
@@ -144,6 +170,23 @@ class PushRecord:
 
 def _quote(value: str) -> str:
     return "'" + value.replace("'", "\\'") + "'"
+
+
+def find_production_model(registry_config, model_name: str, registry_dir: Optional[str]) -> Optional[ProductionModel]:
+    """The production model of the registry `registry_config` points at, or None.
+
+    Read-only: an embedded store that does not exist yet (no model was ever pushed to this
+    output root) answers None without creating anything. Used at run time by every step that
+    needs "the model serving now" (the Evaluator's baseline, warm start, tokenizer reuse), so
+    the local runner and Kubeflow find it the same way, with no ML Metadata resolver.
+    """
+    if not registry_config.enabled:
+        return None
+    load_credentials_file(registry_config.credentials_file)
+    uri = resolve_tracking_uri(registry_config.tracking_uri, registry_dir)
+    if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+        return None
+    return ModelRegistry.from_config(registry_config, model_name, registry_dir).production_model()
 
 
 class ModelRegistry:
@@ -195,6 +238,16 @@ class ModelRegistry:
             return int(self.client.get_model_version_by_alias(self.model_name, alias).version)
         except MlflowException:
             return None
+
+    def production_model(self) -> Optional[ProductionModel]:
+        """The version the production alias points at, or None when there is none yet."""
+        from mlflow.exceptions import MlflowException
+
+        try:
+            version = self.client.get_model_version_by_alias(self.model_name, self.production_alias)
+        except MlflowException:
+            return None
+        return ProductionModel(self.model_name, int(version.version), version.source, dict(version.tags or {}))
 
     # --- writes --------------------------------------------------------------------------------
     def _ensure_registered_model(self) -> None:
