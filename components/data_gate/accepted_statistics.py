@@ -32,7 +32,7 @@ NO_SPAN = -1
 class AcceptedStatistics(types.Artifact):
     """Train statistics of the latest accepted span and of the one accepted before it."""
 
-    TYPE_NAME = "textgen.AcceptedStatistics"  # KFP v2 needs a "namespace.Name" schema title
+    TYPE_NAME = "components.AcceptedStatistics"  # importable schema title (see components/__init__.py)
 
 
 class DriftBaseline(NamedTuple):

@@ -32,7 +32,7 @@ TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"
 class DataGateResult(types.Artifact):
     """Outcome of the data gate: `passed` (1/0) and the anomalies it tolerated."""
 
-    TYPE_NAME = "textgen.DataGateResult"  # KFP v2 needs a "namespace.Name" schema title
+    TYPE_NAME = "components.DataGateResult"  # importable schema title (see components/__init__.py)
 
 
 class BlockingAnomaliesError(RuntimeError):
