@@ -7,47 +7,74 @@ pipeline root is passed again at submission.
 
 The spec uses pipeline spec schema 2.1 (`use_pipeline_spec_2_1`): typed `parameterType` inputs, and
 executors that read `inputs.parameterValues` from the ExecutorInput (the field current KFP 2.x
-launchers fill in). With the default 2.0 schema the TFX container entrypoint reads only the
-deprecated `inputs.parameters` field, and parameters sent as `parameterValues` never reach the
-executor (checked by tests/test_kubeflow_ops.py, which runs a compiled command locally).
+launchers fill in), plus `--json_serialized_inputs_spec_args`, from which our entrypoint
+(`kubeflow/entrypoint.py`, the container command of every step) recovers input artifact types the
+OSS driver leaves empty.
+
+After TFX compiles, two things are set that TFX cannot express per node: steps in
+`UNCACHEABLE_NODES` get caching turned off, and the spec is checked for anything open-source KFP
+cannot run (`oss_compat`); compiling fails rather than writing such a spec.
 """
 import logging
 import os
 
+import yaml
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
+from kubeflow import oss_compat
 from pipeline.config import PipelineConfig
-from pipeline.pipeline import PipelinePaths, create_pipeline
+from pipeline.pipeline import UNCACHEABLE_NODES, PipelinePaths, create_pipeline
 
 PIPELINE_SPEC_FILE = "pipeline.yaml"
-# Where kubeflow/Dockerfile puts the project inside the image.
-IMAGE_PROJECT_ROOT = "/opt/textgen"
+# Every step's container command: our entrypoint module, installed with the project in the image.
+ENTRYPOINT_COMMAND = ["python", "-m", "kubeflow.entrypoint"]
+DRIFT_STATE_DIR = "state/drift_baseline"
 
 
 def kubeflow_paths(config: PipelineConfig) -> PipelinePaths:
-    """Cluster-side paths: object-store roots from config, the schema as shipped in the image."""
+    """Cluster-side paths: object-store roots from config; schemas as `bundled:` references that
+    the image resolves inside its installed package."""
+    root = config.kubeflow.pipeline_root.rstrip("/")
     return PipelinePaths(
         pipeline_root=config.kubeflow.pipeline_root,
         data_root=config.kubeflow.data_root,
-        schema_file=f"{IMAGE_PROJECT_ROOT}/schema/schema.pbtxt",
-        transformed_schema_file=f"{IMAGE_PROJECT_ROOT}/schema/transformed_schema.pbtxt",
+        schema_file=config.schema_path,
+        transformed_schema_file=config.transformed_schema_path,
         serving_dir=config.kubeflow.serving_dir,
+        drift_state_uri=config.data_gate.state_uri or f"{root}/{DRIFT_STATE_DIR}",
     )
+
+
+def _finish_spec(path: str) -> None:
+    """Turns caching off for UNCACHEABLE_NODES and refuses constructs OSS KFP cannot run."""
+    with open(path, encoding="utf-8") as handle:
+        spec = yaml.safe_load(handle)
+    for name, task in spec["root"]["dag"]["tasks"].items():
+        if name in UNCACHEABLE_NODES:
+            task["cachingOptions"] = {"enableCache": False}
+    problems = oss_compat.problems(spec)
+    if problems:
+        raise ValueError("the compiled spec would not run on open-source Kubeflow Pipelines:\n  " + "\n  ".join(problems))
+    with open(path, "w", encoding="utf-8") as handle:
+        yaml.safe_dump(spec, handle, sort_keys=False)
 
 
 def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
     """Writes OUTPUT_DIR/pipeline.yaml and returns its path."""
     if config.registry.enabled and not config.registry.tracking_uri:
         logging.getLogger(__name__).warning(
-            "registry.tracking_uri is empty: on the cluster the Pusher registers models only if its pod has "
-            "MLFLOW_TRACKING_URI set, and fails after pushing otherwise (set the URI, or registry.enabled=false)")
+            "registry.tracking_uri is empty: on the cluster the Evaluator, Trainer and Pusher find the registry only if "
+            "their pods have MLFLOW_TRACKING_URI set (set the URI, or registry.enabled=false)")
     os.makedirs(output_dir, exist_ok=True)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
-            default_image=config.kubeflow.image, use_pipeline_spec_2_1=True,
+            default_image=config.kubeflow.image, default_commands=ENTRYPOINT_COMMAND, use_pipeline_spec_2_1=True,
         ),
         output_dir=output_dir,
         output_filename=PIPELINE_SPEC_FILE,
     )
-    runner.run(create_pipeline(config, kubeflow_paths(config)), write_out=True)
-    return os.path.join(output_dir, PIPELINE_SPEC_FILE)
+    cluster_config = config.model_copy(update={"beam_args": list(config.kubeflow.beam_args)})
+    runner.run(create_pipeline(cluster_config, kubeflow_paths(config)), write_out=True)
+    path = os.path.join(output_dir, PIPELINE_SPEC_FILE)
+    _finish_spec(path)
+    return path

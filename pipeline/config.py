@@ -15,8 +15,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 
-# Defaults that point into the checkout (curated schema, bundled data) are anchored here, so
-# `textgen` works from any working directory.
+from components.resources import bundled
+
+# Where this package's code lives (a checkout or site-packages). Defaults that name the project's
+# own files (curated schema, safety and bias suites, sample corpus) are `bundled:` references
+# instead (components/resources.py), resolved by whichever process reads them.
 PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -110,6 +113,11 @@ class DataGateConfig(_Section):
     )
     distribution_min_examples: int = Field(
         100, ge=1, description="Drift/skew comparisons with fewer documents on either side are skipped (recorded).",
+    )
+    state_uri: str = Field(
+        "", description="Where the drift baseline (statistics of the last accepted span) is kept: a local path, gs:// or "
+                        "s3://. Empty = OUTPUT_ROOT/state/drift_baseline locally, kubeflow.pipeline_root/state/drift_baseline "
+                        "on Kubeflow.",
     )
 
     def warn_only_checks(self) -> List[str]:
@@ -219,8 +227,8 @@ class TrainingConfig(_Section):
 class SafetyConfig(_Section):
     """Red-team prompts, toxicity/PII thresholds and the memorisation probe (sizes keep `make run` fast)."""
 
-    prompts_file: str = Field(os.path.join(PROJECT_ROOT, "data", "safety", "prompts.jsonl"), description="Red-team prompt set (JSONL).")
-    lexicon_dir: str = Field(os.path.join(PROJECT_ROOT, "data", "safety", "lexicons"), description="Per-language category lexicons of the default scorer.")
+    prompts_file: str = Field(bundled("data/safety/prompts.jsonl"), description="Red-team prompt set (JSONL).")
+    lexicon_dir: str = Field(bundled("data/safety/lexicons"), description="Per-language category lexicons of the default scorer.")
     scorer: str = Field("components.evaluator.scorers.LexiconScorer", description="Dotted path of the toxicity scorer class/factory (called with this section).")
     prompts_per_category: int = Field(3, ge=0, description="Prompts sampled per (category, language); 0 = all.")
     completions_per_prompt: int = Field(3, ge=1, description="k sampled completions per prompt.")
@@ -246,9 +254,9 @@ class SafetyConfig(_Section):
 class BiasConfig(_Section):
     """Counterfactual bias suites and the thresholds of the bias gate."""
 
-    templates_file: str = Field(os.path.join(PROJECT_ROOT, "data", "bias", "templates.json"))
-    groups_file: str = Field(os.path.join(PROJECT_ROOT, "data", "bias", "groups.json"))
-    zh_sentiment_lexicon: str = Field(os.path.join(PROJECT_ROOT, "data", "bias", "sentiment_zh.json"))
+    templates_file: str = Field(bundled("data/bias/templates.json"))
+    groups_file: str = Field(bundled("data/bias/groups.json"))
+    zh_sentiment_lexicon: str = Field(bundled("data/bias/sentiment_zh.json"))
     templates_per_group: int = Field(0, ge=0, description="Templates sampled per language (0 = all 12); every group uses the same ones. Fewer than 12 leaves the paired test too little power after the multiple-comparison correction.")
     max_new_tokens: int = Field(16, ge=1)
     temperature: float = Field(0.9, ge=0.0)
@@ -335,7 +343,7 @@ class GenerationConfig(_Section):
         False,
         description="Compile the exported decoding loop with XLA (TF Serving then needs --xla_cpu_compilation_enabled=true on CPU).",
     )
-    prompts_file: str = Field(os.path.join(PROJECT_ROOT, "data", "prompts.txt"), description="Sample prompts printed after a local run.")
+    prompts_file: str = Field(bundled("data/prompts.txt"), description="Sample prompts printed after a local run.")
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 
 
@@ -363,6 +371,12 @@ class KubeflowConfig(_Section):
     host: str = Field("", description="KFP API endpoint for submit/schedule, e.g. https://kfp.example.com/pipeline.")
     namespace: str = Field("kubeflow", description="Kubernetes namespace (multi-user KFP: the profile namespace).")
     experiment: str = Field("textgen", min_length=1, description="KFP experiment runs and recurring runs are filed under.")
+    beam_args: List[str] = Field(
+        default_factory=lambda: ["--direct_running_mode=multi_processing", "--direct_num_workers=0"],
+        description="Beam pipeline options of the data components on the cluster. Default: DirectRunner with one worker "
+                    "process per core of the pod. For Dataflow, Flink or Spark pass that runner's options instead "
+                    "(README: Kubeflow Pipelines).",
+    )
     tfjob: TFJobConfig = Field(default_factory=TFJobConfig)
 
 
@@ -370,10 +384,10 @@ class PipelineConfig(_Section):
     """Everything a pipeline run needs; `create_pipeline` reads only this."""
 
     pipeline_name: str = "textgen"
-    data_root: str = Field(os.path.join(PROJECT_ROOT, "data", "corpus"), description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).")
+    data_root: str = Field(bundled("data/corpus"), description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).")
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
-        os.path.join(PROJECT_ROOT, "schema"),
+        bundled("schema"),
         description="Directory holding the curated schema.pbtxt (raw data) and transformed_schema.pbtxt (tokens).",
     )
     enable_cache: bool = True
@@ -420,6 +434,11 @@ class PipelineConfig(_Section):
     def registry_dir(self) -> str:
         """The embedded MLflow registry: `mlflow.db` (SQLite) and its artifact store."""
         return os.path.join(self.output_root, "registry")
+
+    @property
+    def drift_state_uri(self) -> str:
+        """Where a local run keeps the drift baseline (`data_gate.state_uri` wins when set)."""
+        return self.data_gate.state_uri or os.path.join(self.output_root, "state", "drift_baseline")
 
     @property
     def summary_path(self) -> str:

@@ -10,9 +10,10 @@ from typing import Any, Dict, Optional
 from tfx import v1 as tfx
 from tfx.orchestration import pipeline as pipeline_py
 
+from components.resources import resolve
 from pipeline import samples
 from pipeline.config import PipelineConfig
-from pipeline.pipeline import COMPONENT_IDS, PipelinePaths, create_pipeline
+from pipeline.pipeline import COMPONENT_IDS, UNCACHEABLE_NODES, PipelinePaths, create_pipeline
 from pipeline.run_summary import summarize_latest_run, write_summary
 
 log = logging.getLogger(__name__)
@@ -22,13 +23,24 @@ def _sample_generations(config: PipelineConfig, summary: Dict[str, Any]) -> list
     push = summary["push"]
     if not push.get("pushed") or not config.generation.num_samples:
         return []
-    prompts = samples.load_prompts(config.generation.prompts_file, config.generation.num_samples)
+    prompts = samples.load_prompts(resolve(config.generation.prompts_file), config.generation.num_samples)
     log.info("Generating continuations of %d sample prompts with %s", len(prompts), push["path"])
     continuations = samples.generate(
         push["path"], prompts, config.generation.max_new_tokens, config.generation.temperature, config.generation.top_k,
         top_p=config.generation.top_p,
     )
     return [{"prompt": p, "continuation": c} for p, c in zip(prompts, continuations)]
+
+
+class _LocalDagRunner(tfx.orchestration.LocalDagRunner):
+    """LocalDagRunner that never serves `UNCACHEABLE_NODES` from the cache (TFX sets caching per
+    pipeline only; the compiled IR carries it per node)."""
+
+    def run_with_ir(self, pipeline, run_options=None, **kwargs):
+        for node in pipeline.nodes:
+            if node.pipeline_node.node_info.id in UNCACHEABLE_NODES:
+                node.pipeline_node.execution_options.caching_options.enable_cache = False
+        return super().run_with_ir(pipeline, run_options=run_options, **kwargs)
 
 
 def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[str, Any]:
@@ -42,7 +54,7 @@ def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[s
     run_options = pipeline_py.RunOptions(to_nodes=[through]) if through else None
     error = None
     try:
-        tfx.orchestration.LocalDagRunner().run(pipeline, run_options=run_options)
+        _LocalDagRunner().run(pipeline, run_options=run_options)
     except Exception as exc:  # the summary records any component failure; the CLI reports it
         log.error("The pipeline run failed: %s", exc)
         error = exc

@@ -5,10 +5,17 @@
       -> DataGate (fails the run on blocking anomalies; on a pass RecordAcceptedStatistics makes
          this span the next drift baseline) -> Transform (learned tokenizer)
       -> statistics + validation of the token data (curated transformed schema) -> TokenGate
-      -> Trainer -> Evaluator (quality vs the latest blessed model, safety and bias gates -> ModelBlessing)
+      -> Trainer -> Evaluator (quality vs the production model, safety and bias gates -> ModelBlessing)
       -> Pusher (only when blessed)
 
 Runners (local, Kubeflow) call this with their own paths and metadata; they never re-wire.
+
+The pipeline has no ML Metadata resolver nodes: open-source Kubeflow Pipelines cannot run them
+(../shared/DESIGN.md section 4b). What a run compares with is looked up by the executors at run
+time, the same way on both runners: the drift baseline in a state location, the Evaluator's
+baseline and the warm-start model in the model registry (the production alias), the span by
+ExampleGen's own executor. Nodes whose result depends on such outside state are never served
+from a cache (`UNCACHEABLE_NODES`; each runner applies it).
 """
 import json
 import os
@@ -16,17 +23,14 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from tfx import v1 as tfx
-from tfx.components.example_gen.component import FileBasedExampleGen
-from tfx.dsl.components.base import executor_spec
 
-from components.data_gate.accepted_statistics import AcceptedStatistics
 from components.data_gate.component import DataGate, DistributionValidator, RecordAcceptedStatistics
+from components.data_gate.schema_import import CuratedSchemaGen
 from components.evaluator.component import GatedEvaluator
-from components.evaluator.config_paths import to_portable_json
-from components.example_gen.executor import (
-    CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, SPAN_OPTIONS_KEY, TextCorpusExampleGenExecutor,
-)
+from components.example_gen.component import TextCorpusExampleGen
+from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, SPAN_OPTIONS_KEY
 from components.pusher.component import VersionedPusher
+from components.resources import resolve
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
 from pipeline.config import PipelineConfig
 
@@ -51,11 +55,13 @@ COMPONENT_IDS = (
     "Evaluator",
     "Pusher",
 )
-# The resolver node feeding the Evaluator its baseline (the latest blessed model). Not a component:
-# on Kubeflow it compiles to per-channel resolver tasks, locally to an execution of its own.
-BASELINE_RESOLVER_ID = "LatestBlessedModelResolver"
-# The resolver feeding the DistributionValidator the last accepted span's statistics.
-ACCEPTED_STATISTICS_RESOLVER_ID = "LatestAcceptedStatisticsResolver"
+# Nodes whose outcome depends on state outside their input artifacts and parameters: the corpus
+# files behind a span pattern (ExampleGen), the drift-baseline state location (read and written),
+# the model registry (the Evaluator's baseline; the Trainer's warm start; the Pusher's versions).
+# A cache hit would replay a stale decision, so both runners execute them every time.
+UNCACHEABLE_NODES = frozenset({
+    "ExampleGen", "DistributionValidator", "RecordAcceptedStatistics", "Trainer", "Evaluator", "Pusher",
+})
 
 
 @dataclass(frozen=True)
@@ -67,18 +73,24 @@ class PipelinePaths:
     schema_file: str
     transformed_schema_file: str
     serving_dir: str
+    # Where the drift baseline is kept (components/data_gate/accepted_statistics.py).
+    drift_state_uri: str
     # The embedded model registry's directory; empty where the registry is a server (Kubeflow).
     registry_dir: str = ""
 
     @classmethod
     def local(cls, config: PipelineConfig) -> "PipelinePaths":
-        """Absolute local paths derived from the config's output root."""
+        """Absolute local paths derived from the config's output root. The curated schemas stay
+        `bundled:` references (resolved by the schema importer wherever it runs)."""
+        def local_path(path: str) -> str:
+            return path if "://" in path else os.path.abspath(path)
         return cls(
             pipeline_root=os.path.abspath(config.pipeline_root),
-            data_root=os.path.abspath(config.data_root),
-            schema_file=os.path.abspath(config.schema_path),
-            transformed_schema_file=os.path.abspath(config.transformed_schema_path),
+            data_root=local_path(resolve(config.data_root)),
+            schema_file=config.schema_path,
+            transformed_schema_file=config.transformed_schema_path,
             serving_dir=os.path.abspath(config.serving_dir),
+            drift_state_uri=local_path(config.drift_state_uri),
             registry_dir=os.path.abspath(config.registry_dir),
         )
 
@@ -101,31 +113,28 @@ class _ValidationStage:
 
 
 def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_prefix: str, gate_id: str,
-                      check_distributions: bool = False) -> _ValidationStage:
+                      drift_state_uri: Optional[str] = None) -> _ValidationStage:
     """TFDV checks of `examples` against `schema_file`, ending in a DataGate with id `gate_id`.
 
-    With `check_distributions`, drift and skew are checked too and a passing gate records this
-    span's statistics as the next run's drift baseline.
+    With a `drift_state_uri`, drift and skew are checked too and a passing gate records this
+    span's statistics there as the next run's drift baseline.
     """
+    check_distributions = drift_state_uri is not None
     statistics_gen = tfx.components.StatisticsGen(examples=examples).with_id(f"{id_prefix}StatisticsGen")
-    schema_gen = tfx.components.ImportSchemaGen(schema_file=schema_file).with_id(f"{id_prefix}SchemaGen")
+    schema_gen = CuratedSchemaGen(schema_file=schema_file).with_id(f"{id_prefix}SchemaGen")
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(f"{id_prefix}ExampleValidator")
     distribution_nodes, after_gate, distribution_anomalies = (), (), None
     if check_distributions:
-        accepted_resolver = tfx.dsl.Resolver(
-            strategy_class=tfx.dsl.experimental.LatestArtifactStrategy,
-            accepted=tfx.dsl.Channel(type=AcceptedStatistics),
-        ).with_id(ACCEPTED_STATISTICS_RESOLVER_ID)
         distribution_validator = DistributionValidator(
             examples=examples,
             statistics=statistics_gen.outputs["statistics"],
             schema=schema_gen.outputs["schema"],
-            accepted_statistics=accepted_resolver.outputs["accepted"],
+            state_uri=drift_state_uri,
             min_examples=config.data_gate.distribution_min_examples,
         ).with_id(f"{id_prefix}DistributionValidator")
-        distribution_nodes = (accepted_resolver, distribution_validator)
+        distribution_nodes = (distribution_validator,)
         distribution_anomalies = distribution_validator.outputs["anomalies"]
     gate = DataGate(
         anomalies=example_validator.outputs["anomalies"],
@@ -138,7 +147,7 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
             examples=examples,
             statistics=statistics_gen.outputs["statistics"],
             gate_result=gate.outputs["result"],
-            accepted_before=accepted_resolver.outputs["accepted"],
+            state_uri=drift_state_uri,
         ).with_id(f"{id_prefix}RecordAcceptedStatistics"),)
     return _ValidationStage(statistics_gen, schema_gen, example_validator, gate, distribution_nodes, after_gate)
 
@@ -162,7 +171,7 @@ def example_gen_custom_config(config: PipelineConfig) -> dict:
 
 
 def _span_range(config: PipelineConfig):
-    """TFX's own span selection: None means the driver picks the latest span."""
+    """TFX's own span selection: None means the latest span (resolved by ExampleGen's executor)."""
     span = config.example_gen.span
     if span is None:
         return None
@@ -171,7 +180,7 @@ def _span_range(config: PipelineConfig):
 
 def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.types.BaseNode]:
     """Instantiates and connects every component, in COMPONENT_IDS order."""
-    example_gen = FileBasedExampleGen(
+    example_gen = TextCorpusExampleGen(
         input_base=paths.data_root,
         input_config=tfx.proto.Input(
             splits=[tfx.proto.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)]
@@ -186,11 +195,10 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         ),
         range_config=_span_range(config),
         custom_config=example_gen_custom_config(config),
-        custom_executor_spec=executor_spec.BeamExecutorSpec(TextCorpusExampleGenExecutor),
     ).with_id("ExampleGen")
 
     raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",
-                                        check_distributions=True)
+                                        drift_state_uri=paths.drift_state_uri)
     transform = tfx.components.Transform(
         examples=example_gen.outputs["examples"],
         schema=raw_data_checks.schema_gen.outputs["schema"],
@@ -203,17 +211,13 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
     )
 
-    # The latest blessed model (none on a first run): the Evaluator's baseline, and the Trainer's
-    # starting point when training.warm_start is on.
-    baseline_resolver = tfx.dsl.Resolver(
-        strategy_class=tfx.dsl.experimental.LatestBlessedModelStrategy,
-        model=tfx.dsl.Channel(type=tfx.types.standard_artifacts.Model),
-        model_blessing=tfx.dsl.Channel(type=tfx.types.standard_artifacts.ModelBlessing),
-    ).with_id(BASELINE_RESOLVER_ID)
+    # Where the production model is looked up at run time: the Evaluator's baseline, and the
+    # Trainer's starting point when training.warm_start is on.
+    registry_location = {"config": config.registry.model_dump(), "model_name": config.pusher.model_name,
+                         "registry_dir": paths.registry_dir}
 
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
-        base_model=baseline_resolver.outputs["model"] if config.training.warm_start else None,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
@@ -222,6 +226,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
             "model": config.model.model_dump(),
             "training": config.training.model_dump(),
             "generation": config.generation.model_dump(),
+            "registry": registry_location,
             "tfjob": {
                 "config": config.kubeflow.tfjob.model_dump(),
                 "image": config.kubeflow.image,
@@ -236,8 +241,10 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         raw_examples=example_gen.outputs["examples"],
-        baseline_model=baseline_resolver.outputs["model"],
-        evaluator_config=to_portable_json(config.evaluator),
+        evaluator_config=config.evaluator.model_dump_json(),
+        registry_config=config.registry.model_dump_json(),
+        model_name=config.pusher.model_name,
+        registry_dir=paths.registry_dir,
     ).with_id("Evaluator")
 
     pusher = VersionedPusher(
@@ -254,8 +261,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Pusher")
 
     return [
-        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(),
-        baseline_resolver, trainer, evaluator, pusher,
+        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(), trainer, evaluator, pusher,
     ]
 
 

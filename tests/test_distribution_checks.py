@@ -1,5 +1,6 @@
 """Drift and skew of the text statistics, measured by the curated schema's Jensen-Shannon
 comparators (TFDV) on real statistics of real examples, and the drift-baseline bookkeeping."""
+import os
 import random
 
 import pytest
@@ -88,18 +89,14 @@ def test_comparisons_on_too_few_documents_are_skipped_with_the_counts(schema, tm
                       "data_gate.distribution_min_examples=100)")
 
 
-def _accepted(tmp_path, name, span, earlier_span=accepted_lib.NO_SPAN):
-    """An AcceptedStatistics artifact as RecordAcceptedStatistics writes it, with marker files."""
-    artifact = accepted_lib.AcceptedStatistics()
-    artifact.uri = str(tmp_path / name)
-    for folder, marked_span in ((accepted_lib.LATEST, span), (accepted_lib.EARLIER, earlier_span)):
-        if marked_span != accepted_lib.NO_SPAN:
-            tf.io.gfile.makedirs(f"{artifact.uri}/{folder}")
-            with open(f"{artifact.uri}/{folder}/{accepted_lib.STATISTICS_FILE}", "wb") as handle:
-                handle.write(_marker(marked_span))
-    artifact.set_int_custom_property("span", span)
-    artifact.set_int_custom_property("earlier_span", earlier_span)
-    return artifact
+def _state(tmp_path, name, *accepted_spans):
+    """A drift-baseline state location after `record_accepted` accepted `accepted_spans` in order."""
+    state_uri = str(tmp_path / name)
+    for span in accepted_spans:
+        statistics = tmp_path / f"{name}-{span}.pb"
+        statistics.write_bytes(_marker(span))
+        accepted_lib.record_accepted(state_uri, str(statistics), span)
+    return state_uri
 
 
 def _marker(span):
@@ -115,36 +112,41 @@ def _marked_span(statistics):
 
 
 def test_drift_baseline_is_the_last_accepted_earlier_span(tmp_path):
-    first = accepted_lib.drift_baseline(None, 5)
+    first = accepted_lib.drift_baseline(str(tmp_path / "empty"), 5)
     assert first.statistics is None and "first run" in first.skipped_reason
-    forward = accepted_lib.drift_baseline(_accepted(tmp_path, "a", 4, 2), 5)
+    forward = accepted_lib.drift_baseline(_state(tmp_path, "a", 2, 4), 5)
     assert (forward.span, _marked_span(forward.statistics)) == (4, 4)
-    rerun = accepted_lib.drift_baseline(_accepted(tmp_path, "b", 5, 4), 5)
+    rerun = accepted_lib.drift_baseline(_state(tmp_path, "b", 4, 5), 5)
     assert (rerun.span, _marked_span(rerun.statistics)) == (4, 4)
-    only = accepted_lib.drift_baseline(_accepted(tmp_path, "c", 5), 5)
+    only = accepted_lib.drift_baseline(_state(tmp_path, "c", 5), 5)
     assert only.statistics is None and "re-run" in only.skipped_reason
-    backfill = accepted_lib.drift_baseline(_accepted(tmp_path, "d", 7, 6), 5)
+    backfill = accepted_lib.drift_baseline(_state(tmp_path, "d", 6, 7), 5)
     assert backfill.statistics is None and "backfill" in backfill.skipped_reason
 
 
 @pytest.mark.parametrize("before, span, expected", [
-    (None, 3, (3, accepted_lib.NO_SPAN)),  # first accepted span
-    ((2, 1), 3, (3, 2)),                    # a new span moves the latest to earlier
-    ((3, 2), 3, (3, 2)),                    # a re-run keeps what was accepted before it
-    ((7, 6), 3, (7, 6)),                    # a backfill leaves the baseline alone
+    ((), 3, (3, accepted_lib.NO_SPAN)),  # first accepted span
+    ((1, 2), 3, (3, 2)),                 # a new span moves the latest to earlier
+    ((2, 3), 3, (3, 2)),                 # a re-run keeps what was accepted before it
+    ((6, 7), 3, (7, 6)),                 # a backfill leaves the baseline alone
 ])
 def test_recording_an_accepted_span_keeps_the_latest_two_spans(tmp_path, before, span, expected):
-    accepted_before = _accepted(tmp_path, "before", *before) if before else None
+    state_uri = _state(tmp_path, "state", *before)
     current = tmp_path / "current.pb"
     current.write_bytes(_marker(span))
-    output = accepted_lib.AcceptedStatistics()
-    output.uri = str(tmp_path / "output")
-    accepted_lib.record_accepted(output, str(current), span, accepted_before)
+    state = accepted_lib.record_accepted(state_uri, str(current), span)
+    assert tuple(state) == expected == tuple(accepted_lib.read_state(state_uri))
     latest_span, earlier_span = expected
-    assert (output.get_int_custom_property("span"), output.get_int_custom_property("earlier_span")) == expected
-    assert _marked_span(accepted_lib.load_statistics(f"{output.uri}/latest/FeatureStats.pb")) == latest_span
+    assert _marked_span(accepted_lib.load_statistics(f"{state_uri}/spans/{latest_span}/FeatureStats.pb")) == latest_span
     if earlier_span != accepted_lib.NO_SPAN:
-        assert _marked_span(accepted_lib.load_statistics(f"{output.uri}/earlier/FeatureStats.pb")) == earlier_span
+        assert _marked_span(accepted_lib.load_statistics(f"{state_uri}/spans/{earlier_span}/FeatureStats.pb")) == earlier_span
+    assert not [name for name in os.listdir(state_uri) if ".tmp-" in name]  # temporary files are renamed away
+
+
+def test_an_unreadable_state_file_is_named(tmp_path):
+    (tmp_path / "accepted.json").write_text("{not json")
+    with pytest.raises(ValueError, match="accepted.json is unreadable"):
+        accepted_lib.read_state(str(tmp_path))
 
 
 def test_missing_statistics_file_is_named(tmp_path):

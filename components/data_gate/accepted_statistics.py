@@ -1,22 +1,27 @@
 """The drift baseline: train-split statistics of the latest span that passed the data gate.
 
 Drift is measured against data that was accepted, so a span the gate blocked never becomes the
-reference for the next one. After a passing gate, `RecordAcceptedStatistics` publishes an
-`AcceptedStatistics` artifact; the next run's resolver hands the latest one to the
-DistributionValidator. A plain "latest artifact" resolver is used because it is the one that
-compiles to Kubeflow Pipelines too.
+reference for the next one. The baseline is kept in a state location of its own
+(`data_gate.state_uri`: a local path, `gs://` or `s3://`), read by the DistributionValidator and
+written by `RecordAcceptedStatistics` after a passing gate. It is found the same way by the
+local runner and on Kubeflow Pipelines, which cannot run ML Metadata resolver nodes:
+
+    <state_uri>/spans/<span>/FeatureStats.pb   train statistics of each accepted span
+    <state_uri>/accepted.json                  {"span": latest accepted, "earlier_span": the one
+                                                accepted before it (-1 if none)}
+
+`accepted.json` is replaced atomically (written beside and renamed; a single object write on an
+object store) only after the statistics it points at are in place, so a reader sees the old
+baseline or the new one, never half of one.
 
 Re-running the pipeline on the same span is common (a fix, a new model config), and comparing a
-span with itself says nothing. So each artifact keeps two snapshots:
-
-    latest/FeatureStats.pb    the accepted span's train statistics   (custom property `span`)
-    earlier/FeatureStats.pb   the span accepted before it, if any     (`earlier_span`, -1 if none)
-
-and a run of span S compares against `latest` when its span is older than S, against `earlier`
-when `latest` is S itself (a re-run), and skips with a recorded reason on a first run or a
-backfill of a span older than the latest accepted one.
+span with itself says nothing. So a run of span S compares against the latest accepted span when
+it is older than S, against the earlier one when the latest is S itself (a re-run), and skips
+with a recorded reason on a first run or a backfill of a span older than the latest accepted one.
 """
+import json
 import os
+import uuid
 from typing import NamedTuple, Optional
 
 import tensorflow as tf
@@ -25,14 +30,23 @@ from tensorflow_metadata.proto.v0 import statistics_pb2
 from tfx import types
 
 STATISTICS_FILE = "FeatureStats.pb"  # StatisticsGen's per-split file name
-LATEST, EARLIER = "latest", "earlier"
+STATE_FILE = "accepted.json"
+SPANS_DIR = "spans"
 NO_SPAN = -1
 
 
 class AcceptedStatistics(types.Artifact):
-    """Train statistics of the latest accepted span and of the one accepted before it."""
+    """Lineage record of one update of the drift baseline: custom properties `span`,
+    `earlier_span` and `state_uri` (the statistics themselves live in the state location)."""
 
     TYPE_NAME = "components.AcceptedStatistics"  # importable schema title (see components/__init__.py)
+
+
+class AcceptedState(NamedTuple):
+    """The spans the state location records: the latest accepted and the one before it."""
+
+    span: int
+    earlier_span: int = NO_SPAN
 
 
 class DriftBaseline(NamedTuple):
@@ -63,51 +77,65 @@ def examples_span(examples: types.Artifact) -> int:
     return int(examples.span)
 
 
-def _span_property(artifact: types.Artifact, name: str) -> int:
-    return int(artifact.get_int_custom_property(name)) if artifact.has_custom_property(name) else NO_SPAN
+def _span_statistics_path(state_uri: str, span: int) -> str:
+    return os.path.join(state_uri, SPANS_DIR, str(span), STATISTICS_FILE)
 
 
-def drift_baseline(accepted: Optional[types.Artifact], span: int) -> DriftBaseline:
+def read_state(state_uri: str) -> Optional[AcceptedState]:
+    """The accepted spans recorded under `state_uri`, or None when nothing was accepted yet."""
+    path = os.path.join(state_uri, STATE_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    try:
+        with tf.io.gfile.GFile(path, "r") as handle:
+            recorded = json.load(handle)
+        return AcceptedState(int(recorded["span"]), int(recorded.get("earlier_span", NO_SPAN)))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"drift baseline state {path} is unreadable ({exc}); delete it to start a new baseline") from None
+
+
+def drift_baseline(state_uri: str, span: int) -> DriftBaseline:
     """Picks the statistics span `span` is compared with (see the module docstring)."""
-    if accepted is None:
+    state = read_state(state_uri)
+    if state is None:
         return DriftBaseline(None, None, "no span has passed the data gate before (first run)")
-    latest_span, earlier_span = _span_property(accepted, "span"), _span_property(accepted, "earlier_span")
-    if latest_span < span:
-        return DriftBaseline(load_statistics(os.path.join(accepted.uri, LATEST, STATISTICS_FILE)), latest_span)
-    if latest_span == span and earlier_span != NO_SPAN:
-        return DriftBaseline(load_statistics(os.path.join(accepted.uri, EARLIER, STATISTICS_FILE)), earlier_span)
-    if latest_span == span:
+    if state.span < span:
+        return DriftBaseline(load_statistics(_span_statistics_path(state_uri, state.span)), state.span)
+    if state.span == span and state.earlier_span != NO_SPAN:
+        return DriftBaseline(load_statistics(_span_statistics_path(state_uri, state.earlier_span)), state.earlier_span)
+    if state.span == span:
         return DriftBaseline(None, None, f"span {span} is the only span that has passed the data gate (a re-run)")
-    return DriftBaseline(None, None, f"span {span} is older than the latest accepted span {latest_span} "
+    return DriftBaseline(None, None, f"span {span} is older than the latest accepted span {state.span} "
                                      "(a backfill); drift is checked going forward only")
 
 
-def _copy(source: str, destination_dir: str) -> None:
-    tf.io.gfile.makedirs(destination_dir)
-    tf.io.gfile.copy(source, os.path.join(destination_dir, STATISTICS_FILE), overwrite=True)
+def _write_atomically(path: str, write) -> None:
+    """Writes `path` through a temporary file beside it and a rename (see module docstring)."""
+    tf.io.gfile.makedirs(os.path.dirname(path))
+    temporary = f"{path}.tmp-{uuid.uuid4().hex}"
+    write(temporary)
+    tf.io.gfile.rename(temporary, path, overwrite=True)
 
 
-def record_accepted(output: types.Artifact, train_statistics_path: str, span: int,
-                    accepted_before: Optional[types.Artifact]) -> None:
-    """Writes `output` as the new baseline after span `span` passed the gate.
+def record_accepted(state_uri: str, train_statistics_path: str, span: int) -> AcceptedState:
+    """Makes span `span` (which passed the gate) the drift baseline and returns the new state.
 
     A backfill (a span older than the latest accepted) leaves the baseline as it was.
     """
-    before_span = _span_property(accepted_before, "span") if accepted_before is not None else NO_SPAN
-    if before_span > span:
-        latest_path, latest_span = os.path.join(accepted_before.uri, LATEST, STATISTICS_FILE), before_span
-        earlier_span = _span_property(accepted_before, "earlier_span")
-        earlier_path = os.path.join(accepted_before.uri, EARLIER, STATISTICS_FILE)
+    before = read_state(state_uri)
+    if before is not None and before.span > span:
+        return before
+    if before is None:
+        state = AcceptedState(span)
+    elif before.span == span:  # a re-run keeps the span accepted before this one
+        state = before
     else:
-        latest_path, latest_span = train_statistics_path, span
-        if before_span == span:  # a re-run keeps the span accepted before this one
-            earlier_span = _span_property(accepted_before, "earlier_span")
-            earlier_path = os.path.join(accepted_before.uri, EARLIER, STATISTICS_FILE)
-        else:
-            earlier_span = before_span
-            earlier_path = os.path.join(accepted_before.uri, LATEST, STATISTICS_FILE) if accepted_before else ""
-    _copy(latest_path, os.path.join(output.uri, LATEST))
-    if earlier_span != NO_SPAN:
-        _copy(earlier_path, os.path.join(output.uri, EARLIER))
-    output.set_int_custom_property("span", latest_span)
-    output.set_int_custom_property("earlier_span", earlier_span)
+        state = AcceptedState(span, before.span)
+    _write_atomically(_span_statistics_path(state_uri, span),
+                      lambda temporary: tf.io.gfile.copy(train_statistics_path, temporary, overwrite=True))
+
+    def write_state(temporary: str) -> None:
+        with tf.io.gfile.GFile(temporary, "w") as handle:
+            json.dump(state._asdict(), handle)
+    _write_atomically(os.path.join(state_uri, STATE_FILE), write_state)
+    return state

@@ -2,13 +2,15 @@
 
     StatisticsGen + curated schema ──> ExampleValidator ───────────────┐
                  └──> DistributionValidator (drift vs last accepted    ├─> DataGate ─> Transform
-                       span, skew train vs eval) <── latest accepted ──┘      └─> RecordAcceptedStatistics
+                       span, skew train vs eval) <── state location ───┘      └─> RecordAcceptedStatistics
 
 ExampleValidator records schema anomalies but nothing downstream reads them. `DataGate` reads
 them (and the DistributionValidator's) and fails its execution when any is blocking, so
 Transform (wired to run after the gate) and everything after it never runs. When it passes, it
 writes a `DataGateResult` artifact recording what it tolerated, and `RecordAcceptedStatistics`
-makes this span's statistics the next run's drift baseline.
+makes this span's statistics the next run's drift baseline in the state location
+(`accepted_statistics`). The two nodes that read or write that location are never served from a
+cache (`pipeline.pipeline.UNCACHEABLE_NODES`): their result depends on more than their inputs.
 """
 import json
 import os
@@ -53,7 +55,7 @@ def DistributionValidator(
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     schema: InputArtifact[standard_artifacts.Schema],
     anomalies: OutputArtifact[standard_artifacts.ExampleAnomalies],
-    accepted_statistics: InputArtifact[accepted_lib.AcceptedStatistics] = None,
+    state_uri: Parameter[str],
     min_examples: Parameter[int] = 100,
 ) -> None:
     """Runs the curated schema's drift and skew comparators and records what they found.
@@ -68,14 +70,14 @@ def DistributionValidator(
       statistics: StatisticsGen's output for this span.
       schema: the curated schema (with the comparators).
       anomalies: written always; the DataGate decides.
-      accepted_statistics: the latest AcceptedStatistics, absent on a first run.
+      state_uri: where the drift baseline is kept (`accepted_statistics`).
       min_examples: a comparison with fewer documents on either side is skipped (noise).
     """
     span = accepted_lib.examples_span(examples)
     current = accepted_lib.load_statistics(accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT))
     evaluation = accepted_lib.load_statistics(accepted_lib.split_statistics_path(statistics.uri, EVAL_SPLIT))
     curated = tfdv.load_schema_text(io_utils.get_only_uri_in_dir(schema.uri))
-    baseline = accepted_lib.drift_baseline(accepted_statistics, span)
+    baseline = accepted_lib.drift_baseline(state_uri, span)
     skipped = {}
     if baseline.statistics is None:
         skipped[checks.DRIFT] = baseline.skipped_reason
@@ -139,7 +141,7 @@ def RecordAcceptedStatistics(
     statistics: InputArtifact[standard_artifacts.ExampleStatistics],
     gate_result: InputArtifact[DataGateResult],
     accepted: OutputArtifact[accepted_lib.AcceptedStatistics],
-    accepted_before: InputArtifact[accepted_lib.AcceptedStatistics] = None,
+    state_uri: Parameter[str],
 ) -> None:
     """Makes this span's train statistics the next run's drift baseline (runs only after the
     gate passed: `gate_result` exists only then).
@@ -148,9 +150,12 @@ def RecordAcceptedStatistics(
       examples: ExampleGen's output (for its span).
       statistics: StatisticsGen's output for this span.
       gate_result: the passing DataGate's result.
-      accepted: the new baseline.
-      accepted_before: the baseline this run was checked against, absent on a first run.
+      accepted: a lineage record of the baseline now in force (its spans and the state location).
+      state_uri: where the drift baseline is kept (`accepted_statistics`).
     """
     del gate_result  # an ordering input: present only when the gate passed
-    accepted_lib.record_accepted(accepted, accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT),
-                                 accepted_lib.examples_span(examples), accepted_before)
+    state = accepted_lib.record_accepted(state_uri, accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT),
+                                         accepted_lib.examples_span(examples))
+    accepted.set_int_custom_property("span", state.span)
+    accepted.set_int_custom_property("earlier_span", state.earlier_span)
+    accepted.set_string_custom_property("state_uri", state_uri)

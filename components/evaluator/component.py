@@ -7,9 +7,14 @@ in the artifact directory. Beside the marker: `evaluation.json` (every metric, g
 completion) and `report.html`. The gates are also a JSON custom property (`gates`) so run
 summaries read them from ML Metadata.
 
-`baseline_model` is the latest blessed model, resolved by the pipeline's
-`LatestBlessedModelStrategy` resolver node; it is absent on the first run, and when it is the
-candidate itself (a re-run of an already blessed model) the change gate is skipped.
+The baseline is the model the model registry currently serves as production (the MLflow alias
+`registry.production_alias`), looked up by the Evaluator itself when it runs: the same code path on
+the local runner and on Kubeflow Pipelines, which cannot run ML Metadata resolver nodes. There is
+none on a first run, and when it is the candidate itself (a re-run of an already pushed model) the
+change gate is skipped; either way the reason is recorded. Which model was compared is recorded in
+`evaluation.json` (`baseline`) and on the blessing (`baseline_model`, `baseline_model_id`, and
+`baseline_registered_version`). Because the answer depends on the registry, not only on the
+inputs, the Evaluator is never served from a cache (`pipeline.pipeline.UNCACHEABLE_NODES`).
 """
 import json
 import os
@@ -22,9 +27,11 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
-from components.evaluator.config_paths import from_portable_json
+from components.evaluator.config_paths import resolve_data_paths
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.report import render_report
+from components.pusher.registry import ProductionModel, TAG_MODEL_ID, find_production_model
+from pipeline.config import EvaluatorConfig, RegistryConfig
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
@@ -32,13 +39,22 @@ REPORT_FILE = "evaluation.json"
 HTML_REPORT_FILE = "report.html"
 
 
-def _baseline(model, baseline_model) -> tuple:
-    """(baseline SavedModel dir or None, reason when None)."""
-    if baseline_model is None:
-        return None, "no blessed model exists yet (first run)"
-    if baseline_model.id == model.id:
-        return None, "the latest blessed model is this candidate itself"
-    return path_utils.serving_model_path(baseline_model.uri), ""
+def _baseline(model, production) -> tuple:
+    """(baseline SavedModel dir or None, reason when None) for the registry's production model."""
+    if production is None:
+        return None, "no model is registered as production yet (first run)"
+    if production.model_artifact_uri == model.uri:
+        return None, "the production model is this candidate itself"
+    return production.saved_model_dir, ""
+
+
+def _record_baseline(blessing, production: ProductionModel) -> None:
+    """The stock Evaluator's baseline fields, plus which registered version it was."""
+    blessing.set_string_custom_property("baseline_model", production.saved_model_dir)
+    model_id = production.tags.get(TAG_MODEL_ID, "")
+    if model_id.isdigit():
+        blessing.set_int_custom_property("baseline_model_id", int(model_id))
+    blessing.set_int_custom_property("baseline_registered_version", production.registered_version)
 
 
 def _write(uri: str, name: str, text: str) -> str:
@@ -56,17 +72,23 @@ def GatedEvaluator(
     raw_examples: InputArtifact[standard_artifacts.Examples],
     blessing: OutputArtifact[standard_artifacts.ModelBlessing],
     evaluator_config: Parameter[str],
-    baseline_model: InputArtifact[standard_artifacts.Model] = None,
+    registry_config: Parameter[str],
+    model_name: Parameter[str],
+    registry_dir: Parameter[str] = "",
     beam_pipeline: BeamComponentParameter[beam.Pipeline] = None,
 ) -> None:
     """Blesses `model` only when every gate passes (see module docstring).
 
-    `evaluator_config` is `EvaluatorConfig` as portable JSON (`config_paths`); `examples` are the transformed examples
+    `evaluator_config` is `EvaluatorConfig` as JSON; `examples` are the transformed examples
     (eval split scored for perplexity); `raw_examples` the raw ones (train split probed for
-    memorisation).
+    memorisation). `registry_config` (`RegistryConfig` as JSON), `model_name` and
+    `registry_dir` (the embedded store's directory; empty on a cluster) say where the
+    production model, the baseline, is looked up.
     """
-    config = from_portable_json(evaluator_config)
-    baseline_dir, baseline_reason = _baseline(model, baseline_model)
+    config = resolve_data_paths(EvaluatorConfig.model_validate_json(evaluator_config))
+    production = find_production_model(RegistryConfig.model_validate_json(registry_config), model_name,
+                                       registry_dir or None)
+    baseline_dir, baseline_reason = _baseline(model, production)
     evaluation = evaluate_candidate(
         path_utils.serving_model_path(model.uri),
         os.path.join(artifact_utils.get_split_uri([examples], EVAL_SPLIT), "*"),
@@ -78,13 +100,14 @@ def GatedEvaluator(
         beam_pipeline=beam_pipeline,
     )
     result = evaluation.to_dict()
+    if production is not None:
+        result["baseline"] = dict(result["baseline"] or {}, registry=production.describe())
     quality = result["metrics"]["quality"]
     blessing.set_int_custom_property("blessed", int(evaluation.blessed))
     blessing.set_string_custom_property("current_model", model.uri)
     blessing.set_int_custom_property("current_model_id", model.id)
     if baseline_dir:
-        blessing.set_string_custom_property("baseline_model", baseline_model.uri)
-        blessing.set_int_custom_property("baseline_model_id", baseline_model.id)
+        _record_baseline(blessing, production)
     blessing.set_float_custom_property("perplexity", quality["perplexity"])
     blessing.set_float_custom_property("max_perplexity", config.max_perplexity)
     blessing.set_string_custom_property("reason", evaluation.reason)

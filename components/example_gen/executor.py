@@ -1,9 +1,11 @@
 """A file-based ExampleGen executor for text corpora that cannot be broken by bad input.
 
-TFX's `FileBasedExampleGen` drives it: the driver resolves spans (`{SPAN}` / `{YYYY}{MM}{DD}`
-patterns, latest span by default or the one `range_config` asks for) and records the span on the
-output artifact; the base executor splits train/eval by hash and writes GZIP TFRecords. This
-executor supplies the Beam transform in between:
+`TextCorpusExampleGen` (component.py) runs it. The executor first resolves the span the way
+TFX's FileBasedExampleGen driver would (`{SPAN}` / `{YYYY}{MM}{DD}` patterns, latest span by
+default or the one `range_config` asks for, with TFX's own `FileBasedInputProcessor`) and records
+span, version and input fingerprint on the output artifact; doing it here rather than in a driver
+is what makes it run on open-source Kubeflow Pipelines. The base executor splits train/eval by
+hash and writes GZIP TFRecords. This executor supplies the Beam transform in between:
 
     corpus files -> readers (Document | Rejection) -> CleanDocuments -> tf.train.Example
 
@@ -33,9 +35,13 @@ from typing import Any, Dict, List
 
 import apache_beam as beam
 import tensorflow as tf
+from tfx.components.example_gen import driver as example_gen_driver
+from tfx.components.example_gen import input_processor
 from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
+from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import artifact_utils, standard_component_specs
+from tfx.utils import proto_utils
 
 from components.example_gen import ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
@@ -87,6 +93,36 @@ def custom_options(exec_properties: Dict[str, Any]):
     """(ReadOptions, CleaningOptions) from the component's custom config."""
     config = _custom_config(exec_properties)
     return ReadOptions.from_dict(config.get(READ_OPTIONS_KEY)), CleaningOptions.from_dict(config.get(CLEANING_OPTIONS_KEY))
+
+
+def resolve_span(exec_properties: Dict[str, Any]) -> Dict[str, Any]:
+    """`exec_properties` with the span resolved, as TFX's FileBasedExampleGen driver resolves it:
+    the input patterns filled in for the selected span/version, and the span, version and input
+    fingerprint set. Raises naming the data root and pattern when no file matches."""
+    input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
+    input_config = proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY],
+                                             example_gen_pb2.Input())
+    range_config = None
+    if exec_properties.get(standard_component_specs.RANGE_CONFIG_KEY):
+        range_config = proto_utils.json_to_proto(exec_properties[standard_component_specs.RANGE_CONFIG_KEY],
+                                                 range_config_pb2.RangeConfig())
+    if not tf.io.gfile.isdir(input_base):
+        raise CorpusError(f"data root {input_base} does not exist or is not a directory")
+    processor = input_processor.FileBasedInputProcessor(input_base, input_config.splits, range_config)
+    try:
+        span, version = processor.resolve_span_and_version()
+        fingerprint = processor.get_input_fingerprint(span, version)
+    except ValueError as exc:  # TFX: "Cannot find matching for split ..." / "Retrieved span ... "
+        patterns = ", ".join(split.pattern for split in input_config.splits)
+        raise CorpusError(f"no corpus files for pattern {patterns} under {input_base}: {exc}") from None
+    for split in input_config.splits:
+        split.pattern = processor.get_pattern_for_span_version(split.pattern, span, version)
+    return dict(exec_properties, **{
+        standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(input_config),
+        example_gen_utils.SPAN_PROPERTY_NAME: span,
+        example_gen_utils.VERSION_PROPERTY_NAME: version,
+        example_gen_utils.FINGERPRINT_PROPERTY_NAME: fingerprint,
+    })
 
 
 def _selected_span(exec_properties: Dict[str, Any]) -> int:
@@ -167,6 +203,8 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
 
     def Do(self, input_dict, output_dict, exec_properties) -> None:
         examples = artifact_utils.get_single_instance(output_dict[standard_component_specs.EXAMPLES_KEY])
+        exec_properties = resolve_span(exec_properties)
+        example_gen_driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
         earlier = _earlier_spans(exec_properties)
         super().Do(input_dict, output_dict,
                    dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri, _EARLIER_SPANS_KEY: earlier}))

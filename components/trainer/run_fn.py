@@ -26,7 +26,7 @@ from components.trainer.precision import accelerator_kind, keras_policy, resolve
 from components.trainer.strategy import choose_strategy, cleanup_worker_dir, writable_dir
 from components.trainer.warm_start import warm_start_from
 from components.transform import tokenizer
-from pipeline.config import GenerationConfig, ModelConfig, TFJobConfig, TrainingConfig
+from pipeline.config import GenerationConfig, ModelConfig, RegistryConfig, TFJobConfig, TrainingConfig
 
 if TYPE_CHECKING:  # importing TFX costs ~1 minute; worker processes only need the attributes
     from tfx.components.trainer.fn_args_utils import FnArgs
@@ -51,6 +51,25 @@ def _launched_as_tfjob(fn_args: "FnArgs") -> bool:
     job_name = "textgen-train-" + hashlib.sha1(fn_args.model_run_dir.encode("utf-8")).hexdigest()[:12]
     tfjob.launch(fn_args, TFJobConfig(**settings["config"]), settings["image"], settings["namespace"], job_name)
     return True
+
+
+def _warm_start_model(fn_args: "FnArgs") -> str:
+    """The SavedModel to warm-start from: the registry's production model, or "" when none.
+
+    Looked up at run time (no ML Metadata resolver), the same way on every runner; the pipeline
+    passes where the registry is in `custom_config["registry"]`.
+    """
+    from components.pusher.registry import find_production_model
+
+    settings = fn_args.custom_config.get("registry") or {}
+    production = find_production_model(RegistryConfig(**settings.get("config", {})), settings.get("model_name", ""),
+                                       settings.get("registry_dir") or None)
+    if production is None:
+        logging.info("Not warm-starting: no model is registered as production yet")
+        return ""
+    logging.info("Warm start: production model is registered version %d (%s)",
+                 production.registered_version, production.saved_model_dir)
+    return production.saved_model_dir
 
 
 def run_fn(fn_args: "FnArgs") -> None:
@@ -120,8 +139,9 @@ def run_fn(fn_args: "FnArgs") -> None:
         with strategy.scope():
             backbone = build_backbone(model_config, vocab_size)
             optimizer = task.make_optimizer(training, policy_name)
-        if training.warm_start and fn_args.base_model:
-            warm_start_from(backbone, fn_args.base_model)
+        base_model = _warm_start_model(fn_args) if training.warm_start else ""
+        if base_model:
+            warm_start_from(backbone, base_model)
         trainer = LanguageModelTrainer(
             backbone, optimizer, strategy, settings,
             checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
