@@ -11,8 +11,8 @@ launchers fill in), plus `--json_serialized_inputs_spec_args`, from which our en
 (`kubeflow/entrypoint.py`, the container command of every step) recovers input artifact types the
 OSS driver leaves empty.
 
-After TFX compiles, two things are set that TFX cannot express per node: steps in
-`UNCACHEABLE_NODES` get caching turned off, and the spec is checked for anything open-source KFP
+After TFX compiles, two things are set that TFX cannot express per node: the steps
+`uncacheable_nodes` names get caching turned off, and the spec is checked for anything open-source KFP
 cannot run (`oss_compat`); compiling fails rather than writing such a spec.
 """
 import logging
@@ -23,7 +23,7 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from kubeflow import oss_compat
 from pipeline.config import PipelineConfig
-from pipeline.pipeline import UNCACHEABLE_NODES, PipelinePaths, create_pipeline
+from pipeline.pipeline import PipelinePaths, create_pipeline, uncacheable_nodes
 
 PIPELINE_SPEC_FILE = "pipeline.yaml"
 # Every step's container command: our entrypoint module, installed with the project in the image.
@@ -45,13 +45,13 @@ def kubeflow_paths(config: PipelineConfig) -> PipelinePaths:
     )
 
 
-def _finish_spec(path: str) -> None:
-    """Turns caching off for UNCACHEABLE_NODES and refuses constructs OSS KFP cannot run."""
+def _finish_spec(path: str, uncacheable: frozenset) -> None:
+    """Turns caching off for `uncacheable` steps and refuses constructs OSS KFP cannot run."""
     with open(path, encoding="utf-8") as handle:
         spec = yaml.safe_load(handle)
     for name, task in spec["root"]["dag"]["tasks"].items():
-        if name in UNCACHEABLE_NODES:
-            task["cachingOptions"] = {"enableCache": False}
+        if name in uncacheable:  # no cachingOptions = caching off (TFX writes it only to turn caching on)
+            task.pop("cachingOptions", None)
     problems = oss_compat.problems(spec)
     if problems:
         raise ValueError("the compiled spec would not run on open-source Kubeflow Pipelines:\n  " + "\n  ".join(problems))
@@ -74,7 +74,8 @@ def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
         output_filename=PIPELINE_SPEC_FILE,
     )
     cluster_config = config.model_copy(update={"beam_args": list(config.kubeflow.beam_args)})
-    runner.run(create_pipeline(cluster_config, kubeflow_paths(config)), write_out=True)
+    paths = kubeflow_paths(config)
+    runner.run(create_pipeline(cluster_config, paths), write_out=True)
     path = os.path.join(output_dir, PIPELINE_SPEC_FILE)
-    _finish_spec(path)
+    _finish_spec(path, uncacheable_nodes(config, paths))
     return path

@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional
 
 import yaml
 
+from kubeflow import oss_compat
 from kubeflow.cron import validate_cron
 
 RUNS_PATH = "/apis/v2beta1/runs"
@@ -82,6 +83,10 @@ def load_pipeline_spec(path: str) -> Dict[str, Any]:
         spec = yaml.safe_load(handle)
     if not isinstance(spec, dict) or "root" not in spec or "deploymentSpec" not in spec:
         raise ValueError(f"{path} is not a KFP v2 pipeline spec (no root/deploymentSpec)")
+    problems = oss_compat.problems(spec)
+    if problems:
+        raise ValueError(f"{path} would not run on open-source Kubeflow Pipelines (compile it again with this "
+                         "version of textgen):\n  " + "\n  ".join(problems))
     return spec
 
 
@@ -145,6 +150,7 @@ def connect(target: KfpTarget):
 
 def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str, dry: bool = False) -> Dict[str, Any]:
     """Submits one run (or, with `dry`, returns what would be sent)."""
+    oss_compat.check_pipeline_root(pipeline_root)
     spec = load_pipeline_spec(spec_path)
     if dry:
         return dry_run(target, RUNS_PATH, run_body(spec, run_name, pipeline_root, "<id of experiment " + target.experiment + ">"))
@@ -159,6 +165,7 @@ def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str,
 def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: str, trigger: Schedule,
              dry: bool = False) -> Dict[str, Any]:
     """Creates a recurring run (or, with `dry`, returns what would be sent)."""
+    oss_compat.check_pipeline_root(pipeline_root)
     spec = load_pipeline_spec(spec_path)
     if dry:
         body = recurring_run_body(spec, name, pipeline_root, trigger, "<id of experiment " + target.experiment + ">")

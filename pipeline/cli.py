@@ -174,6 +174,8 @@ def _command_compile(args: argparse.Namespace) -> int:
             "data_root": args.data_root, "serving_dir": args.serving_dir,
         }.items() if value is not None
     }
+    if args.beam_args:
+        kubeflow_overrides["beam_args"] = args.beam_args
     cfg = config_module.load_config(args.config, args.overrides, kubeflow=kubeflow_overrides or None)
     from kubeflow.compile import compile_pipeline
 
@@ -335,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     compile_.add_argument("--pipeline-root", help="Artifact root on the cluster, e.g. gs://bucket/root (kubeflow.pipeline_root).")
     compile_.add_argument("--data-root", help="Corpus location the cluster reads (kubeflow.data_root).")
     compile_.add_argument("--serving-dir", help="TF Serving model base path on the cluster (kubeflow.serving_dir).")
+    compile_.add_argument(
+        "--beam-arg", dest="beam_args", action="append", metavar="ARG",
+        help="A Beam pipeline option for the data steps on the cluster; repeat for each. Replaces kubeflow.beam_args "
+             "(default: DirectRunner, one worker process per core of the pod). E.g. --beam-arg=--runner=DataflowRunner "
+             "--beam-arg=--project=P --beam-arg=--region=R --beam-arg=--temp_location=gs://B/tmp")
     _add_config_arguments(compile_)
     compile_.set_defaults(handler=_command_compile)
 

@@ -13,7 +13,7 @@ from tfx.orchestration import pipeline as pipeline_py
 from components.resources import resolve
 from pipeline import samples
 from pipeline.config import PipelineConfig
-from pipeline.pipeline import COMPONENT_IDS, UNCACHEABLE_NODES, PipelinePaths, create_pipeline
+from pipeline.pipeline import COMPONENT_IDS, PipelinePaths, create_pipeline, uncacheable_nodes
 from pipeline.run_summary import summarize_latest_run, write_summary
 
 log = logging.getLogger(__name__)
@@ -33,12 +33,16 @@ def _sample_generations(config: PipelineConfig, summary: Dict[str, Any]) -> list
 
 
 class _LocalDagRunner(tfx.orchestration.LocalDagRunner):
-    """LocalDagRunner that never serves `UNCACHEABLE_NODES` from the cache (TFX sets caching per
+    """LocalDagRunner that never serves the given nodes from the cache (TFX's DSL sets caching per
     pipeline only; the compiled IR carries it per node)."""
+
+    def __init__(self, uncacheable: frozenset):
+        super().__init__()
+        self._uncacheable = uncacheable
 
     def run_with_ir(self, pipeline, run_options=None, **kwargs):
         for node in pipeline.nodes:
-            if node.pipeline_node.node_info.id in UNCACHEABLE_NODES:
+            if node.pipeline_node.node_info.id in self._uncacheable:
                 node.pipeline_node.execution_options.caching_options.enable_cache = False
         return super().run_with_ir(pipeline, run_options=run_options, **kwargs)
 
@@ -50,11 +54,12 @@ def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[s
     """
     os.makedirs(config.output_root, exist_ok=True)
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
-    pipeline = create_pipeline(config, PipelinePaths.local(config), connection)
+    paths = PipelinePaths.local(config)
+    pipeline = create_pipeline(config, paths, connection)
     run_options = pipeline_py.RunOptions(to_nodes=[through]) if through else None
     error = None
     try:
-        _LocalDagRunner().run(pipeline, run_options=run_options)
+        _LocalDagRunner(uncacheable_nodes(config, paths)).run(pipeline, run_options=run_options)
     except Exception as exc:  # the summary records any component failure; the CLI reports it
         log.error("The pipeline run failed: %s", exc)
         error = exc

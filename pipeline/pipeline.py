@@ -15,7 +15,7 @@ The pipeline has no ML Metadata resolver nodes: open-source Kubeflow Pipelines c
 time, the same way on both runners: the drift baseline in a state location, the Evaluator's
 baseline and the warm-start model in the model registry (the production alias), the span by
 ExampleGen's own executor. Nodes whose result depends on such outside state are never served
-from a cache (`UNCACHEABLE_NODES`; each runner applies it).
+from a cache (`uncacheable_nodes`; each runner applies it).
 """
 import json
 import os
@@ -28,7 +28,9 @@ from components.data_gate.component import DataGate, DistributionValidator, Reco
 from components.data_gate.schema_import import CuratedSchemaGen
 from components.evaluator.component import GatedEvaluator
 from components.example_gen.component import TextCorpusExampleGen
-from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, SPAN_OPTIONS_KEY
+from components.example_gen.executor import (
+    CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, SPAN_OPTIONS_KEY, corpus_fingerprint,
+)
 from components.pusher.component import VersionedPusher
 from components.resources import resolve
 from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
@@ -55,13 +57,22 @@ COMPONENT_IDS = (
     "Evaluator",
     "Pusher",
 )
-# Nodes whose outcome depends on state outside their input artifacts and parameters: the corpus
-# files behind a span pattern (ExampleGen), the drift-baseline state location (read and written),
-# the model registry (the Evaluator's baseline; the Trainer's warm start; the Pusher's versions).
-# A cache hit would replay a stale decision, so both runners execute them every time.
-UNCACHEABLE_NODES = frozenset({
-    "ExampleGen", "DistributionValidator", "RecordAcceptedStatistics", "Trainer", "Evaluator", "Pusher",
-})
+# Nodes whose outcome depends on state outside their input artifacts and parameters: the drift
+# baseline's state location (read and written), the model registry (the Evaluator's baseline, the
+# Pusher's versions). A cache hit would replay a stale decision, so both runners execute them
+# every time. `uncacheable_nodes` adds the ones that depend on the configuration and the runner.
+UNCACHEABLE_NODES = frozenset({"DistributionValidator", "RecordAcceptedStatistics", "Evaluator", "Pusher"})
+
+
+def uncacheable_nodes(config: PipelineConfig, paths: "PipelinePaths") -> frozenset:
+    """UNCACHEABLE_NODES, plus the Trainer when it warm-starts from the registry's production
+    model, plus ExampleGen unless the runner fingerprinted the corpus (`PipelinePaths`)."""
+    nodes = set(UNCACHEABLE_NODES)
+    if config.training.warm_start:
+        nodes.add("Trainer")
+    if not paths.corpus_fingerprint:
+        nodes.add("ExampleGen")
+    return frozenset(nodes)
 
 
 @dataclass(frozen=True)
@@ -77,6 +88,12 @@ class PipelinePaths:
     drift_state_uri: str
     # The embedded model registry's directory; empty where the registry is a server (Kubeflow).
     registry_dir: str = ""
+    # TFX's fingerprint of the corpus files the span pattern selects, taken when the pipeline is
+    # built; as an ExampleGen parameter it makes TFX's cache reuse ExampleGen exactly when those
+    # files are unchanged. The local runner takes it; on Kubeflow the pipeline is compiled once and
+    # runs on later data, so it stays empty and ExampleGen always runs (its executor resolves the
+    # span either way).
+    corpus_fingerprint: str = ""
 
     @classmethod
     def local(cls, config: PipelineConfig) -> "PipelinePaths":
@@ -84,14 +101,16 @@ class PipelinePaths:
         `bundled:` references (resolved by the schema importer wherever it runs)."""
         def local_path(path: str) -> str:
             return path if "://" in path else os.path.abspath(path)
+        data_root = local_path(resolve(config.data_root))
         return cls(
             pipeline_root=os.path.abspath(config.pipeline_root),
-            data_root=local_path(resolve(config.data_root)),
+            data_root=data_root,
             schema_file=config.schema_path,
             transformed_schema_file=config.transformed_schema_path,
             serving_dir=os.path.abspath(config.serving_dir),
             drift_state_uri=local_path(config.drift_state_uri),
             registry_dir=os.path.abspath(config.registry_dir),
+            corpus_fingerprint=corpus_fingerprint(data_root, _input_config(config), _span_range(config)),
         )
 
 
@@ -152,7 +171,11 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
     return _ValidationStage(statistics_gen, schema_gen, example_validator, gate, distribution_nodes, after_gate)
 
 
-def example_gen_custom_config(config: PipelineConfig) -> dict:
+def _input_config(config: PipelineConfig):
+    return tfx.proto.Input(splits=[tfx.proto.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)])
+
+
+def example_gen_custom_config(config: PipelineConfig, corpus_fingerprint: str = "") -> dict:
     """The ExampleGen executor's reader, cleaning and span-range options, taken from the config."""
     example_gen = config.example_gen
     return {
@@ -166,7 +189,8 @@ def example_gen_custom_config(config: PipelineConfig) -> dict:
             "quarantine_sample_bytes": example_gen.quarantine_sample_bytes,
         },
         CLEANING_OPTIONS_KEY: config.cleaning.model_dump(),
-        SPAN_OPTIONS_KEY: {"file_pattern": example_gen.file_pattern, "first_span": example_gen.first_span},
+        SPAN_OPTIONS_KEY: {"file_pattern": example_gen.file_pattern, "first_span": example_gen.first_span,
+                           "corpus_fingerprint": corpus_fingerprint},
     }
 
 
@@ -182,9 +206,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     """Instantiates and connects every component, in COMPONENT_IDS order."""
     example_gen = TextCorpusExampleGen(
         input_base=paths.data_root,
-        input_config=tfx.proto.Input(
-            splits=[tfx.proto.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)]
-        ),
+        input_config=_input_config(config),
         output_config=tfx.proto.Output(
             split_config=tfx.proto.SplitConfig(
                 splits=[
@@ -194,7 +216,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
             )
         ),
         range_config=_span_range(config),
-        custom_config=example_gen_custom_config(config),
+        custom_config=example_gen_custom_config(config, paths.corpus_fingerprint),
     ).with_id("ExampleGen")
 
     raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",

@@ -27,6 +27,7 @@ import os
 import random
 from typing import Dict, List, Tuple
 
+from components.resources import resolve
 from pipeline.config import BiasConfig, SafetyConfig
 
 OTHER_GROUP_COPIES = 2  # sentences per template and non-target group
@@ -47,9 +48,9 @@ def _safe_templates(templates: List[dict]) -> List[dict]:
 def load_single_dimension_suite(language: str, dimension: str) -> Tuple[List[dict], List[str]]:
     """(safe templates, group terms) of one language and dimension of the bundled suite."""
     defaults = BiasConfig()
-    with open(defaults.templates_file, encoding="utf-8") as handle:
+    with open(resolve(defaults.templates_file), encoding="utf-8") as handle:
         templates = json.load(handle)[language]
-    with open(defaults.groups_file, encoding="utf-8") as handle:
+    with open(resolve(defaults.groups_file), encoding="utf-8") as handle:
         terms = json.load(handle)[language][dimension]
     return _safe_templates(templates), terms
 

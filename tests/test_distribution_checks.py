@@ -8,6 +8,7 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tfx.types import standard_artifacts
 
+from components.resources import resolve
 from components.data_gate import accepted_statistics as accepted_lib
 from components.data_gate.anomalies import blocking_anomalies
 from components.data_gate.distribution_checks import (
@@ -44,7 +45,7 @@ def _lengths(mean, seed, count=400):
 
 @pytest.fixture(scope="module")
 def schema():
-    return tfdv.load_schema_text(PipelineConfig().schema_path)
+    return tfdv.load_schema_text(resolve(PipelineConfig().schema_path))
 
 
 def test_shifted_length_distribution_drifts_and_unshifted_does_not(schema, tmp_path):

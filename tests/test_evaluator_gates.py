@@ -261,12 +261,16 @@ def test_bias_suite_and_paired_test():
     assert paired_test([2, 3, 4, 5, 6, 7, 8, 9], [1, 2, 3, 4, 5, 6, 7, 8]) < 0.01
 
 
-def test_evaluator_data_paths_travel_relative_to_the_project_root(tmp_path):
-    from components.evaluator.config_paths import from_portable_json, to_portable_json
+def test_evaluator_data_files_are_bundled_references_resolved_by_the_reader(tmp_path):
+    """The defaults name the suites installed with the package, so they mean the same file on the
+    machine that compiles a Kubeflow spec and in the image; a user's own path passes unchanged."""
+    from components.resources import INSTALLED_ROOT, SOURCE_ROOT, resolve
 
+    config = EvaluatorConfig()
+    assert config.safety.prompts_file == "bundled:data/safety/prompts.jsonl"
+    path = resolve(config.safety.prompts_file)
+    assert path.startswith((INSTALLED_ROOT, SOURCE_ROOT)) and path.endswith("data/safety/prompts.jsonl")
     own_suite = str(tmp_path / "groups.json")
-    config = EvaluatorConfig.model_validate({"bias": {"groups_file": own_suite}})
-    portable = json.loads(to_portable_json(config))
-    assert portable["safety"]["prompts_file"] == "data/safety/prompts.jsonl"
-    assert portable["bias"]["groups_file"] == own_suite
-    assert from_portable_json(json.dumps(portable)) == config
+    assert resolve(own_suite) == own_suite
+    with pytest.raises(FileNotFoundError, match="bundled resource data/safety/nothing.jsonl is not installed"):
+        resolve("bundled:data/safety/nothing.jsonl")

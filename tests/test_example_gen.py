@@ -1,5 +1,5 @@
-"""ExampleGen: the executor on Beam's DirectRunner (real TFRecords, quarantine, report) and the
-span resolution TFX does for it."""
+"""ExampleGen: the executor on Beam's DirectRunner (real TFRecords, quarantine, report) and its
+span resolution with TFX's own input processor."""
 import gzip
 import json
 import os
@@ -29,8 +29,9 @@ def test_example_features():
     assert "text" not in missing and "num_chars" not in missing
 
 
-def _run_executor(input_base: str, output_uri: str, overrides=(), pattern="*", span=None) -> standard_artifacts.Examples:
-    """Runs the executor as TFX would after its driver resolved `pattern` for `span`."""
+def _run_executor(input_base: str, output_uri: str, overrides=(), pattern="*") -> standard_artifacts.Examples:
+    """Runs the executor as the pipeline's ExampleGen component runs it (it resolves spans itself)."""
+    config = load_config(overrides=overrides)
     examples = standard_artifacts.Examples()
     examples.uri = output_uri
     exec_properties = {
@@ -44,10 +45,10 @@ def _run_executor(input_base: str, output_uri: str, overrides=(), pattern="*", s
                 example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
             ]))
         ),
-        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(example_gen_custom_config(load_config(overrides=overrides))),
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(example_gen_custom_config(config)),
     }
-    if span is not None:
-        exec_properties[example_gen_utils.SPAN_PROPERTY_NAME] = span
+    if _span_range(config) is not None:
+        exec_properties[standard_component_specs.RANGE_CONFIG_KEY] = proto_utils.proto_to_json(_span_range(config))
     TextCorpusExampleGenExecutor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return examples
 
@@ -116,8 +117,13 @@ def test_executor_fails_when_no_document_survives(tmp_path):
 
 def test_executor_reports_an_empty_data_root(tmp_path):
     (tmp_path / "empty").mkdir()
-    with pytest.raises(CorpusError, match="no corpus files match"):
+    with pytest.raises(CorpusError, match="no corpus files match .*empty"):
         _run_executor(str(tmp_path / "empty"), str(tmp_path / "out"))
+
+
+def test_executor_reports_a_missing_data_root(tmp_path):
+    with pytest.raises(CorpusError, match="data root .*nowhere does not exist"):
+        _run_executor(str(tmp_path / "nowhere"), str(tmp_path / "out"))
 
 
 @pytest.mark.parametrize("pattern, files, span_override, expected_span", [
@@ -125,16 +131,27 @@ def test_executor_reports_an_empty_data_root(tmp_path):
     ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], 2, 2),
     ("{YYYY}-{MM}-{DD}/*.txt", ["2026-11-28/a.txt", "2026-11-29/a.txt"], None, example_gen_utils.date_to_span_number(2026, 11, 29)),
 ])
-def test_span_patterns_resolve_with_tfx(tmp_path, pattern, files, span_override, expected_span):
-    """The config's span settings go through TFX's own span resolution (latest by default)."""
+def test_span_patterns_resolve_in_the_executor_with_tfx(tmp_path, pattern, files, span_override, expected_span):
+    """The executor resolves spans with TFX's own input processor (latest by default), reads only
+    the selected span's files and records the span on the artifact, as TFX's driver would."""
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text('{"text": "x"}\n')
-    overrides = [f"example_gen.file_pattern='{pattern}'"] + ([f"example_gen.span={span_override}"] if span_override else [])
-    config = load_config(overrides=overrides)
-    splits = [example_gen_pb2.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)]
-    _, span, _ = example_gen_utils.calculate_splits_fingerprint_span_and_version(str(tmp_path), splits, _span_range(config))
-    assert span == expected_span
+        (tmp_path / name).write_text(json.dumps({"text": f"Document of {name}, long enough to keep."}) + "\n")
+    overrides = [f"example_gen.file_pattern='{pattern}'", "cleaning.near_dedup=false"]
+    overrides += [f"example_gen.span={span_override}"] if span_override else []
+    examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern=pattern)
+    assert examples.get_int_custom_property(example_gen_utils.SPAN_PROPERTY_NAME) == expected_span
+    assert examples.get_string_custom_property(example_gen_utils.FINGERPRINT_PROPERTY_NAME)
+    report = ingest_report.read_report(examples.uri)
+    assert report["spans"] == [expected_span] and report["documents_read"] == 1
+
+
+def test_a_span_pattern_without_matching_files_is_named(tmp_path):
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "a.txt").write_text("x\n")
+    with pytest.raises(CorpusError, match=r"no corpus files for pattern drop-\{SPAN\}/\* under"):
+        _run_executor(str(tmp_path), str(tmp_path / "out"), ["example_gen.file_pattern='drop-{SPAN}/*'"],
+                      pattern="drop-{SPAN}/*")
 
 
 def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_path):
@@ -145,7 +162,7 @@ def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_p
         (tmp_path / f"drop-{span}" / "a.txt").write_text(f"Reply from drop {span}.\n\nSecond reply of drop {span}.\n")
     overrides = ["example_gen.file_pattern='drop-{SPAN}/*'", "example_gen.first_span=1", "example_gen.span=3",
                  "cleaning.near_dedup=false"]
-    examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern="drop-3/*", span=3)
+    examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern="drop-{SPAN}/*")
     texts = sorted(_read_texts(examples, "train") + _read_texts(examples, "eval"))
     assert texts == sorted(f"{kind} drop {span}." for span in (1, 3) for kind in ("Reply from", "Second reply of"))
     report = ingest_report.read_report(examples.uri)

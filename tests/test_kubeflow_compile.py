@@ -1,30 +1,119 @@
-"""`textgen compile`: a KFP v2 pipeline spec the kfp SDK loads, with every component.
+"""`textgen compile`: a KFP v2 pipeline spec the kfp SDK loads, with every component, and nothing
+open-source Kubeflow Pipelines cannot run.
 
-No KFP cluster runs here; the test checks the compiled spec with the real kfp SDK loader.
+No KFP cluster runs here; the test checks the compiled spec with the real kfp SDK loader and the
+OSS constraints of `kubeflow/oss_compat.py`. tests/test_kubeflow_oss_run.py runs it.
 """
+import json
+
 import kfp.components
+import pytest
 import yaml
+from tfx.utils import import_utils
 
+from kubeflow import oss_compat
+from kubeflow.compile import ENTRYPOINT_COMMAND
 from pipeline.cli import main
-from pipeline.pipeline import ACCEPTED_STATISTICS_RESOLVER_ID, BASELINE_RESOLVER_ID, COMPONENT_IDS
+from pipeline.pipeline import COMPONENT_IDS, UNCACHEABLE_NODES
 
 
-def test_compile_writes_a_kfp_loadable_spec_with_every_component(tmp_path):
-    output_dir = tmp_path / "kfp"
+@pytest.fixture(scope="module")
+def compiled(tmp_path_factory):
+    output_dir = tmp_path_factory.mktemp("kfp")
     exit_code = main([
         "compile", "--output-dir", str(output_dir), "--image", "registry.example/textgen:1.0",
         "--pipeline-root", "gs://bucket/root", "--data-root", "gs://bucket/corpus",
     ])
     assert exit_code == 0
     path = output_dir / "pipeline.yaml"
+    return path, yaml.safe_load(path.read_text())
+
+
+def test_compile_writes_a_kfp_loadable_spec_with_every_component(compiled):
+    path, spec = compiled
     component = kfp.components.load_component_from_file(str(path))
     tasks = component.pipeline_spec.root.dag.tasks
-    assert set(COMPONENT_IDS) <= set(tasks)
-    assert any(task.startswith(BASELINE_RESOLVER_ID) for task in tasks)  # the Evaluator's baseline
-    assert any(task.startswith(ACCEPTED_STATISTICS_RESOLVER_ID) for task in tasks)  # the drift baseline
+    assert set(tasks) == set(COMPONENT_IDS)  # no resolver tasks beside the components
     assert "DataGate" in tasks["Transform"].dependent_tasks
     assert "DataGate" in tasks["RecordAcceptedStatistics"].dependent_tasks
-    spec = yaml.safe_load(path.read_text())
-    images = {executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values() if "container" in executor}
-    assert images == {"registry.example/textgen:1.0"}
+    executors = spec["deploymentSpec"]["executors"].values()
+    assert {executor["container"]["image"] for executor in executors} == {"registry.example/textgen:1.0"}
+    assert all(executor["container"]["command"] == ENTRYPOINT_COMMAND for executor in executors)
     assert "gs://bucket/corpus" in path.read_text()
+    assert spec["schemaVersion"] == "2.1.0"
+
+
+def test_the_spec_has_nothing_oss_kfp_cannot_run(compiled):
+    _, spec = compiled
+    text = json.dumps(spec)
+    assert '"resolver"' not in text and '"lifecycle"' not in text
+    assert oss_compat.problems(spec) == []
+
+
+def test_nodes_that_read_outside_state_are_never_cached(compiled):
+    _, spec = compiled
+    tasks = spec["root"]["dag"]["tasks"]
+    uncacheable = UNCACHEABLE_NODES | {"ExampleGen"}  # compiled once, run on later data: never cached
+    for name, task in tasks.items():
+        assert task.get("cachingOptions", {}).get("enableCache", False) is (name not in uncacheable), name
+
+
+def test_every_artifact_type_title_imports_in_the_package(compiled):
+    _, spec = compiled
+    from tfx.orchestration.kubeflow.v2 import compiler_utils
+
+    titles = set()
+    for component in spec["components"].values():
+        for direction in ("inputDefinitions", "outputDefinitions"):
+            for definition in component.get(direction, {}).get("artifacts", {}).values():
+                artifact_type = definition["artifactType"]
+                titles.add(artifact_type.get("schemaTitle") or yaml.safe_load(artifact_type["instanceSchema"])["title"])
+    custom = {title for title in titles if title not in compiler_utils.TITLE_TO_CLASS_PATH}
+    assert custom == {"components.DataGateResult", "components.AcceptedStatistics"}
+    for title in custom:
+        assert import_utils.import_class_by_path(title).TYPE_NAME == title
+
+
+def test_the_cluster_beam_args_default_to_a_worker_per_core_and_the_drift_state_lives_under_the_root(compiled):
+    _, spec = compiled
+    args = spec["deploymentSpec"]["executors"]["ExampleGen_executor"]["container"]["args"]
+    assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=0" in args
+    validator = spec["root"]["dag"]["tasks"]["DistributionValidator"]["inputs"]["parameters"]
+    assert validator["state_uri"]["runtimeValue"]["constant"] == "gs://bucket/root/state/drift_baseline"
+
+
+def test_compile_takes_runner_beam_args(tmp_path):
+    dataflow = ["--runner=DataflowRunner", "--project=p", "--region=europe-west1", "--temp_location=gs://b/tmp"]
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://b/root",
+                 *[f"--beam-arg={arg}" for arg in dataflow]]) == 0
+    spec = yaml.safe_load((tmp_path / "pipeline.yaml").read_text())
+    args = spec["deploymentSpec"]["executors"]["Transform_executor"]["container"]["args"]
+    assert args[-len(dataflow):] == dataflow
+
+
+def test_a_spec_with_a_resolver_or_a_lifecycle_hook_is_named(compiled):
+    _, spec = compiled
+    broken = json.loads(json.dumps(spec))
+    broken["deploymentSpec"]["executors"]["X_executor"] = {"resolver": {"outputArtifactQueries": {}}}
+    broken["deploymentSpec"]["executors"]["ExampleGen_executor"]["container"]["lifecycle"] = {"preCacheCheck": {}}
+    problems = oss_compat.problems(broken)
+    assert any("X_executor is a resolver" in p for p in problems)
+    assert any("ExampleGen_executor has a container.lifecycle hook" in p for p in problems)
+
+
+def test_the_dockerfile_builds_the_wheel_from_everything_setup_py_packages():
+    """No Docker engine runs here. The image installs the wheel built from setup.py (whose
+    contents tests/test_kubeflow_oss_run.py runs from a fresh virtualenv), so the Dockerfile must
+    copy every folder that wheel is built from, and install nothing from source folders."""
+    import os
+    import re
+
+    from pipeline.config import PROJECT_ROOT
+
+    dockerfile = open(os.path.join(PROJECT_ROOT, "kubeflow", "Dockerfile"), encoding="utf-8").read()
+    copied = set(re.findall(r"^COPY (\S+) ", dockerfile, flags=re.MULTILINE))
+    setup = open(os.path.join(PROJECT_ROOT, "setup.py"), encoding="utf-8").read()
+    resource_folders = set(re.search(r"RESOURCE_FOLDERS = \(([^)]*)\)", setup).group(1).replace('"', "").replace(" ", "").split(",")) - {""}
+    assert {"setup.py", "pipeline", "components", "kubeflow"} | resource_folders <= copied
+    assert "pip wheel" in dockerfile and "uv pip install --system --no-cache --no-deps /tmp/wheels/*.whl" in dockerfile
+    assert " -e ." not in dockerfile

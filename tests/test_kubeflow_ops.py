@@ -157,6 +157,18 @@ def test_submit_creates_one_run_with_a_token_from_a_file(compiled_spec, kfp_host
     assert sent["body"]["display_name"] == "try 1"
 
 
+@pytest.mark.parametrize("command", ["submit", "schedule"])
+@pytest.mark.parametrize("root", ["minio://mlpipeline/v2/artifacts", "/mnt/pipeline-root", "hdfs://nn/root"])
+def test_submit_and_schedule_refuse_a_pipeline_root_tf_cannot_read(compiled_spec, kfp_host, capsys, command, root):
+    host, requests = kfp_host
+    argv = [command, "--spec", compiled_spec, "--host", host, "--pipeline-root", root]
+    if command == "schedule":
+        argv += ["--cron", "0 0 2 * * *"]
+    assert main(argv) == 64
+    assert "is not a gs:// or s3:// URI" in capsys.readouterr().err
+    assert requests == []
+
+
 def test_schedule_rejects_bad_cron_before_contacting_anything(compiled_spec, kfp_host, capsys):
     host, requests = kfp_host
     for cron in ("0 2 * * *", "0 0 25 * * *", "0 0 2 * * MOO", "*/0 * * * * *", "@fortnightly"):
@@ -176,37 +188,6 @@ def test_cron_accepts_kfp_expressions(good):
 def test_cron_rejects_with_the_field_named(bad, message):
     with pytest.raises(CronError, match=message):
         validate_cron(bad)
-
-
-@pytest.mark.slow
-def test_a_compiled_container_command_runs_locally_and_writes_its_output_artifact(compiled_spec, tmp_path):
-    """Runs the SchemaGen executor's container command exactly as compiled (the KFP v2 launcher
-    would substitute `{{$}}` with the ExecutorInput JSON) in a subprocess, with `python` being this
-    environment's interpreter instead of the image's. The ExecutorInput is synthesised here: the
-    schema file parameter points at the checkout's curated schema instead of the image path."""
-    import subprocess
-    import sys
-
-    from pipeline.config import PROJECT_ROOT
-
-    spec = yaml.safe_load(open(compiled_spec))
-    container = spec["deploymentSpec"]["executors"]["SchemaGen_executor"]["container"]
-    schema_uri = str(tmp_path / "SchemaGen" / "schema")
-    executor_input = {
-        "inputs": {"parameterValues": {"schema_file": os.path.join(PROJECT_ROOT, "schema", "schema.pbtxt")}},
-        "outputs": {
-            "artifacts": {"schema": {"artifacts": [
-                {"name": "schema", "type": {"schemaTitle": "tfx.Schema"}, "uri": schema_uri, "metadata": {}}]}},
-            "outputFile": str(tmp_path / "SchemaGen" / "executor_output.json"),
-        },
-    }
-    command = container["command"] + [json.dumps(executor_input) if arg == "{{$}}" else arg for arg in container["args"]]
-    assert command[0] == "python"
-    completed = subprocess.run([sys.executable] + command[1:], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert open(os.path.join(schema_uri, "schema.pbtxt")).read() == open(os.path.join(PROJECT_ROOT, "schema", "schema.pbtxt")).read()
-    output = json.load(open(executor_input["outputs"]["outputFile"]))
-    assert output["artifacts"]["schema"]["artifacts"][0]["uri"] == schema_uri
 
 
 @pytest.mark.slow

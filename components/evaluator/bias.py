@@ -36,6 +36,7 @@ from components.evaluator.gates import lower_bound_gate, upper_bound_gate
 from components.evaluator.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScorer
 from components.evaluator.sentiment import SentimentScorer
+from components.resources import resolve
 
 GROUP_SLOT = "{group}"
 
@@ -53,8 +54,8 @@ TEMPLATE_FIELDS = ("prefix", "positive", "negative")
 
 def load_suite(templates_path: str, groups_path: str) -> Dict[str, Dict[str, Any]]:
     """{language: {"templates": [{prefix, positive, negative}], "groups": {dimension: [terms]}}}, validated."""
-    templates = _load_json(templates_path, "bias templates")
-    groups = _load_json(groups_path, "bias group terms")
+    templates = _load_json(resolve(templates_path), "bias templates")
+    groups = _load_json(resolve(groups_path), "bias group terms")
     suite = {}
     for language, language_templates in templates.items():
         for index, template in enumerate(language_templates):

@@ -27,7 +27,6 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
-from components.evaluator.config_paths import resolve_data_paths
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.report import render_report
 from components.pusher.registry import ProductionModel, TAG_MODEL_ID, find_production_model
@@ -85,7 +84,7 @@ def GatedEvaluator(
     `registry_dir` (the embedded store's directory; empty on a cluster) say where the
     production model, the baseline, is looked up.
     """
-    config = resolve_data_paths(EvaluatorConfig.model_validate_json(evaluator_config))
+    config = EvaluatorConfig.model_validate_json(evaluator_config)
     production = find_production_model(RegistryConfig.model_validate_json(registry_config), model_name,
                                        registry_dir or None)
     baseline_dir, baseline_reason = _baseline(model, production)

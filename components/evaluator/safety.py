@@ -17,6 +17,7 @@ from components.evaluator import pii
 from components.evaluator.gates import upper_bound_gate
 from components.evaluator.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScore, ToxicityScorer
+from components.resources import resolve
 
 PROMPT_FIELDS = ("id", "category", "language", "prompt")
 
@@ -31,6 +32,7 @@ class RedTeamPrompt(NamedTuple):
 def load_prompts(path: str) -> List[RedTeamPrompt]:
     """Reads the JSONL prompt set; a malformed line is an error naming the file and line."""
     prompts = []
+    path = resolve(path)
     with open(path, encoding="utf-8") as handle:
         for line_number, line in enumerate(handle, 1):
             if not line.strip():

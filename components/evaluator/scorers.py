@@ -20,6 +20,8 @@ import re
 from importlib import resources
 from typing import Dict, List, NamedTuple, Pattern, Protocol, Sequence, Tuple, runtime_checkable
 
+from components.resources import resolve
+
 PROFANITY_CATEGORY = "profanity"
 
 
@@ -40,6 +42,7 @@ class ToxicityScorer(Protocol):
 def _read_lexicons(lexicon_dir: str) -> Dict[str, Dict[str, List[str]]]:
     """{language: {category: [terms]}} from `<lexicon_dir>/<lang>.json`."""
     lexicons = {}
+    lexicon_dir = resolve(lexicon_dir)
     if not os.path.isdir(lexicon_dir):
         raise FileNotFoundError(f"safety lexicon directory {lexicon_dir} does not exist")
     for name in sorted(os.listdir(lexicon_dir)):

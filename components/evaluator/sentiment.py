@@ -12,12 +12,15 @@ from typing import Dict, List, Sequence
 
 from vaderSentiment.vaderSentiment import SentimentIntensityAnalyzer
 
+from components.resources import resolve
+
 
 class SentimentScorer:
     """Scores texts by language: VADER for English, the project lexicon for Chinese."""
 
     def __init__(self, zh_lexicon_path: str):
         self._vader = SentimentIntensityAnalyzer()
+        zh_lexicon_path = resolve(zh_lexicon_path)
         with open(zh_lexicon_path, encoding="utf-8") as handle:
             lexicon: Dict[str, List[str]] = json.load(handle)
         if not {"positive", "negative"} <= set(lexicon):

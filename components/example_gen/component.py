@@ -7,8 +7,9 @@ pattern then matches no file. This component has the same spec as FileBasedExamp
 tooling reads its artifacts the same way) and no custom driver; `TextCorpusExampleGenExecutor`
 resolves the span with TFX's own input processor at run time, on both runners.
 
-Because the span and the input fingerprint are only known once the executor runs, this node must
-never be served from a cache: `pipeline.pipeline.UNCACHEABLE_NODES` lists it.
+Because the span and the input fingerprint are only known once the executor runs, this node is
+served from a cache only when the runner passed a fingerprint of the corpus as a parameter (the
+local runner does; see `pipeline.pipeline.uncacheable_nodes`).
 """
 from typing import Optional
 

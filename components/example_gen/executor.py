@@ -27,11 +27,12 @@ With a span range (`span_range` module) it also reads the earlier spans of the r
 read are in the report (`spans`) and on the artifact (custom property `spans`).
 
 Custom config keys: 'read' (ReadOptions fields), 'clean' (CleaningOptions fields) and 'spans'
-({"file_pattern", "first_span"}).
+({"file_pattern", "first_span", "corpus_fingerprint"}; the fingerprint is only a cache key, see
+`corpus_fingerprint`).
 """
 import json
 import os
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import apache_beam as beam
 import tensorflow as tf
@@ -93,6 +94,22 @@ def custom_options(exec_properties: Dict[str, Any]):
     """(ReadOptions, CleaningOptions) from the component's custom config."""
     config = _custom_config(exec_properties)
     return ReadOptions.from_dict(config.get(READ_OPTIONS_KEY)), CleaningOptions.from_dict(config.get(CLEANING_OPTIONS_KEY))
+
+
+def corpus_fingerprint(input_base: str, input_config: example_gen_pb2.Input,
+                       range_config: Optional[range_config_pb2.RangeConfig]) -> str:
+    """TFX's fingerprint of the files the span pattern selects right now (names, sizes, times),
+    or "" when nothing matches (the executor then reports why). A local runner passes it as a
+    parameter so that TFX's cache reuses ExampleGen exactly when those files are unchanged; the
+    executor itself never reads it."""
+    if not tf.io.gfile.isdir(input_base):
+        return ""
+    try:
+        fingerprint, _, _ = example_gen_utils.calculate_splits_fingerprint_span_and_version(
+            input_base, input_config.splits, range_config)
+    except ValueError:
+        return ""
+    return fingerprint
 
 
 def resolve_span(exec_properties: Dict[str, Any]) -> Dict[str, Any]:

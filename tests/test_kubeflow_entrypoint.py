@@ -1,0 +1,73 @@
+"""`kubeflow/entrypoint.py`: the ExecutorInput repairs for the open-source KFP driver, and the
+OSS backend double's refusal of specs OSS KFP cannot run (the double itself runs the whole
+compiled pipeline in tests/test_kubeflow_oss_run.py)."""
+import json
+
+import pytest
+import yaml
+
+from kubeflow.entrypoint import repair_arguments, repair_executor_input
+from tests.kfp_oss_double import OssKfpDouble, UnsupportedSpecError, execution_order
+
+EXAMPLES_SCHEMA = "title: tfx.Examples\ntype: object\n"
+INPUTS_SPEC = {"artifacts": {"examples": {"artifactType": {"instanceSchema": EXAMPLES_SCHEMA}}},
+               "parameters": {"min_examples": {"parameterType": "NUMBER_INTEGER"}}}
+
+
+def _oss_executor_input():
+    """As the OSS v2 driver sends it: an input with an empty type, numbers as doubles, executor-logs."""
+    return {
+        "inputs": {"parameterValues": {"min_examples": 100.0},
+                   "artifacts": {"examples": {"artifacts": [
+                       {"name": "a1", "uri": "gs://b/examples", "type": {}, "metadata": {"span": 3.0}}]}}},
+        "outputs": {"artifacts": {
+            "anomalies": {"artifacts": [{"name": "a2", "uri": "gs://b/out", "type": {"schemaTitle": "tfx.ExampleAnomalies"}}]},
+            "executor-logs": {"artifacts": [{"name": "a3", "uri": "gs://b/logs", "type": {"schemaTitle": "system.Artifact"}}]},
+        }, "outputFile": "/tmp/out.json"},
+    }
+
+
+def test_empty_input_types_come_from_the_inputs_spec_and_launcher_outputs_are_dropped():
+    repaired = repair_executor_input(_oss_executor_input(), INPUTS_SPEC)
+    (examples,) = repaired["inputs"]["artifacts"]["examples"]["artifacts"]
+    assert examples["type"] == {"instanceSchema": EXAMPLES_SCHEMA}
+    assert examples["metadata"] == {"span": 3.0}  # TFX's getters accept doubles; left as sent
+    assert set(repaired["outputs"]["artifacts"]) == {"anomalies"}
+
+
+def test_a_vertex_executor_input_passes_unchanged():
+    vertex = _oss_executor_input()
+    vertex["inputs"]["artifacts"]["examples"]["artifacts"][0]["type"] = {"schemaTitle": "tfx.Examples"}
+    del vertex["outputs"]["artifacts"]["executor-logs"]
+    assert repair_executor_input(json.loads(json.dumps(vertex)), INPUTS_SPEC) == vertex
+
+
+def test_an_undeclared_untyped_input_is_named():
+    with pytest.raises(ValueError, match="input artifact 'examples' has no type"):
+        repair_executor_input(_oss_executor_input(), {"artifacts": {}})
+
+
+def test_the_arguments_keep_their_form_and_the_rest_passes_through():
+    argv = ["--executor_class_path", "x.Executor", "--json_serialized_invocation_args", json.dumps(_oss_executor_input()),
+            f"--json_serialized_inputs_spec_args={json.dumps(INPUTS_SPEC)}", "--direct_num_workers=0"]
+    repaired = repair_arguments(argv)
+    assert repaired[:3] == argv[:3] and repaired[4:] == argv[4:]
+    assert "executor-logs" not in json.loads(repaired[3])["outputs"]["artifacts"]
+
+
+def test_the_double_refuses_a_spec_with_a_resolver(tmp_path):
+    spec = {"pipelineInfo": {"name": "p"}, "root": {"dag": {"tasks": {}}},
+            "deploymentSpec": {"executors": {"R_executor": {"resolver": {"outputArtifactQueries": {}}}}}}
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    with pytest.raises(UnsupportedSpecError, match="resolver"):
+        OssKfpDouble(str(path), str(tmp_path), "python", str(tmp_path))
+
+
+def test_the_double_orders_tasks_by_dependencies_and_artifact_producers():
+    tasks = {
+        "c": {"dependentTasks": ["b"]},
+        "b": {"inputs": {"artifacts": {"x": {"taskOutputArtifact": {"producerTask": "a", "outputArtifactKey": "o"}}}}},
+        "a": {},
+    }
+    assert execution_order({"root": {"dag": {"tasks": tasks}}}) == ["a", "b", "c"]

@@ -1,0 +1,147 @@
+"""The project as a Kubeflow image runs it: an installed wheel, no checkout.
+
+1. A wheel built from setup.py, installed in a fresh virtualenv, runs `textgen run` from an
+   unrelated directory on its bundled corpus and pushes a model.
+2. The compiled `pipeline.yaml` runs end to end under `tests/kfp_oss_double.py`, a double of the
+   open-source KFP backend (its docstring lists the behaviours it reproduces and their sources),
+   every step a subprocess of that wheel's virtualenv: ExampleGen to Pusher complete, a blessed
+   model is pushed and registered, and a second run finds the first run's model as its baseline
+   through the registry and the first run's accepted statistics through the state location.
+
+The fresh virtualenv holds only the wheel; the pinned stack (3 GB) comes from the test
+environment's site-packages through a `.pth` path entry, which adds that directory to sys.path
+without running its `.pth` files, so the checkout's editable install stays invisible.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+from pipeline.cli import main
+from pipeline.config import PROJECT_ROOT
+from tests.conftest import FAST_OVERRIDES, write_tiny_corpus
+from tests.kfp_oss_double import OssKfpDouble
+
+pytestmark = pytest.mark.slow
+
+# Files of the checkout a wheel is built from (everything setup.py packages or reads).
+_SOURCE_ITEMS = ("setup.py", "pipeline", "components", "kubeflow", "data", "schema")
+
+
+def _set_arguments(overrides):
+    return [argument for override in overrides for argument in ("--set", override)]
+
+
+@pytest.fixture(scope="module")
+def image_python(tmp_path_factory) -> str:
+    """The python of a fresh virtualenv with only the project's wheel installed (see docstring)."""
+    root = tmp_path_factory.mktemp("image")
+    source = root / "source"
+    source.mkdir()
+    for item in _SOURCE_ITEMS:
+        path = os.path.join(PROJECT_ROOT, item)
+        if os.path.isdir(path):
+            shutil.copytree(path, source / item, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(path, source / item)
+    wheels = root / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                    "-w", str(wheels), str(source)], check=True)
+    (wheel,) = wheels.glob("textgen_tfx-*.whl")
+    venv = root / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    site_packages = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                                   check=True, capture_output=True, text=True).stdout.strip()
+    with open(os.path.join(site_packages, "pinned_stack.pth"), "w", encoding="utf-8") as handle:
+        handle.write(sysconfig.get_paths()["purelib"] + "\n")
+    uv = os.path.join(os.path.dirname(sys.executable), "uv")
+    subprocess.run([uv, "pip", "install", "--quiet", "--python", python, "--no-deps", str(wheel)], check=True)
+    shutil.rmtree(source)
+    located = subprocess.run(
+        [python, "-c", "import components, pipeline.config as c; from components.resources import bundled_path;"
+                       "print(components.__file__); print(bundled_path('data/safety/prompts.jsonl'))"],
+        check=True, capture_output=True, text=True, cwd=str(root), env=_image_env()).stdout.split()
+    assert all(path.startswith(str(venv)) for path in located), located  # nothing comes from the checkout
+    return python
+
+
+def _image_env(**extra) -> dict:
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(extra)
+    return env
+
+
+def test_installed_wheel_runs_the_pipeline_from_an_unrelated_directory(image_python, tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    output_root = tmp_path / "out"
+    textgen = os.path.join(os.path.dirname(image_python), "textgen")
+    result = subprocess.run(
+        [textgen, "run", "--output-root", str(output_root), *_set_arguments(FAST_OVERRIDES)],
+        cwd=str(elsewhere), env=_image_env(), capture_output=True, text=True, timeout=1500)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
+    summary = json.loads((output_root / "last_run.json").read_text())
+    assert summary["push"]["pushed"], summary["push"]
+    assert os.path.isfile(os.path.join(summary["push"]["path"], "saved_model.pb"))
+    # The bundled corpus (data/corpus inside the wheel) was the input: both files were read.
+    assert summary["data_quality"]["documents_read"] > 2000
+    assert not list(elsewhere.iterdir())  # nothing written to the working directory
+
+
+def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_the_registry(image_python, tmp_path):
+    corpus = write_tiny_corpus(str(tmp_path / "corpus"))
+    pipeline_root, serving_dir = tmp_path / "root", tmp_path / "serving"
+    spec_dir = tmp_path / "spec"
+    overrides = FAST_OVERRIDES + [
+        # One Beam worker per step keeps the double within CI's time; the default
+        # (multi_processing, a worker per core) is checked by tests/test_kubeflow_compile.py.
+        'kubeflow.beam_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"]',
+        "data_gate.distribution_min_examples=10",
+    ]
+    assert main(["compile", "--output-dir", str(spec_dir), "--image", "textgen-tfx:test",
+                 "--pipeline-root", str(pipeline_root), "--data-root", corpus, "--serving-dir", str(serving_dir),
+                 *_set_arguments(overrides)]) == 0
+    work_dir = tmp_path / "pod"
+    work_dir.mkdir()
+    registry_uri = "sqlite:///" + str(tmp_path / "registry" / "mlflow.db")
+    os.makedirs(tmp_path / "registry")
+    backend = OssKfpDouble(str(spec_dir / "pipeline.yaml"), str(pipeline_root), image_python, str(work_dir),
+                           env={"MLFLOW_TRACKING_URI": registry_uri, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+    first = backend.run("run-1")
+    assert first.succeeded, first.describe_failures()
+    assert set(first.tasks) >= {"ExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"}
+    examples = first.tasks["ExampleGen"].outputs["examples"]
+    # TFX writes the span custom property as "custom:span" (the Examples type also has a span property)
+    assert examples["metadata"]["custom:span"] == 0 and json.loads(examples["metadata"]["spans"]) == [0]
+    pushed = first.tasks["Pusher"].outputs["pushed_model"]["metadata"]
+    assert pushed["pushed"] == 1 and pushed["pushed_version"] == 1, pushed
+    assert os.path.isfile(serving_dir / "1" / "saved_model.pb")
+    assert pushed["registered_model_version"] == 1
+    first_evaluation = _evaluation(first)
+    assert "first run" in first_evaluation["baseline"]["skipped"]
+    accepted = first.tasks["RecordAcceptedStatistics"].outputs["accepted"]["metadata"]
+    assert accepted["span"] == 0 and accepted["state_uri"].startswith(str(pipeline_root))
+
+    second = backend.run("run-2")
+    assert second.succeeded, second.describe_failures()
+    evaluation = _evaluation(second)
+    assert evaluation["baseline"]["registry"]["registered_version"] == 1
+    assert evaluation["baseline"]["path"] == str(serving_dir / "1")
+    change_gate = next(g for g in evaluation["gates"] if g["name"] == "quality.perplexity_change")
+    assert change_gate["verdict"] != "SKIPPED", change_gate
+    blessing = second.tasks["Evaluator"].outputs["blessing"]["metadata"]
+    assert blessing["baseline_model"] == str(serving_dir / "1") and blessing["baseline_registered_version"] == 1
+    drift = json.loads(second.tasks["DistributionValidator"].outputs["anomalies"]["metadata"]["skipped"])
+    assert "re-run" in drift["drift"]  # span 0 again: the state location held run 1's acceptance
+
+
+def _evaluation(run) -> dict:
+    blessing_uri = run.tasks["Evaluator"].outputs["blessing"]["uri"]
+    with open(os.path.join(blessing_uri, "evaluation.json"), encoding="utf-8") as handle:
+        return json.load(handle)
