@@ -145,8 +145,6 @@ def _push(record: RunRecord, component_ids: Sequence[str]) -> Dict[str, Any]:
                 "registry_uri": properties.get("registry_uri"),
             }
         return {"pushed": False, "reason": properties.get("push_skipped_reason")}
-    # Resolver nodes are left out: TFX's LatestArtifactStrategy marks its resolver FAILED when
-    # there is nothing to resolve yet (a first run), which stops nothing.
     stopped_at = next((node for node in component_ids if record.status(node) == "FAILED"), None)
     reason = f"the run stopped at {stopped_at}" if stopped_at else "the Pusher did not run"
     return {"pushed": False, "reason": reason}

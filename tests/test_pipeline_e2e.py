@@ -15,7 +15,7 @@ from ml_metadata.proto import metadata_store_pb2
 from tfx import v1 as tfx
 
 from pipeline.local_runner import run_locally
-from pipeline.pipeline import ACCEPTED_STATISTICS_RESOLVER_ID, BASELINE_RESOLVER_ID, COMPONENT_IDS
+from pipeline.pipeline import COMPONENT_IDS
 from tests.conftest import fast_config as _config
 from tests.conftest import write_tiny_corpus
 
@@ -47,12 +47,11 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
     assert summary["succeeded"], summary["error"]
     quality = summary["data_quality"]
     assert quality["span"] == 0 and 0 < quality["documents_kept"] <= quality["documents_read"]
-    # TFX's LatestArtifactStrategy marks its resolver FAILED when nothing was accepted yet; the
-    # DistributionValidator then skips the drift check with that reason.
-    assert _execution_states_by_node(config, summary["run_id"]) == {
-        **{node: "COMPLETE" for node in COMPONENT_IDS + (BASELINE_RESOLVER_ID,)},
-        ACCEPTED_STATISTICS_RESOLVER_ID: "FAILED"}
+    # No resolver nodes: the drift baseline's state location is empty on a first run, and the
+    # DistributionValidator skips the drift check with that reason.
+    assert _execution_states_by_node(config, summary["run_id"]) == {node: "COMPLETE" for node in COMPONENT_IDS}
     assert "first run" in summary["distribution_checks"]["skipped"]["drift"]
+    assert os.path.isfile(os.path.join(config.drift_state_uri, "accepted.json"))
     assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 600
     assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.serving_dir), "1")
     assert os.path.exists(os.path.join(summary["push"]["path"], "saved_model.pb"))
@@ -72,7 +71,7 @@ def test_first_run_records_every_gate_skips_the_baseline_and_writes_the_report(f
             "bias.perplexity_gap", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
     assert all(gate["verdict"] in ("PASS", "SKIPPED") for gate in gates.values())
     change = gates["quality.perplexity_change"]
-    assert change["verdict"] == "SKIPPED" and "no blessed model exists yet" in change["reason"]
+    assert change["verdict"] == "SKIPPED" and "no model is registered as production yet" in change["reason"]
     assert summary["blessing"]["baseline_model"] is None
     with open(summary["blessing"]["report"], encoding="utf-8") as handle:
         assert "data:image/png;base64," in handle.read()
@@ -111,11 +110,12 @@ def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text
 
 
 def test_second_run_with_caching_re_executes_only_the_evaluation(first_run):
-    """The data and training components come from cache. The Evaluator's baseline input changed
-    (the first run's model is now the latest blessed model), so it and the Pusher run again; the
-    baseline is the candidate itself, so the change gate is skipped with that reason. Likewise the
-    drift check's baseline is now the first run's accepted statistics, so the distribution check,
-    the gate and the baseline record run again (a re-run of the same span: drift skipped)."""
+    """The data and training components come from cache (ExampleGen too: the corpus fingerprint is
+    unchanged). The Evaluator and the Pusher depend on the registry, so they run again; the
+    production model is the candidate itself, so the change gate is skipped with that reason.
+    Likewise the drift check's baseline is now the first run's accepted statistics, so the
+    distribution check, the gate and the baseline record run again (a re-run of the same span:
+    drift skipped)."""
     config, _ = first_run
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
@@ -148,13 +148,14 @@ def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(fi
 
 
 def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run):
-    """A retrained model (another seed) gets the first run's blessed model as its baseline."""
+    """A retrained model (another seed) gets the first run's model, which the registry serves as
+    production, as its baseline."""
     config, first_summary = first_run
     retrained = config.model_copy(update={"training": config.training.model_copy(update={"seed": 7})})
     summary = run_locally(retrained)
     assert summary["succeeded"], summary["error"]
     assert summary["trained_model"] != first_summary["trained_model"]
-    assert summary["blessing"]["baseline_model"] == first_summary["trained_model"]
+    assert summary["blessing"]["baseline_model"] == first_summary["push"]["path"]
     change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.perplexity_change")
     assert change["verdict"] in ("PASS", "FAIL") and change["value"] is not None
     assert "vs baseline" in change["reason"]

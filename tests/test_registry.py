@@ -144,8 +144,12 @@ def test_display_uri_drops_credentials():
     assert registry.display_uri("sqlite:////tmp/r/mlflow.db") == "sqlite:////tmp/r/mlflow.db"
 
 
-def test_production_model_follows_the_alias_and_a_missing_store_is_not_created(tmp_path):
+def test_production_model_follows_the_alias_and_a_missing_store_is_not_created(tmp_path, monkeypatch):
     from pipeline.config import RegistryConfig
+
+    working_dir = tmp_path / "cwd"
+    working_dir.mkdir()
+    monkeypatch.chdir(working_dir)
 
     registry_dir = tmp_path / "registry"
     config = RegistryConfig()
@@ -161,3 +165,4 @@ def test_production_model_follows_the_alias_and_a_missing_store_is_not_created(t
     assert production.model_artifact_uri == "/pipeline/Trainer/model/7"
     assert production.describe()["serving_version"] == "1"
     assert registry.find_production_model(RegistryConfig(enabled=False), "textgen", str(registry_dir)) is None
+    assert not list(working_dir.iterdir())  # no ./mlruns: the embedded store keeps its artifacts in registry/

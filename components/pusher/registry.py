@@ -18,6 +18,7 @@ retried push of the same model artifact finds its version by tag and creates not
 A remote server only accepts a non-local source (gs://, s3://, hdfs://, ...): a path on the
 pipeline's own disk means nothing to it. Use a shared serving base path with a remote registry.
 """
+import contextlib
 import hashlib
 import logging
 import os
@@ -172,6 +173,25 @@ def _quote(value: str) -> str:
     return "'" + value.replace("'", "\\'") + "'"
 
 
+@contextlib.contextmanager
+def _default_artifact_root(path: str):
+    """Makes MLflow's client-side SQLite store default its artifact root to `path`.
+
+    MlflowClient gives a SQLite tracking store the artifact root `./mlruns` and creates that
+    folder in the current working directory (mlflow 2.x `_get_sqlalchemy_store`, which reads the
+    module constant patched here); an embedded registry keeps everything under its own folder
+    instead, so a run leaves nothing in the directory it was started from.
+    """
+    from mlflow.tracking._tracking_service import utils as tracking_utils
+
+    saved = tracking_utils.DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH
+    tracking_utils.DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH = path
+    try:
+        yield
+    finally:
+        tracking_utils.DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH = saved
+
+
 def find_production_model(registry_config, model_name: str, registry_dir: Optional[str]) -> Optional[ProductionModel]:
     """The production model of the registry `registry_config` points at, or None.
 
@@ -201,8 +221,12 @@ class ModelRegistry:
         self.production_alias = production_alias
         self.artifact_root = artifact_root
         if tracking_uri.startswith("sqlite:///"):  # the embedded store: its directory is ours to make
-            os.makedirs(os.path.dirname(tracking_uri[len("sqlite:///"):]) or ".", exist_ok=True)
-        self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+            store_dir = os.path.dirname(tracking_uri[len("sqlite:///"):]) or "."
+            os.makedirs(store_dir, exist_ok=True)
+            with _default_artifact_root(artifact_root or os.path.join(store_dir, "artifacts")):
+                self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+        else:
+            self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 
     @classmethod
     def from_config(cls, registry_config, model_name: str, registry_dir: Optional[str]) -> "ModelRegistry":
