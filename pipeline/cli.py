@@ -41,17 +41,7 @@ class _ProgressFilter(logging.Filter):
         os.path.join(config_module.PROJECT_ROOT, "pipeline") + os.sep,
     )
 
-    # TFX's LatestArtifactStrategy logs a traceback when there is nothing to resolve yet (a first
-    # run has no accepted statistics); the run goes on and the summary says the drift check was
-    # skipped, so one plain line replaces it.
-    _NOTHING_TO_RESOLVE = "LatestArtifactStrategy object at"
-
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno >= logging.ERROR and self._NOTHING_TO_RESOLVE in record.getMessage():
-            record.levelno, record.levelname = logging.INFO, "INFO"
-            record.msg, record.args, record.exc_info, record.exc_text = (
-                "No earlier artifact to resolve yet (first run): the drift check will be skipped", (), None, None)
-            return True
         if record.levelno >= logging.ERROR:
             return True
         if record.pathname.endswith("local_dag_runner.py"):  # it also dumps the whole pipeline IR
@@ -210,9 +200,10 @@ def _serving_change(args: argparse.Namespace, change) -> int:
 
     serving_dir = os.path.abspath(args.serving_dir or cfg.serving_dir)
     model_registry = None
-    if cfg.registry.enabled and not args.no_registry:
-        model_registry = registry.ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.registry_dir)
     try:
+        if cfg.registry.enabled and not args.no_registry:
+            model_registry = registry.ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.registry_dir,
+                                                                create=False)
         result = change(serving_dir, cfg.pusher.model_name, model_registry)
     except serving_ops.ServingChangeError as exc:
         print(f"textgen: {exc}", file=sys.stderr)

@@ -9,6 +9,7 @@ environment or holds a tunable constant of its own.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, Dict, List, Literal, Optional, Sequence
 
 import yaml
@@ -476,6 +477,15 @@ def _deep_merge(base: Dict[str, Any], update: Dict[str, Any]) -> Dict[str, Any]:
     return merged
 
 
+# `scheme://user:password@host`: the credentials part of a URL, never echoed back.
+_URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/@\s'\"]+@")
+
+
+def redact_credentials(text: str) -> str:
+    """`text` with the user:password part of every URL in it replaced by `***`."""
+    return _URL_CREDENTIALS.sub(lambda match: match.group("scheme") + "***@", text)
+
+
 def _format_validation_error(error: ValidationError, source: str) -> str:
     lines = [f"invalid configuration ({source}):"]
     for item in error.errors():
@@ -483,7 +493,7 @@ def _format_validation_error(error: ValidationError, source: str) -> str:
         if item["type"] == "extra_forbidden":
             lines.append(f"  unknown key '{key}'")
         else:
-            lines.append(f"  {key}: {item['msg']} (got {item.get('input')!r})")
+            lines.append(f"  {key}: {item['msg']} (got {redact_credentials(repr(item.get('input')))})")
     return "\n".join(lines)
 
 

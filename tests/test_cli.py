@@ -32,3 +32,17 @@ def test_generate_resolves_a_version_number_under_the_serving_dir(tmp_path):
     assert resolve_model_dir("2", str(serving)) == str(serving / "2")
     with pytest.raises(FileNotFoundError, match="no pushed model version 7"):
         main(["generate", "--model", "7", "--output-root", str(tmp_path), "hello"])
+
+
+def test_a_refused_rollback_creates_nothing(tmp_path, capsys):
+    missing = tmp_path / "no" / "such" / "dir"
+    assert main(["rollback", "--output-root", str(missing)]) == 1
+    assert "no model registry at" in capsys.readouterr().err
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_refused_config_value_never_echoes_a_password(capsys):
+    assert main(["compile", "--set", "registry.tracking_uri=http://alice:hunter2@mlflow.example"]) == EXIT_USAGE
+    message = capsys.readouterr().err
+    assert "must not embed credentials" in message and "http://***@mlflow.example" in message
+    assert "hunter2" not in message and "alice" not in message

@@ -28,6 +28,8 @@ from tests.kfp_oss_double import OssKfpDouble
 
 pytestmark = pytest.mark.slow
 
+# The small model of the end-to-end tests; a 30-step model's perplexity is far above the default threshold.
+OVERRIDES = FAST_OVERRIDES + ["evaluator.max_perplexity=600"]
 # Files of the checkout a wheel is built from (everything setup.py packages or reads).
 _SOURCE_ITEMS = ("setup.py", "pipeline", "components", "kubeflow", "data", "schema")
 
@@ -82,7 +84,7 @@ def test_installed_wheel_runs_the_pipeline_from_an_unrelated_directory(image_pyt
     output_root = tmp_path / "out"
     textgen = os.path.join(os.path.dirname(image_python), "textgen")
     result = subprocess.run(
-        [textgen, "run", "--output-root", str(output_root), *_set_arguments(FAST_OVERRIDES)],
+        [textgen, "run", "--output-root", str(output_root), *_set_arguments(OVERRIDES)],
         cwd=str(elsewhere), env=_image_env(), capture_output=True, text=True, timeout=1500)
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     summary = json.loads((output_root / "last_run.json").read_text())
@@ -97,7 +99,7 @@ def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_t
     corpus = write_tiny_corpus(str(tmp_path / "corpus"))
     pipeline_root, serving_dir = tmp_path / "root", tmp_path / "serving"
     spec_dir = tmp_path / "spec"
-    overrides = FAST_OVERRIDES + [
+    overrides = OVERRIDES + [
         # One Beam worker per step keeps the double within CI's time; the default
         # (multi_processing, a worker per core) is checked by tests/test_kubeflow_compile.py.
         'kubeflow.beam_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"]',

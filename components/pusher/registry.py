@@ -229,10 +229,18 @@ class ModelRegistry:
             self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 
     @classmethod
-    def from_config(cls, registry_config, model_name: str, registry_dir: Optional[str]) -> "ModelRegistry":
-        """The registry `registry_config` (a RegistryConfig) points at, credentials loaded."""
+    def from_config(cls, registry_config, model_name: str, registry_dir: Optional[str],
+                    create: bool = True) -> "ModelRegistry":
+        """The registry `registry_config` (a RegistryConfig) points at, credentials loaded.
+
+        With `create=False` an embedded store that does not exist yet is an error (LookupError)
+        instead of a new empty store: commands that only change an existing registry (promote,
+        rollback) must leave nothing behind when they refuse.
+        """
         load_credentials_file(registry_config.credentials_file)
         uri = resolve_tracking_uri(registry_config.tracking_uri, registry_dir)
+        if not create and uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+            raise LookupError(f"no model registry at {uri[len('sqlite:///'):]} (nothing was pushed under this output root)")
         artifact_root = os.path.join(os.path.abspath(registry_dir), "artifacts") if uri.startswith("sqlite:") and registry_dir else None
         return cls(uri, registry_config.registered_model_name or model_name, registry_config.production_alias, artifact_root)
 
