@@ -3,7 +3,8 @@
     ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
       + DistributionValidator (drift vs the last accepted span, skew train vs eval)
       -> DataGate (fails the run on blocking anomalies; on a pass RecordAcceptedStatistics makes
-         this span the next drift baseline) -> Transform (learned tokenizer)
+         this span the next drift baseline) -> Tokenizer (SentencePiece model: learned, reused from
+         the production model, or pinned) -> Transform (tokenizes with it in the graph)
       -> statistics + validation of the token data (curated transformed schema) -> TokenGate
       -> Trainer -> Evaluator (quality vs the latest blessed model, safety and bias gates -> ModelBlessing)
       -> Pusher (only when blessed)
@@ -27,7 +28,9 @@ from components.example_gen.executor import (
     CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, SPAN_OPTIONS_KEY, TextCorpusExampleGenExecutor,
 )
 from components.pusher.component import VersionedPusher
-from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
+from components.tokenizer.component import TokenizerComponent
+from components.transform.component import TokenizingTransform
+from components.transform.preprocessing import RAW_TEXT_KEY
 from pipeline.config import PipelineConfig
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
@@ -42,6 +45,7 @@ COMPONENT_IDS = (
     "DistributionValidator",
     "DataGate",
     "RecordAcceptedStatistics",
+    "Tokenizer",
     "Transform",
     "TransformedStatisticsGen",
     "TransformedSchemaGen",
@@ -191,13 +195,21 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
 
     raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",
                                         check_distributions=True)
-    transform = tfx.components.Transform(
+    tokenizer = TokenizerComponent(
+        examples=example_gen.outputs["examples"],
+        options=config.tokenizer,
+        text_feature=RAW_TEXT_KEY,
+        registry_config=config.registry.model_dump_json(),
+        model_name=config.pusher.model_name,
+        registry_dir=paths.registry_dir,
+    ).with_id("Tokenizer")
+    tokenizer.add_upstream_node(raw_data_checks.gate)
+    transform = TokenizingTransform(
+        tokenizer=tokenizer.outputs["tokenizer"],
         examples=example_gen.outputs["examples"],
         schema=raw_data_checks.schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config={VOCAB_SIZE_CONFIG_KEY: config.transform.vocab_size},
     ).with_id("Transform")
-    transform.add_upstream_node(raw_data_checks.gate)
 
     token_data_checks = _validation_stage(
         transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
@@ -254,7 +266,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Pusher")
 
     return [
-        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(),
+        example_gen, *raw_data_checks.nodes(), tokenizer, transform, *token_data_checks.nodes(),
         baseline_resolver, trainer, evaluator, pusher,
     ]
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.evaluator.perplexity import decide_blessing, eval_split_perplexity
-from components.transform import tokenizer
+from tests.conftest import FIXTURE_VOCAB_SIZE
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_untrained_model_is_near_uniform_and_is_blocked_by_a_real_threshold(expo
     transformed = output.transform_features_layer()({"text": tf.reshape(tf.constant(documents), [-1, 1])})
     total_tokens = int(tf.reduce_sum(transformed["num_tokens"])) + len(documents)  # + one EOS each
     assert result.num_tokens == (total_tokens // 33) * 32  # whole packed blocks of context 32
-    vocab_size = output.vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
+    vocab_size = FIXTURE_VOCAB_SIZE
     assert vocab_size / 4 < result.perplexity < vocab_size * 4
     assert not decide_blessing(result.perplexity, 12.0).blessed
     assert decide_blessing(result.perplexity, 1000.0).blessed

@@ -32,7 +32,8 @@ def sample_key(chunk: str) -> bytes:
     return hashlib.sha256(chunk.encode("utf-8")).digest()
 
 
-def _document_text(serialized: bytes, text_feature: str) -> Iterable[str]:
+def document_texts(serialized: bytes, text_feature: str) -> Iterable[str]:
+    """The documents (the `text_feature` bytes feature) of one serialized tf.Example."""
     example = tf.train.Example.FromString(serialized)
     for value in example.features.feature[text_feature].bytes_list.value:
         yield value.decode("utf-8", "replace")
@@ -50,7 +51,7 @@ class DrawSample(beam.PTransform):
     def expand(self, examples: beam.PCollection) -> beam.PCollection:
         return (
             examples
-            | "Text" >> beam.FlatMap(_document_text, self._text_feature)
+            | "Text" >> beam.FlatMap(document_texts, self._text_feature)
             | "Chunks" >> beam.FlatMap(chunks_of, self._chunk_chars)
             | "SmallestHashes" >> beam.combiners.Top.Smallest(self._sample_size, key=sample_key)
         )
