@@ -140,7 +140,8 @@ def test_a_size_the_sample_cannot_support_is_a_clear_error():
 def test_a_model_without_byte_fallback_is_refused(tmp_path):
     path = str(tmp_path / "plain")
     spm.SentencePieceTrainer.train(sentence_iterator=iter(_bundled_corpus_chunks()[:200]), model_prefix=path,
-                                   vocab_size=400, pad_id=0, eos_id=1, unk_id=2, bos_id=-1, minloglevel=2)
+                                   vocab_size=250, model_type="bpe", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+                                   minloglevel=2)
     with pytest.raises(ValueError, match=rf"{path}.model: no byte-fallback pieces"):
         model_file.read_model(path + ".model")
     with pytest.raises(FileNotFoundError, match=r"missing.model does not exist"):
