@@ -22,7 +22,8 @@ def test_compile_writes_a_kfp_loadable_spec_with_every_component(tmp_path):
     assert set(COMPONENT_IDS) <= set(tasks)
     assert any(task.startswith(BASELINE_RESOLVER_ID) for task in tasks)  # the Evaluator's baseline
     assert any(task.startswith(ACCEPTED_STATISTICS_RESOLVER_ID) for task in tasks)  # the drift baseline
-    assert "DataGate" in tasks["Transform"].dependent_tasks
+    assert "DataGate" in tasks["Tokenizer"].dependent_tasks and "Tokenizer" in tasks["Transform"].dependent_tasks
+    assert "title: components.Tokenizer" in path.read_text()  # importable inside the image (components/__init__.py)
     assert "DataGate" in tasks["RecordAcceptedStatistics"].dependent_tasks
     spec = yaml.safe_load(path.read_text())
     images = {executor["container"]["image"] for executor in spec["deploymentSpec"]["executors"].values() if "container" in executor}
