@@ -11,7 +11,10 @@ everything with Beam but learns from a bounded sample.
     ours              Beam hash sample + SentencePiece BPE (components/tokenizer, the pipeline's
                       settings: byte fallback, no normalisation, pieces may span spaces), encoded by
                       the TF Transform graph (TF Text SentencePiece ops)
+    ours: op only     the same model, only the tokenizer's graph ops (no transform layer)
     sp (our model)    the same model encoded by the sentencepiece library (what the graph costs)
+    ours: words       ours with tokenizer.pieces_cross_words=false (pieces end at spaces, like
+                      native SentencePiece), through the transform graph
     sentencepiece     native SentencePiece BPE as a user would learn it on the text (byte fallback,
                       identity normalisation, whitespace-split pieces), encoded with one thread
     hf-bytelevel      Hugging Face `tokenizers` byte-level BPE (Rust)
@@ -102,14 +105,15 @@ def write_examples(documents: List[str], path: str) -> str:
     return path
 
 
-def learn_ours(examples_file: str, vocab_size: int, sample_size: int, workdir: str) -> Dict[str, object]:
+def learn_ours(examples_file: str, vocab_size: int, sample_size: int, workdir: str,
+               pieces_cross_words: bool = True) -> Dict[str, object]:
     """The Tokenizer stage's learning: Beam hash sample of the examples, then SentencePiece."""
     import apache_beam as beam
 
     from components.tokenizer import learn, sample
     from components.tokenizer.options import TokenizerOptions
 
-    options = TokenizerOptions(vocab_size=vocab_size, sample_size=sample_size)
+    options = TokenizerOptions(vocab_size=vocab_size, sample_size=sample_size, pieces_cross_words=pieces_cross_words)
     start = time.perf_counter()
     pipeline = beam.Pipeline(options=beam.options.pipeline_options.PipelineOptions(
         ["--direct_running_mode=in_memory", "--direct_num_workers=1"]))
@@ -121,7 +125,7 @@ def learn_ours(examples_file: str, vocab_size: int, sample_size: int, workdir: s
             "sample_chunks": len(drawn.chunks), "sample_mb": drawn.num_bytes / 1e6}
 
 
-def ours(documents: List[str], vocab_size: int, workdir: str, sample_size: int):
+def ours(documents: List[str], vocab_size: int, workdir: str, sample_size: int, pieces_cross_words: bool = True):
     import tensorflow as tf
     import tensorflow_transform as tft
 
@@ -129,7 +133,8 @@ def ours(documents: List[str], vocab_size: int, workdir: str, sample_size: int):
     from components.tokenizer.graph import GraphTokenizer
     from components.transform.standalone import analyze_and_transform
 
-    learned = learn_ours(write_examples(documents, os.path.join(workdir, "examples.gz")), vocab_size, sample_size, workdir)
+    learned = learn_ours(write_examples(documents, os.path.join(workdir, "examples.gz")), vocab_size, sample_size, workdir,
+                         pieces_cross_words)
     model_path = os.path.join(workdir, "ours.model")
     model_file.copy_model(learned["proto"], model_path)
     graph_dir = analyze_and_transform(documents[:8], model_path, os.path.join(workdir, "ours-graph"))
@@ -150,6 +155,28 @@ def ours(documents: List[str], vocab_size: int, workdir: str, sample_size: int):
         return [t.decode("utf-8") for t in detokenizer.detokenize(tf.ragged.constant(ids, dtype=tf.int64)).numpy()]
 
     return learned["sample_seconds"] + learned["learn_seconds"], encode, decode, count, learned["proto"]
+
+
+def graph_op(proto: bytes):
+    """The tokenizer's graph ops alone (GraphTokenizer in a tf.function), without the transform
+    layer around them: what the rest of the transform graph costs."""
+    import tensorflow as tf
+
+    from components.tokenizer.graph import GraphTokenizer
+
+    tokenizer = GraphTokenizer(proto)
+    tokenize = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+
+    def encode(texts):
+        return tokenize(tf.constant(texts)).to_list()
+
+    def decode(ids):
+        return [t.decode("utf-8") for t in tokenizer.detokenize(tf.ragged.constant(ids, dtype=tf.int64)).numpy()]
+
+    def count(texts):
+        return int(tf.shape(tokenize(tf.constant(texts)).flat_values)[0])
+
+    return encode, decode, count
 
 
 def sentencepiece_of(proto: bytes):
@@ -213,9 +240,11 @@ def bench_corpus(label: str, documents: List[str], args, workdir: str) -> Dict[s
     sample = documents[:200]
     our_learn_seconds, encode, decode, count, proto = ours(documents, args.vocab_size, os.path.join(workdir, "ours"),
                                                            args.sample_size)
-    variants = [("ours", our_learn_seconds, encode, decode, count)]
+    variants = [("ours", our_learn_seconds, encode, decode, count), ("ours: op only", None, *graph_op(proto))]
     sp_encode, sp_decode = sentencepiece_of(proto)
     variants.append(("sp (our model)", None, sp_encode, sp_decode, list_count(sp_encode)))
+    words = ours(documents, args.vocab_size, os.path.join(workdir, "words"), args.sample_size, pieces_cross_words=False)
+    variants.append(("ours: words", *words[:4]))
     for name, build in (("sentencepiece", sentencepiece_bpe), ("hf-bytelevel", hf_bytelevel)):
         learn_seconds, encode, decode = build(documents, args.vocab_size, workdir)
         variants.append((name, learn_seconds, encode, decode, list_count(encode)))
@@ -258,13 +287,13 @@ def bench_large(documents: List[str], args, workdir: str) -> Dict[str, object]:
 
 
 def print_tables(corpora: List[Dict[str, object]], large: Dict[str, object]) -> None:
-    header = (f"{'corpus':<10} {'tokenizer':<15} {'learn s':>8} {'MB/s':>6} {'x native':>8} {'bytes/tok':>9} "
+    header = (f"{'corpus':<15} {'tokenizer':<15} {'learn s':>8} {'MB/s':>6} {'x native':>8} {'bytes/tok':>9} "
               f"{'vs native':>9} {'round trip':>10} {'load':>9} {'valid':>6}")
     print(header)
     for corpus in corpora:
         for row in corpus["rows"]:
             learn_s = "-" if row["learn_seconds"] is None else f"{row['learn_seconds']:.1f}"
-            print(f"{corpus['corpus']:<10} {row['name']:<15} {learn_s:>8} {row['mb_per_s']:>6.2f} "
+            print(f"{corpus['corpus']:<15} {row['name']:<15} {learn_s:>8} {row['mb_per_s']:>6.2f} "
                   f"{row['mb_per_s_vs_native']:>8.2f} {row['bytes_per_token']:>9.3f} {row['bytes_per_token_vs_native']:>+9.1%} "
                   f"{str(row['round_trip']):>10} {row['load_before']:>4.1f}/{row['load_after']:<4.1f} "
                   f"{'yes' if row['valid'] else 'LOADED':>6}")
@@ -301,6 +330,7 @@ def main() -> None:
             print(f"{label}: {len(documents)} documents, {sum(len(d.encode()) for d in documents) / 1e6:.2f} MB, "
                   f"vocabulary {args.vocab_size}, batch {args.batch_size}", flush=True)
             os.makedirs(os.path.join(workdir, label, "ours"))
+            os.makedirs(os.path.join(workdir, label, "words"))
             corpora.append(bench_corpus(label, documents, args, os.path.join(workdir, label)))
         if args.large_mb:
             large = bench_large(english, args, workdir)

@@ -34,6 +34,7 @@ class TokenizingTransformExecutor(StockTransformExecutor):
 
     def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
            exec_properties: Dict[str, Any]) -> None:
+        input_dict = dict(input_dict)  # the stock executor gets Transform's own inputs only
         tokenizer = artifact_utils.get_single_instance(input_dict.pop(TOKENIZER_KEY))
         model_path = model_file.artifact_model_path(tokenizer.uri)
         model = model_file.read_model(model_path)
