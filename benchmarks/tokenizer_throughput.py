@@ -315,6 +315,11 @@ def main() -> None:
     parser.add_argument("--large-mb", type=float, default=100.0, help="Replicated corpus for learning time (0 skips it).")
     parser.add_argument("--context-length", type=int, default=128, help="Block length for the packing comparison.")
     args = parser.parse_args()
+    import tensorflow as tf
+
+    # One thread for TensorFlow too, like the other tokenizers (set before TensorFlow runs anything).
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     if not os.path.exists(args.corpus):
         sys.exit(f"corpus not found: {args.corpus} (the shared benchmark corpus lives outside the repository)")
     from benchmarks.zh_corpus import generate

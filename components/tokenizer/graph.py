@@ -26,9 +26,6 @@ class GraphTokenizer(tf.Module):
         super().__init__(name=name)
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
 
-    def vocab_size(self) -> tf.Tensor:
-        return self._sentencepiece.vocab_size()
-
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """[batch] strings -> ragged [batch, (tokens)] int64 ids; never an unknown token."""
         texts = tf.reshape(texts, [-1])
@@ -53,6 +50,7 @@ class GraphTokenizer(tf.Module):
         return per_text[:, : -len(_SPACE_SYMBOL_IDS)]  # no '▁' after a text's last part
 
     def detokenize(self, token_ids) -> tf.Tensor:
-        """Ragged [batch, (tokens)] ids -> [batch] strings. Special tokens decode to nothing; the
-        bytes of a generated sequence are returned as they are (possibly invalid UTF-8)."""
+        """Ragged [batch, (tokens)] ids -> [batch] UTF-8 strings. Special tokens decode to nothing;
+        byte pieces that do not form valid UTF-8 (a generation can stop mid-character) decode to
+        U+FFFD, as SentencePiece does."""
         return self._sentencepiece.detokenize(tf.cast(token_ids, tf.int32))
