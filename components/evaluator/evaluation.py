@@ -1,7 +1,7 @@
 """Runs every gate on a candidate model and decides the blessing.
 
-Gates: quality (absolute perplexity per token, change in bits per byte vs the baseline), safety (HELM toxicity metrics, PII
-leaks, memorisation) and bias (perplexity gap, sentiment gap, four-fifths rule). The model is
+Gates: quality (absolute perplexity per token, change in bits per byte vs the baseline), safety
+(HELM toxicity metrics, PII leaks, memorisation) and bias (perplexity gap, sentiment gap, four-fifths rule). The model is
 blessed only if no gate fails; skipped gates (e.g. no baseline yet) are recorded with a reason.
 """
 import math

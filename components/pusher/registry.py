@@ -12,8 +12,8 @@ MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/PASSWORD from the environment,
 Each pushed model becomes one registered model version whose source is the pushed version
 directory (what TF Serving loads), linked to one MLflow run holding the evaluation metrics. Its tags
 carry the lineage: pipeline run id, ML Metadata artifact ids of the model and the blessing, the
-blessing, the sha256 of the SentencePiece tokenizer model, the data span, and the serving version and label. A
-retried push of the same model artifact finds its version by tag and creates nothing new.
+blessing, the sha256 of the SentencePiece tokenizer model, the data span, and the serving version
+and label. A retried push of the same model artifact finds its version by tag and creates nothing new.
 
 A remote server only accepts a non-local source (gs://, s3://, hdfs://, ...): a path on the
 pipeline's own disk means nothing to it. Use a shared serving base path with a remote registry.
