@@ -139,3 +139,24 @@ def test_policy_consults_the_registry_only_when_needed():
 
     assert policy.choose("learn", "", no_lookup).action == policy.LEARN
     assert policy.choose("auto", "", lambda: None) == policy.Choice(policy.LEARN, "", "no production model yet")
+
+
+def test_tokenizing_transform_is_transform_with_a_tokenizer_input():
+    """Same parameters and outputs as the stock Transform, plus the `tokenizer` channel; the
+    executor is the stock one's subclass."""
+    from tfx import types as tfx_types
+    from tfx.components import Transform
+    from tfx.components.transform.executor import Executor
+
+    from components.transform.component import TokenizingTransform
+
+    channels = {name: tfx_types.Channel(type=artifact_type) for name, artifact_type in (
+        ("examples", standard_artifacts.Examples), ("schema", standard_artifacts.Schema), ("tokenizer", component.Tokenizer))}
+    arguments = dict(examples=channels["examples"], schema=channels["schema"],
+                     preprocessing_fn="components.transform.preprocessing.preprocessing_fn")
+    tokenizing = TokenizingTransform(tokenizer=channels["tokenizer"], **arguments)
+    stock = Transform(**arguments)
+    assert tokenizing.exec_properties == stock.exec_properties
+    assert set(tokenizing.outputs) == set(stock.outputs)
+    assert set(tokenizing.inputs) == set(stock.inputs) | {"tokenizer"}
+    assert issubclass(tokenizing.executor_spec.executor_class, Executor)
