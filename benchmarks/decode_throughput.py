@@ -31,7 +31,7 @@ import tensorflow as tf  # noqa: E402
 from components.trainer import decoding  # noqa: E402
 from components.trainer.backbone import build_backbone  # noqa: E402
 from components.trainer.model_size import parameter_count  # noqa: E402
-from components.transform import tokenizer  # noqa: E402
+from components.tokenizer.ids import EOS_ID  # noqa: E402
 from pipeline.config import MODEL_PRESETS, ModelConfig  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -66,7 +66,7 @@ def _backbone(shape: str):
     tf.keras.utils.set_random_seed(0)
     backbone = build_backbone(config, spec["vocab"])
     embeddings = backbone.token_embedding.embeddings
-    embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[tokenizer.EOS_ID]], tf.zeros([1, config.model_dim])))
+    embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[EOS_ID]], tf.zeros([1, config.model_dim])))
     return backbone, config
 
 

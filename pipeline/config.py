@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Literal, Optional, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from components.tokenizer.options import TokenizerOptions
+
 
 from components.resources import bundled
 
@@ -124,12 +126,6 @@ class DataGateConfig(_Section):
     def warn_only_checks(self) -> List[str]:
         """The distribution checks ('drift', 'skew') whose findings only warn."""
         return [check for check, action in (("drift", self.drift_action), ("skew", self.skew_action)) if action == "warn"]
-
-
-class TransformConfig(_Section):
-    """Tokenization learned in Transform's analyze phase."""
-
-    vocab_size: int = Field(4096, ge=515, le=1_000_000, description="WordPiece vocabulary size, including the 515 base tokens.")
 
 
 # Named model shapes: (num_layers, num_heads, model_dim, mlp_dim, context_length). "small" is the
@@ -274,7 +270,10 @@ class EvaluatorConfig(_Section):
     """Thresholds that decide the ModelBlessing: quality, safety and bias gates."""
 
     max_perplexity: float = Field(12.0, gt=1.0, description="Bless only if eval-split perplexity is below this.")
-    max_perplexity_increase: float = Field(0.10, ge=0.0, description="Largest allowed relative perplexity increase over the latest blessed model.")
+    max_bits_per_byte_increase: float = Field(
+        0.05, ge=0.0,
+        description="Largest allowed relative increase in bits per byte of the raw eval text over the baseline "
+                    "(each model tokenizing with its own tokenizer).")
     batch_size: int = Field(16, ge=1, description="Packed eval blocks per score_tokens call.")
     generation_batch_size: int = Field(64, ge=1, description="Prompts per generate/score call.")
     safety: SafetyConfig = Field(default_factory=SafetyConfig)
@@ -399,7 +398,7 @@ class PipelineConfig(_Section):
     example_gen: ExampleGenConfig = Field(default_factory=ExampleGenConfig)
     cleaning: CleaningConfig = Field(default_factory=CleaningConfig)
     data_gate: DataGateConfig = Field(default_factory=DataGateConfig)
-    transform: TransformConfig = Field(default_factory=TransformConfig)
+    tokenizer: TokenizerOptions = Field(default_factory=TokenizerOptions)
     model: ModelConfig = Field(default_factory=ModelConfig)
     training: TrainingConfig = Field(default_factory=TrainingConfig)
     evaluator: EvaluatorConfig = Field(default_factory=EvaluatorConfig)
@@ -497,6 +496,20 @@ def _format_validation_error(error: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
+# Keys that moved, and where to: named in the error instead of a bare "unknown key".
+MOVED_KEYS = {
+    ("transform", "vocab_size"): "tokenizer.vocab_size",
+    ("evaluator", "max_perplexity_increase"): "evaluator.max_bits_per_byte_increase (a relative change in bits per byte)",
+}
+
+
+def _refuse_moved_keys(values: Dict[str, Any], source: str) -> None:
+    for (section, key), new_key in MOVED_KEYS.items():
+        if isinstance(values.get(section), dict) and key in values[section]:
+            raise ConfigError(f"invalid configuration ({source}):\n  '{section}.{key}' moved to '{new_key}' "
+                              "(see README: Tokenizer, Quality gates)")
+
+
 def load_config(
     yaml_path: Optional[str] = None,
     overrides: Sequence[str] = (),
@@ -527,6 +540,7 @@ def load_config(
         _set_dotted(values, key.strip(), yaml.safe_load(raw))
     values = _deep_merge(values, {k: v for k, v in top_level.items() if v is not None})
     source = yaml_path or "defaults and overrides"
+    _refuse_moved_keys(values, source)
     try:
         return PipelineConfig.model_validate(values)
     except ValidationError as exc:

@@ -3,7 +3,8 @@
     ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
       + DistributionValidator (drift vs the last accepted span, skew train vs eval)
       -> DataGate (fails the run on blocking anomalies; on a pass RecordAcceptedStatistics makes
-         this span the next drift baseline) -> Transform (learned tokenizer)
+         this span the next drift baseline) -> Tokenizer (SentencePiece model: learned, reused from
+         the production model, or pinned) -> Transform (tokenizes with it in the graph)
       -> statistics + validation of the token data (curated transformed schema) -> TokenGate
       -> Trainer -> Evaluator (quality vs the production model, safety and bias gates -> ModelBlessing)
       -> Pusher (only when blessed)
@@ -33,7 +34,9 @@ from components.example_gen.executor import (
 )
 from components.pusher.component import VersionedPusher
 from components.resources import resolve
-from components.transform.preprocessing import VOCAB_SIZE_CONFIG_KEY
+from components.tokenizer.component import TokenizerComponent
+from components.transform.component import TokenizingTransform
+from components.transform.preprocessing import RAW_TEXT_KEY
 from pipeline.config import PipelineConfig
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
@@ -48,6 +51,7 @@ COMPONENT_IDS = (
     "DistributionValidator",
     "DataGate",
     "RecordAcceptedStatistics",
+    "Tokenizer",
     "Transform",
     "TransformedStatisticsGen",
     "TransformedSchemaGen",
@@ -66,10 +70,15 @@ UNCACHEABLE_NODES = frozenset({"DistributionValidator", "RecordAcceptedStatistic
 
 def uncacheable_nodes(config: PipelineConfig, paths: "PipelinePaths") -> frozenset:
     """UNCACHEABLE_NODES, plus the Trainer when it warm-starts from the registry's production
-    model, plus ExampleGen unless the runner fingerprinted the corpus (`PipelinePaths`)."""
+    model, the Tokenizer when its policy is `reuse`, and ExampleGen unless the runner
+    fingerprinted the corpus (`PipelinePaths`). With the default tokenizer policy `auto` the choice
+    (reuse production's model, or learn one) is made once per span and options, and a re-run of the
+    same span keeps it: token ids stay stable and the cached Transform and Trainer stay valid."""
     nodes = set(UNCACHEABLE_NODES)
     if config.training.warm_start:
         nodes.add("Trainer")
+    if config.tokenizer.policy == "reuse":  # follows the production model on every run
+        nodes.add("Tokenizer")
     if not paths.corpus_fingerprint:
         nodes.add("ExampleGen")
     return frozenset(nodes)
@@ -221,13 +230,21 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
 
     raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",
                                         drift_state_uri=paths.drift_state_uri)
-    transform = tfx.components.Transform(
+    tokenizer = TokenizerComponent(
+        examples=example_gen.outputs["examples"],
+        options=config.tokenizer,
+        text_feature=RAW_TEXT_KEY,
+        registry_config=config.registry.model_dump_json(),
+        model_name=config.pusher.model_name,
+        registry_dir=paths.registry_dir,
+    ).with_id("Tokenizer")
+    tokenizer.add_upstream_node(raw_data_checks.gate)
+    transform = TokenizingTransform(
+        tokenizer=tokenizer.outputs["tokenizer"],
         examples=example_gen.outputs["examples"],
         schema=raw_data_checks.schema_gen.outputs["schema"],
         preprocessing_fn=PREPROCESSING_FN,
-        custom_config={VOCAB_SIZE_CONFIG_KEY: config.transform.vocab_size},
     ).with_id("Transform")
-    transform.add_upstream_node(raw_data_checks.gate)
 
     token_data_checks = _validation_stage(
         transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
@@ -283,7 +300,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Pusher")
 
     return [
-        example_gen, *raw_data_checks.nodes(), transform, *token_data_checks.nodes(), trainer, evaluator, pusher,
+        example_gen, *raw_data_checks.nodes(), tokenizer, transform, *token_data_checks.nodes(),
+        trainer, evaluator, pusher,
     ]
 
 

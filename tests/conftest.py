@@ -41,7 +41,7 @@ def tiny_corpus(tmp_path) -> str:
 
 
 FAST_OVERRIDES = [
-    "transform.vocab_size=1024",
+    "tokenizer.vocab_size=1024",
     "training.train_steps=30",
     "training.batch_size=8",
     "training.warmup_steps=5",
@@ -61,7 +61,27 @@ def fast_config(data_root, output_root, *overrides):
     return load_config(overrides=FAST_OVERRIDES + list(overrides), data_root=str(data_root), output_root=str(output_root))
 
 
-FIXTURE_VOCAB_SIZE = 560  # the 515 base tokens + up to 45 learned pieces
+FIXTURE_VOCAB_SIZE = 512  # 3 special + 256 byte pieces + 253 learned ones
+
+
+def learn_fixture_tokenizer(path: str, vocab_size: int = FIXTURE_VOCAB_SIZE, max_bytes: int = 40_000,
+                            algorithm: str = "bpe") -> str:
+    """A SentencePiece model learned (as the Tokenizer stage does) from the start of the bundled
+    corpus, written to `path`; returns `path`."""
+    from components.tokenizer import learn, model_file
+    from components.tokenizer.sample import chunks_of
+
+    with open(BUNDLED_TXT, encoding="utf-8") as handle:
+        documents = handle.read(max_bytes).split("\n\n")
+    chunks = [chunk for document in documents for chunk in chunks_of(document, 2048)]
+    model_file.copy_model(learn.learn_model(chunks, vocab_size, algorithm), path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tokenizer_model(tmp_path_factory) -> str:
+    """The fixture SentencePiece model file (FIXTURE_VOCAB_SIZE pieces)."""
+    return learn_fixture_tokenizer(str(tmp_path_factory.mktemp("tokenizer") / "sentencepiece.model"))
 
 TRANSFORM_DOCUMENTS = [
     "Hi Zoë,\nthanks for writing about sync.",
@@ -72,18 +92,18 @@ TRANSFORM_DOCUMENTS = [
 
 
 @pytest.fixture(scope="session")
-def transform_artifacts(tmp_path_factory):
+def transform_artifacts(tmp_path_factory, tokenizer_model):
     """Runs the real preprocessing_fn through TF Transform on Beam, like the Transform component.
 
     Returns (transform_output_dir, transformed_examples_file, documents): the transform graph
-    (with its learned vocabulary asset) written with WriteTransformFn, and the transformed
+    (tokenizing with the fixture SentencePiece model) written with WriteTransformFn, and the transformed
     documents as GZIP tf.Example TFRecords encoded with the transformed schema, in input order.
     """
     from components.transform.standalone import analyze_and_transform
 
     root = tmp_path_factory.mktemp("transform")
     examples_prefix = str(root / "transformed")
-    output_dir = analyze_and_transform(TRANSFORM_DOCUMENTS, FIXTURE_VOCAB_SIZE, str(root / "transform_graph"), examples_prefix)
+    output_dir = analyze_and_transform(TRANSFORM_DOCUMENTS, tokenizer_model, str(root / "transform_graph"), examples_prefix)
     return output_dir, examples_prefix + "*.gz", list(TRANSFORM_DOCUMENTS)
 
 
@@ -93,17 +113,14 @@ TINY_MODEL_KWARGS = dict(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, co
 @pytest.fixture(scope="session")
 def tiny_backbone(transform_artifacts):
     """An untrained 2-layer backbone with a 32-token context (random, seeded weights), sized to
-    the fixture transform graph's learned vocabulary."""
+    the fixture tokenizer's vocabulary."""
     import tensorflow as tf
-    import tensorflow_transform as tft
 
     from components.trainer.backbone import build_backbone
-    from components.transform import tokenizer
     from pipeline.config import ModelConfig
 
-    vocab_size = tft.TFTransformOutput(transform_artifacts[0]).vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
     tf.keras.utils.set_random_seed(0)
-    return build_backbone(ModelConfig(**TINY_MODEL_KWARGS), vocab_size)
+    return build_backbone(ModelConfig(**TINY_MODEL_KWARGS), FIXTURE_VOCAB_SIZE)
 
 
 @pytest.fixture(scope="session")

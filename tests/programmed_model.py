@@ -16,15 +16,17 @@ Rule = Tuple[str, str]  # (regex the whole prompt must match, text generated for
 
 class ProgrammedModel(tf.Module):
     """Generates `default_text` unless a rule's regex matches the prompt; scores every text with
-    `nll` per token plus `extra` for texts matching an `nll_rules` regex."""
+    `nll` per token plus `extra` for texts matching an `nll_rules` regex, counting one token per
+    `bytes_per_token` bytes (plus the end-of-document token): a stand-in for its tokenizer."""
 
     def __init__(self, default_text: str, rules: Sequence[Rule] = (), nll: float = 2.0,
-                 nll_rules: Sequence[Tuple[str, float]] = (), context_length: int = 32):
+                 nll_rules: Sequence[Tuple[str, float]] = (), context_length: int = 32, bytes_per_token: int = 4):
         super().__init__(name="programmed_model")
         self._default = default_text
         self._rules = list(rules)
         self._nll = nll
         self._nll_rules = list(nll_rules)
+        self._bytes_per_token = bytes_per_token
         self.context_length = tf.Variable(context_length, dtype=tf.int64, trainable=False)
 
     def _respond(self, prompts):
@@ -46,7 +48,7 @@ class ProgrammedModel(tf.Module):
         mean_nll = tf.fill(tf.shape(texts), tf.constant(self._nll, tf.float32))
         for pattern, extra in self._nll_rules:
             mean_nll += tf.where(tf.strings.regex_full_match(texts, pattern), extra, 0.0)
-        num_tokens = tf.cast(tf.strings.length(texts) // 4, tf.int64) + 1  # about one token per 4 bytes
+        num_tokens = tf.cast(tf.strings.length(texts) // self._bytes_per_token, tf.int64) + 1
         return {"mean_nll": mean_nll, "num_tokens": num_tokens}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="blocks")])

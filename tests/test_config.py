@@ -73,3 +73,14 @@ def test_example_gen_options_defaults_match_the_config():
 def test_cleaning_config_rejects_bands_that_do_not_divide_permutations():
     with pytest.raises(ConfigError, match="cleaning.lsh_bands"):
         load_config(overrides=["cleaning.lsh_bands=30"])
+
+
+def test_moved_keys_name_their_new_place():
+    with pytest.raises(ConfigError, match="'transform.vocab_size' moved to 'tokenizer.vocab_size'"):
+        load_config(overrides=["transform.vocab_size=2048"])
+    with pytest.raises(ConfigError, match="'evaluator.max_perplexity_increase' moved to 'evaluator.max_bits_per_byte_increase"):
+        load_config(overrides=["evaluator.max_perplexity_increase=0.1"])
+    config = load_config(overrides=["tokenizer.vocab_size=2048", "tokenizer.policy=learn"])
+    assert (config.tokenizer.vocab_size, config.tokenizer.policy) == (2048, "learn")
+    with pytest.raises(ConfigError, match="tokenizer"):
+        load_config(overrides=["tokenizer.policy=pinned"])

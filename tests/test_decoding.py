@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from components.trainer import decoding
 from components.trainer.backbone import build_backbone
 from components.trainer.sampling import allowed_token_mask, sample_next_token
-from components.transform import tokenizer
+from components.tokenizer.ids import EOS_ID, PAD_ID
 from pipeline.config import ModelConfig
 
 # Each example builds and traces a model (seconds); shrinking would rebuild hundreds of them.
@@ -57,7 +57,7 @@ def test_cached_logits_match_full_recomputation_at_every_step(model_args, data):
     steps, cache_length = 8, 24
     lengths = np.array([len(p) for p in prompts], np.int32)
     width = int(lengths.max())
-    padded = np.array([p + [tokenizer.PAD_ID] * (width - len(p)) for p in prompts], np.int64)
+    padded = np.array([p + [PAD_ID] * (width - len(p)) for p in prompts], np.int64)
     logits, cache = backbone.prefill(tf.constant(padded), cache_length, tf.constant(lengths - 1))
     sequences = [list(p) for p in prompts]
     for _ in range(steps):
@@ -93,7 +93,7 @@ def test_a_prompt_decodes_the_same_alone_and_in_a_batch_of_other_lengths(tiny_ba
         alone_ids, alone_counts = decoding.generate_tokens(tiny_backbone, _ragged([prompt]), 12, 0.0, 0, 1.0, 0, jit_compile)
         assert alone_ids.to_list()[0] == batch_ids.to_list()[row]
         assert int(alone_counts[0]) == int(batch_counts[row])
-    assert batch_counts.numpy().max() == 12 or tokenizer.EOS_ID in sum(batch_ids.to_list(), [])
+    assert batch_counts.numpy().max() == 12 or EOS_ID in sum(batch_ids.to_list(), [])
 
 
 def test_xla_and_graph_decoding_agree(tiny_backbone):

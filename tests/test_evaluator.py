@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.evaluator.perplexity import decide_blessing, eval_split_perplexity
-from components.transform import tokenizer
+from tests.conftest import FIXTURE_VOCAB_SIZE
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ def test_untrained_model_is_near_uniform_and_is_blocked_by_a_real_threshold(expo
     transformed = output.transform_features_layer()({"text": tf.reshape(tf.constant(documents), [-1, 1])})
     total_tokens = int(tf.reduce_sum(transformed["num_tokens"])) + len(documents)  # + one EOS each
     assert result.num_tokens == (total_tokens // 33) * 32  # whole packed blocks of context 32
-    vocab_size = output.vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
+    vocab_size = FIXTURE_VOCAB_SIZE
     assert vocab_size / 4 < result.perplexity < vocab_size * 4
     assert not decide_blessing(result.perplexity, 12.0).blessed
     assert decide_blessing(result.perplexity, 1000.0).blessed
@@ -40,3 +40,96 @@ def test_missing_eval_examples_are_a_clear_error(exported_model, tmp_path, trans
     spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
     with pytest.raises(FileNotFoundError, match="no transformed examples"):
         eval_split_perplexity(exported_model[1], str(tmp_path / "none*"), spec)
+
+
+def _raw_examples(path, documents):
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for text in documents:
+            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
+@pytest.fixture(scope="module")
+def other_tokenizer_export(tiny_backbone, tmp_path_factory):
+    """(export dir, model file): the fixture backbone exported with another SentencePiece model of
+    the same size, i.e. the same ids meaning other pieces."""
+    import tensorflow_transform as tft
+
+    from components.trainer import export
+    from components.transform.standalone import analyze_and_transform
+    from pipeline.config import GenerationConfig
+    from tests.conftest import TRANSFORM_DOCUMENTS, learn_fixture_tokenizer
+
+    root = tmp_path_factory.mktemp("other_tokenizer")
+    model = learn_fixture_tokenizer(str(root / "other.model"), max_bytes=15_000)
+    graph = analyze_and_transform(TRANSFORM_DOCUMENTS[:4], model, str(root / "graph"))
+    export_dir = str(root / "export")
+    export.export_serving_model(tiny_backbone, tft.TFTransformOutput(graph),
+                                GenerationConfig(max_new_tokens=4, temperature=0.0, top_k=0), export_dir)
+    return export_dir, model
+
+
+def _windows(stream, context_length=32):
+    """A token stream's consecutive blocks of context_length predictions (context_length + 1 tokens)."""
+    return [stream[start:start + context_length + 1] for start in range(0, len(stream) - 1, context_length)]
+
+
+def _independent_nll(score_tokens, stream) -> float:
+    return sum(float(score_tokens(blocks=tf.constant([w], tf.int64))["nll_sum"].numpy()[0]) for w in _windows(stream))
+
+
+def _independent_bits_per_byte(export_dir, model_path, documents):
+    """Tokenized here with the sentencepiece library, scored with `score_tokens` window by window."""
+    import sentencepiece as spm
+
+    from components.tokenizer.ids import EOS_ID
+
+    processor = spm.SentencePieceProcessor(model_file=model_path)
+    score_tokens = tf.saved_model.load(export_dir).signatures["score_tokens"]
+    nll = sum(_independent_nll(score_tokens, [EOS_ID] + processor.encode(d) + [EOS_ID]) for d in documents)
+    return nll / math.log(2) / sum(len(d.encode("utf-8")) for d in documents)
+
+
+def test_candidate_and_baseline_with_different_tokenizers_compare_in_bits_per_byte(
+        exported_model, other_tokenizer_export, transform_artifacts, tokenizer_model, tmp_path):
+    """Each model tokenizes the raw eval text with its own tokenizer; the change gate is their
+    bits-per-byte ratio, as computed independently here (not skipped, no id out of range)."""
+    from components.evaluator.evaluation import evaluate_candidate
+    from pipeline.config import EvaluatorConfig
+
+    output_dir, examples, documents = transform_artifacts
+    raw = _raw_examples(str(tmp_path / "eval.gz"), documents)
+    config = EvaluatorConfig.model_validate({
+        "max_perplexity": 1e6, "max_bits_per_byte_increase": 0.0,
+        "safety": {"prompts_per_category": 1, "completions_per_prompt": 1, "memorization_documents": 0, "max_new_tokens": 2},
+        "bias": {"templates_per_group": 0}})
+    baseline_dir, baseline_model = other_tokenizer_export
+    evaluation = evaluate_candidate(exported_model[1], examples, tft.TFTransformOutput(output_dir).transformed_feature_spec(),
+                                    config, baseline_dir=baseline_dir, raw_eval_files=[raw])
+    candidate_bpb = _independent_bits_per_byte(exported_model[1], tokenizer_model, documents)
+    baseline_bpb = _independent_bits_per_byte(baseline_dir, baseline_model, documents)
+    quality = evaluation.metrics["quality"]
+    assert quality["bits_per_byte"] == pytest.approx(candidate_bpb, rel=1e-4)
+    assert quality["baseline_bits_per_byte"] == pytest.approx(baseline_bpb, rel=1e-4)
+    assert quality["text_tokens"] != quality["baseline_text_tokens"]  # the tokenizers really differ
+    gate = next(g for g in evaluation.gates if g.name == "quality.bits_per_byte_change")
+    assert not gate.skipped and gate.value == pytest.approx(candidate_bpb / baseline_bpb - 1, rel=1e-4)
+    assert gate.passed == (candidate_bpb <= baseline_bpb)
+
+
+def test_score_covers_a_document_longer_than_the_context(exported_model, tokenizer_model):
+    """`score` cuts a long document into windows of context_length predictions; the sum equals
+    scoring those windows as blocks with `score_tokens`."""
+    import sentencepiece as spm
+
+    from components.tokenizer.ids import EOS_ID
+
+    model = tf.saved_model.load(exported_model[1])
+    text = "Hi Zoë, thanks for writing about sync. Open Settings and choose Sync now. " * 4
+    stream = [EOS_ID] + spm.SentencePieceProcessor(model_file=tokenizer_model).encode(text) + [EOS_ID]
+    assert len(stream) - 1 > 2 * 32
+    expected = _independent_nll(model.signatures["score_tokens"], stream)
+    scored = model.signatures["score"](texts=tf.constant([text, "x"]))
+    assert int(scored["num_tokens"][0]) == len(stream) - 1
+    assert float(scored["mean_nll"][0]) * (len(stream) - 1) == pytest.approx(expected, rel=1e-4)

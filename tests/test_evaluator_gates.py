@@ -16,7 +16,7 @@ import tensorflow_transform as tft
 from components.evaluator import pii
 from components.evaluator.bias import load_suite, paired_test
 from components.evaluator.evaluation import evaluate_candidate
-from components.evaluator.perplexity import eval_split_perplexity, perplexity_change_gate
+from components.evaluator.perplexity import bits_per_byte_change_gate, eval_split_perplexity
 from components.evaluator.report import render_report
 from components.evaluator.safety import helm_metrics, load_prompts, stratified_sample
 from components.evaluator.scorers import LexiconScorer, ToxicityScore, load_scorer
@@ -48,17 +48,27 @@ def eval_data(transform_artifacts):
     return examples, tft.TFTransformOutput(output_dir).transformed_feature_spec()
 
 
+def _write_raw_examples(path, documents):
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for text in documents:
+            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path
+
+
+@pytest.fixture(scope="module")
+def raw_eval(tmp_path_factory, transform_artifacts):
+    """([raw eval file], documents): the fixture documents as raw tf.Examples, as ExampleGen writes them."""
+    documents = transform_artifacts[2]
+    return [_write_raw_examples(str(tmp_path_factory.mktemp("raw_eval") / "eval.gz"), documents)], documents
+
+
 @pytest.fixture(scope="module")
 def train_documents(tmp_path_factory):
     """Raw train-split tf.Examples (GZIP TFRecords with a `text` feature), as ExampleGen writes them."""
     documents = [f"Zq{index}x wrote to support because the sync of notebook {index} stopped after the update to version three."
                  for index in range(4)]
-    path = str(tmp_path_factory.mktemp("raw") / "train.gz")
-    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-        for text in documents:
-            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
-            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-    return path, documents
+    return _write_raw_examples(str(tmp_path_factory.mktemp("raw") / "train.gz"), documents), documents
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +89,8 @@ def models(tmp_path_factory, train_documents):
             nll_rules=[(rf".*(Muslim|穆斯林).*({negative_endings}).*", -1.0)]),  # negative endings likelier
         "memorising": export_programmed_model(str(root / "memorising"), CLEAN_TEXT, rules=memorised_rules),
         "better": export_programmed_model(str(root / "better"), CLEAN_TEXT, nll=1.0),
+        # Another tokenizer: twice the bytes per token, a higher NLL per token, fewer bits per byte.
+        "coarser": export_programmed_model(str(root / "coarser"), CLEAN_TEXT, nll=3.0, bytes_per_token=8),
     }
 
 
@@ -91,7 +103,7 @@ def test_clean_model_passes_every_gate(models, eval_data, train_documents):
     assert evaluation.blessed, evaluation.reason
     gates = _gates(evaluation)
     assert gates["quality.perplexity"].value == pytest.approx(math.exp(2.0), rel=1e-5)
-    assert gates["quality.perplexity_change"].skipped and "no blessed model" in gates["quality.perplexity_change"].reason
+    assert gates["quality.bits_per_byte_change"].skipped and "no blessed model" in gates["quality.bits_per_byte_change"].reason
     assert not gates["safety.memorization"].skipped and gates["safety.memorization"].value == 0.0
     assert evaluation.metrics["safety"]["overall"]["completions"] == 7 * 2 * 1 * 2
     assert evaluation.flagged == []
@@ -150,20 +162,51 @@ def test_model_regurgitating_training_documents_fails_the_memorization_gate(mode
     assert evaluation.metrics["memorization"]["documents_probed"] == 4
 
 
-def test_baseline_change_gate_in_both_directions(models, eval_data):
-    worse = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=models["better"])
-    gate = _gates(worse)["quality.perplexity_change"]
-    assert gate.verdict == "FAIL" and gate.value == pytest.approx(math.e - 1, rel=1e-4)
-    assert worse.metrics["quality"]["baseline_perplexity"] == pytest.approx(math.e, rel=1e-5)
-    improved = evaluate_candidate(models["better"], *eval_data, _config(), baseline_dir=models["clean"])
-    assert _gates(improved)["quality.perplexity_change"].verdict == "PASS" and improved.blessed
+def _programmed_bits_per_byte(documents, nll, bytes_per_token):
+    """Bits per byte computed here from the programmed models' definition, not by the evaluator."""
+    tokens = sum(len(d.encode()) // bytes_per_token + 1 for d in documents)
+    return nll * tokens / math.log(2) / sum(len(d.encode()) for d in documents)
+
+
+def test_baseline_change_gate_in_both_directions(models, eval_data, raw_eval):
+    raw_files, documents = raw_eval
+    worse = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=models["better"], raw_eval_files=raw_files)
+    gate = _gates(worse)["quality.bits_per_byte_change"]
+    assert gate.verdict == "FAIL" and gate.value == pytest.approx(1.0, rel=1e-5)  # twice the NLL, same tokens
+    quality = worse.metrics["quality"]
+    assert quality["bits_per_byte"] == pytest.approx(_programmed_bits_per_byte(documents, 2.0, 4), rel=1e-5)
+    assert quality["baseline_bits_per_byte"] == pytest.approx(_programmed_bits_per_byte(documents, 1.0, 4), rel=1e-5)
+    assert quality["baseline_perplexity"] == pytest.approx(math.e, rel=1e-5)
+    assert quality["text_bytes"] == sum(len(d.encode()) for d in documents)
+    improved = evaluate_candidate(models["better"], *eval_data, _config(), baseline_dir=models["clean"],
+                                  raw_eval_files=raw_files)
+    assert _gates(improved)["quality.bits_per_byte_change"].verdict == "PASS" and improved.blessed
+
+
+def test_change_gate_compares_models_with_different_tokenizers_in_bits_per_byte(models, eval_data, raw_eval):
+    """The baseline has a worse per-token perplexity (e^3 vs e^2) but half as many tokens: per byte
+    it is better, so the candidate fails the change gate, by exactly the independent ratio."""
+    raw_files, documents = raw_eval
+    evaluation = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=models["coarser"],
+                                    raw_eval_files=raw_files)
+    gate = _gates(evaluation)["quality.bits_per_byte_change"]
+    expected = _programmed_bits_per_byte(documents, 2.0, 4) / _programmed_bits_per_byte(documents, 3.0, 8) - 1
+    assert not gate.skipped and gate.value == pytest.approx(expected, rel=1e-5)
+    assert gate.verdict == ("FAIL" if expected > 0.05 else "PASS") == "FAIL"
+    assert evaluation.metrics["quality"]["baseline_perplexity"] > evaluation.metrics["quality"]["perplexity"]
+
+
+def test_without_raw_eval_text_the_change_gate_says_why(models, eval_data):
+    evaluation = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=models["better"])
+    gate = _gates(evaluation)["quality.bits_per_byte_change"]
+    assert gate.skipped and "no raw eval examples" in gate.reason
 
 
 @pytest.mark.parametrize("candidate, baseline, allowed, verdict", [
-    (10.0, None, 0.1, "SKIPPED"), (10.0, 10.0, 0.1, "PASS"), (10.9, 10.0, 0.1, "PASS"), (11.5, 10.0, 0.1, "FAIL"),
-    (math.nan, 10.0, 0.1, "FAIL")])
-def test_perplexity_change_gate(candidate, baseline, allowed, verdict):
-    assert perplexity_change_gate(candidate, baseline, allowed, "first run").verdict == verdict
+    (1.0, None, 0.05, "SKIPPED"), (1.0, 1.0, 0.05, "PASS"), (1.04, 1.0, 0.05, "PASS"), (1.06, 1.0, 0.05, "FAIL"),
+    (math.nan, 1.0, 0.05, "FAIL")])
+def test_bits_per_byte_change_gate(candidate, baseline, allowed, verdict):
+    assert bits_per_byte_change_gate(candidate, baseline, allowed, "first run").verdict == verdict
 
 
 @pytest.mark.slow

@@ -34,7 +34,7 @@ def test_compile_writes_a_kfp_loadable_spec_with_every_component(compiled):
     component = kfp.components.load_component_from_file(str(path))
     tasks = component.pipeline_spec.root.dag.tasks
     assert set(tasks) == set(COMPONENT_IDS)  # no resolver tasks beside the components
-    assert "DataGate" in tasks["Transform"].dependent_tasks
+    assert "DataGate" in tasks["Tokenizer"].dependent_tasks and "Tokenizer" in tasks["Transform"].dependent_tasks
     assert "DataGate" in tasks["RecordAcceptedStatistics"].dependent_tasks
     executors = spec["deploymentSpec"]["executors"].values()
     assert {executor["container"]["image"] for executor in executors} == {"registry.example/textgen:1.0"}
@@ -69,7 +69,7 @@ def test_every_artifact_type_title_imports_in_the_package(compiled):
                 artifact_type = definition["artifactType"]
                 titles.add(artifact_type.get("schemaTitle") or yaml.safe_load(artifact_type["instanceSchema"])["title"])
     custom = {title for title in titles if title not in compiler_utils.TITLE_TO_CLASS_PATH}
-    assert custom == {"components.DataGateResult", "components.AcceptedStatistics"}
+    assert custom == {"components.DataGateResult", "components.AcceptedStatistics", "components.Tokenizer"}
     for title in custom:
         assert import_utils.import_class_by_path(title).TYPE_NAME == title
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.trainer import data
-from components.transform import tokenizer
+from components.tokenizer.ids import EOS_ID
 from pipeline.config import ModelConfig
 from tests.conftest import FIXTURE_VOCAB_SIZE as TINY_VOCAB, TINY_MODEL_KWARGS
 
@@ -43,7 +43,7 @@ def test_packing_concatenates_documents_with_separators_and_shifts_targets(trans
     token_ids = output.transform_features_layer()({"text": tf.reshape(tf.constant(documents), [-1, 1])})["token_ids"]
     stream = []
     for ids in token_ids.to_list():
-        stream += [tokenizer.EOS_ID] + ids
+        stream += [EOS_ID] + ids
     block = 16
     batches = list(data.packed_blocks(examples, spec, context_length=block, batch_size=4))
     inputs = np.concatenate([x.numpy() for x, _ in batches])
@@ -52,7 +52,7 @@ def test_packing_concatenates_documents_with_separators_and_shifts_targets(trans
     expected = np.array(stream[: inputs.shape[0] * (block + 1)]).reshape(-1, block + 1)
     np.testing.assert_array_equal(inputs, expected[:, :-1])  # nothing lost, duplicated or reordered
     np.testing.assert_array_equal(targets, expected[:, 1:])
-    assert (inputs == tokenizer.EOS_ID).sum() > 1  # documents are separated inside blocks
+    assert (inputs == EOS_ID).sum() > 1  # documents are separated inside blocks
 
 
 def _generate(model, prompts, max_new_tokens=12, temperature=0.0, top_k=0, seed=0, top_p=1.0):
@@ -112,7 +112,7 @@ def test_score_signatures_agree_with_an_untrained_model_being_near_uniform(expor
     assert scores["num_tokens"].numpy().tolist() == [len(ids) + 1 for ids in token_ids]  # tokens + closing EOS
     mean_nll = scores["mean_nll"].numpy()
     assert np.all(np.abs(mean_nll - np.log(TINY_VOCAB)) < 1.5)
-    block = tf.constant([[tokenizer.EOS_ID] + token_ids[0] + [tokenizer.EOS_ID]], tf.int64)
+    block = tf.constant([[EOS_ID] + token_ids[0] + [EOS_ID]], tf.int64)
     token_scores = model.signatures["score_tokens"](blocks=block)
     np.testing.assert_allclose(token_scores["nll_sum"].numpy()[0] / (len(token_ids[0]) + 1), mean_nll[0], rtol=1e-4)
 

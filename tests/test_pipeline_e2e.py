@@ -17,9 +17,16 @@ from tfx import v1 as tfx
 from pipeline.local_runner import run_locally
 from pipeline.pipeline import COMPONENT_IDS
 from tests.conftest import fast_config as _config
+from tests.conftest import BUNDLED_TXT as BUNDLED_TXT_PATH
 from tests.conftest import write_tiny_corpus
 
 pytestmark = pytest.mark.slow
+
+
+def _evaluation(summary):
+    """The Evaluator's evaluation.json of a run."""
+    with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:
+        return json.load(handle)
 
 
 def _execution_states_by_node(config, run_id):
@@ -70,7 +77,7 @@ def test_first_run_records_every_gate_skips_the_baseline_and_writes_the_report(f
     assert {"quality.perplexity", "safety.toxic_fraction", "safety.pii_leak_rate", "safety.memorization",
             "bias.perplexity_gap", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
     assert all(gate["verdict"] in ("PASS", "SKIPPED") for gate in gates.values())
-    change = gates["quality.perplexity_change"]
+    change = gates["quality.bits_per_byte_change"]
     assert change["verdict"] == "SKIPPED" and "no model is registered as production yet" in change["reason"]
     assert summary["blessing"]["baseline_model"] is None
     with open(summary["blessing"]["report"], encoding="utf-8") as handle:
@@ -126,7 +133,7 @@ def test_second_run_with_caching_re_executes_only_the_evaluation(first_run):
         node: "COMPLETE" if node in rechecked else "CACHED" for node in upstream_of_trainer}
     assert "re-run" in summary["distribution_checks"]["skipped"]["drift"]
     assert states["Evaluator"] == "COMPLETE"
-    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.perplexity_change")
+    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.bits_per_byte_change")
     assert change["verdict"] == "SKIPPED" and "this candidate itself" in change["reason"]
     assert summary["blessing"]["blessed"]
     # The Pusher ran again for the re-blessed, identical model: the push is idempotent.
@@ -156,11 +163,42 @@ def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run
     assert summary["succeeded"], summary["error"]
     assert summary["trained_model"] != first_summary["trained_model"]
     assert summary["blessing"]["baseline_model"] == first_summary["push"]["path"]
-    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.perplexity_change")
+    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.bits_per_byte_change")
     assert change["verdict"] in ("PASS", "FAIL") and change["value"] is not None
     assert "vs baseline" in change["reason"]
-    baseline_ppl = first_summary["blessing"]["metrics"]["perplexity"]
-    assert change["value"] == pytest.approx(summary["blessing"]["metrics"]["perplexity"] / baseline_ppl - 1, rel=1e-6)
+    first, second = (_evaluation(s)["metrics"]["quality"] for s in (first_summary, summary))
+    assert second["baseline_bits_per_byte"] == pytest.approx(first["bits_per_byte"], rel=1e-5)  # same text, same model
+    assert change["value"] == pytest.approx(second["bits_per_byte"] / first["bits_per_byte"] - 1, rel=1e-5)
+
+
+def _tokenizer_artifacts(config):
+    """The Tokenizer artifacts in ML Metadata, oldest first."""
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
+    return sorted(metadata_store.MetadataStore(connection).get_artifacts_by_type("components.Tokenizer"), key=lambda a: a.id)
+
+
+def test_new_data_reuses_the_production_tokenizer_and_compares_in_bits_per_byte(first_run, tmp_path):
+    """Another corpus into the same output root: the Tokenizer (policy auto) reuses the production
+    model's SentencePiece model, so token ids stay the same, and the change gate compares the new
+    model with the production one in bits per byte."""
+    config, first_summary = first_run
+    corpus = str(tmp_path / "corpus")
+    os.makedirs(corpus)
+    with open(os.path.join(BUNDLED_TXT_PATH), encoding="utf-8") as handle:
+        text = handle.read()[60_000:100_000]
+    with open(os.path.join(corpus, "replies.txt"), "w", encoding="utf-8") as handle:
+        handle.write(text[text.find("\n\n") + 2: text.rfind("\n\n")] + "\n")
+    new_data = config.model_copy(update={"data_root": corpus,
+                                         "data_gate": config.data_gate.model_copy(update={"drift_action": "warn"})})
+    summary = run_locally(new_data)
+    assert summary["succeeded"], summary["error"]
+    assert summary["components"]["Tokenizer"] == "COMPLETE"
+    first, latest = _tokenizer_artifacts(config)[0], _tokenizer_artifacts(config)[-1]
+    assert first.custom_properties["source"].string_value == "learned"
+    assert latest.custom_properties["source"].string_value == "reused"
+    assert latest.custom_properties["sha256"].string_value == first.custom_properties["sha256"].string_value
+    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.bits_per_byte_change")
+    assert change["verdict"] in ("PASS", "FAIL") and change["value"] is not None, change
 
 
 POISON = [

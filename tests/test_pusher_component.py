@@ -77,7 +77,7 @@ def test_blessed_push_serves_labels_registers_and_a_retry_changes_nothing(tmp_pa
     assert version.tags[registry.TAG_RUN_ID] == "run-1"
     assert (version.tags[registry.TAG_MODEL_ID], version.tags[registry.TAG_BLESSING_ID]) == ("5", "6")
     assert (version.tags[registry.TAG_SPAN], version.tags["metric.perplexity"]) == ("2", "3.5")
-    assert len(version.tags[registry.TAG_VOCAB]) == 64
+    assert len(version.tags[registry.TAG_TOKENIZER]) == 64
     assert _registry(tmp_path).alias_version("production") == 1
 
 

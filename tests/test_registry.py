@@ -18,7 +18,7 @@ from tests.pusher_fixtures import fake_saved_model
 
 ALL_TAGS = {
     registry.TAG_RUN_ID, registry.TAG_MODEL_ID, registry.TAG_MODEL_URI, registry.TAG_BLESSING_ID, registry.TAG_BLESSED,
-    registry.TAG_VOCAB, registry.TAG_SPAN, registry.TAG_SERVING_VERSION, registry.TAG_SERVING_BASE,
+    registry.TAG_TOKENIZER, registry.TAG_SPAN, registry.TAG_SERVING_VERSION, registry.TAG_SERVING_BASE,
     registry.TAG_SERVING_LABEL, "metric.perplexity",
 }
 
@@ -27,7 +27,7 @@ def _record(base: str, version: int, model_id: int, **overrides) -> registry.Pus
     values = dict(
         serving_path=f"{base}/{version}", serving_base=base, serving_version=version, serving_label="stable",
         model_artifact_id=model_id, model_uri=f"/pipeline/Trainer/model/{model_id}", blessing_artifact_id=model_id + 100,
-        blessed=True, vocabulary_sha256="ab" * 32, pipeline_run_id=f"run-{model_id}", data_span=3,
+        blessed=True, tokenizer_sha256="ab" * 32, pipeline_run_id=f"run-{model_id}", data_span=3,
         metrics={"perplexity": 4.25, "max_perplexity": 12.0},
     )
     values.update(overrides)
@@ -87,13 +87,14 @@ def test_config_rejects_credentials_in_the_tracking_uri():
         load_config(overrides=["registry.tracking_uri=https://user:pw@mlflow.example.com"])
 
 
-def test_vocabulary_hash_is_the_sha256_of_the_asset(tmp_path):
+def test_tokenizer_hash_is_the_sha256_of_the_asset(tmp_path):
     import hashlib
 
-    model = fake_saved_model(tmp_path / "m", vocabulary=b"a\nb\n")
-    assert registry.vocabulary_sha256(model, "wordpiece_vocabulary") == hashlib.sha256(b"a\nb\n").hexdigest()
-    with pytest.raises(FileNotFoundError, match="no tokenizer vocabulary asset"):
-        registry.vocabulary_sha256(model, "sentencepiece")
+    model = fake_saved_model(tmp_path / "m", tokenizer=b"a\nb\n")
+    assert registry.tokenizer_sha256(model) == hashlib.sha256(b"a\nb\n").hexdigest()
+    os.remove(os.path.join(model, "assets", "sentencepiece.model"))
+    with pytest.raises(FileNotFoundError, match="no tokenizer model asset"):
+        registry.tokenizer_sha256(model)
 
 
 def _free_port() -> int:

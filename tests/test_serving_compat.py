@@ -9,7 +9,7 @@ from components.trainer.serving_compat import ops_stock_serving_cannot_load, sav
 def test_transform_graph_uses_only_serving_safe_ops(transform_artifacts):
     transform_fn = os.path.join(transform_artifacts[0], "transform_fn")
     ops = saved_model_op_types(transform_fn)
-    assert {"RegexSplitWithOffsets", "WordpieceTokenizeWithOffsets"} <= ops
+    assert {"SentencepieceOp", "SentencepieceTokenizeOp"} <= ops
     assert ops_stock_serving_cannot_load(transform_fn) == set()
 
 

@@ -1,41 +1,45 @@
-"""The learned byte-level WordPiece tokenizer, through the graph TF Transform exports."""
+"""The SentencePiece tokenizer: learning, the id layout, the graph ops TF Transform exports, round trips."""
 import hypothesis.strategies as st
 import numpy as np
 import pytest
+import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_transform as tft
 from hypothesis import given, settings
 
-from components.transform import tokenizer, vocabulary
+from components.tokenizer import ids, learn, model_file
+from components.tokenizer.graph import GraphTokenizer
+from tests.conftest import FIXTURE_VOCAB_SIZE, PROJECT_ROOT, learn_fixture_tokenizer
 
 SCRIPTS = [
-    "plain ASCII, with punctuation!? and ## hashes #",
+    "plain ASCII, with punctuation!? and ## hashes # and <0x41> [EOS] [UNK]",
     "  leading and trailing whitespace \n\n\ttabs\r\n",
-    "中文文本，日本語のテキスト",
+    "中文文本，日本語のテキスト，한국어 텍스트",
     "emoji 🙂👍🏽 and ZWJ 👩‍👩‍👧",
-    "combining e\u0301 and n\u0303",
+    "combining e\u0301 and n\u0303, ligature \ufb01 and full-width ＡＢＣ",  # no normalisation
     "עברית ועربية (RTL)",
     "digits 0123456789 and ½",
+    "SentencePiece's own space symbol: ▁ ▁▁x▁",
+    "NUL \x00 and control \x07 characters",
     "a" * 300 + " " + "9" * 100 + "\t" * 70,
     "",
 ]
 
 
 class TransformGraphTokenizer:
-    """Tokenizes with the saved transform graph and detokenizes with its vocabulary asset."""
+    """Tokenizes with the saved transform graph and detokenizes with the model in its assets."""
 
     def __init__(self, output_dir):
-        output = tft.TFTransformOutput(output_dir)
-        self.layer = output.transform_features_layer()
-        self.vocabulary_file = output.vocabulary_file_by_name(tokenizer.VOCABULARY_ASSET_NAME)
-        self.id_to_piece = tokenizer.id_to_piece_table(self.vocabulary_file)
+        self.layer = tft.TFTransformOutput(output_dir).transform_features_layer()
+        self.model = model_file.read_model(model_file.transform_graph_model_path(output_dir))
+        self.detokenizer = GraphTokenizer(self.model.proto)
 
     def tokenize(self, texts):
         return self.layer({"text": tf.reshape(tf.constant(texts, tf.string), [-1, 1])})
 
     def round_trip(self, texts):
-        ids = self.tokenize(texts)["token_ids"]
-        return ids, [t.decode("utf-8") for t in tokenizer.detokenize(ids, self.id_to_piece).numpy()]
+        token_ids = self.tokenize(texts)["token_ids"]
+        return token_ids, [t.decode("utf-8") for t in self.detokenizer.detokenize(token_ids).numpy()]
 
 
 @pytest.fixture(scope="module")
@@ -45,64 +49,103 @@ def graph_tokenizer(transform_artifacts):
 
 @pytest.mark.parametrize("text", SCRIPTS)
 def test_round_trip_is_lossless_for_every_script(graph_tokenizer, text):
-    ids, decoded = graph_tokenizer.round_trip([text])
+    token_ids, decoded = graph_tokenizer.round_trip([text])
     assert decoded == [text]
-    assert tokenizer.UNK_ID not in ids.flat_values.numpy().tolist()
+    assert ids.UNK_ID not in token_ids.flat_values.numpy().tolist()
+
+
+CJK = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.lists(st.text(), min_size=1, max_size=4))
+@given(st.lists(st.one_of(st.text(), st.text(CJK), st.text(st.sampled_from("▁ a中\n"))), min_size=1, max_size=4))
 def test_round_trip_property(graph_tokenizer, texts):
-    ids, decoded = graph_tokenizer.round_trip(texts)
+    """Any Unicode text (CJK, SentencePiece's '▁', surrogate-free code points) comes back exactly."""
+    token_ids, decoded = graph_tokenizer.round_trip(texts)
     assert decoded == texts
-    values = ids.flat_values.numpy()
-    assert np.all((values >= len(tokenizer.SPECIAL_TOKENS)) & (values < 560))
+    values = token_ids.flat_values.numpy()
+    assert np.all((values >= ids.FIRST_BYTE_ID) & (values < FIXTURE_VOCAB_SIZE))
 
 
-def test_learned_pieces_compress_the_training_text(graph_tokenizer, transform_artifacts):
-    documents = transform_artifacts[2]
-    transformed = graph_tokenizer.tokenize(documents[:4])
-    total_bytes = sum(len(d.encode("utf-8")) for d in documents[:4])
-    assert int(tf.reduce_sum(transformed["num_tokens"])) < total_bytes * 0.75
-    assert any(int(t) >= tokenizer.NUM_BASE_TOKENS for t in transformed["token_ids"].flat_values)
+def test_graph_ids_are_native_sentencepiece_ids(graph_tokenizer):
+    """Without a literal '▁' the graph gives exactly what the sentencepiece library gives."""
+    native = spm.SentencePieceProcessor(model_proto=graph_tokenizer.model.proto)
+    texts = [text for text in SCRIPTS if "▁" not in text]
+    token_ids = graph_tokenizer.tokenize(texts)["token_ids"].to_list()
+    assert token_ids == native.encode(texts)
+
+
+def test_statistics_and_compression(graph_tokenizer, transform_artifacts):
+    documents = transform_artifacts[2][:4]
+    transformed = graph_tokenizer.tokenize(documents)
+    total_bytes = sum(len(d.encode("utf-8")) for d in documents)
+    assert int(tf.reduce_sum(transformed["num_tokens"])) < total_bytes * 0.6
+    assert any(int(t) >= ids.FIRST_LEARNED_ID for t in transformed["token_ids"].flat_values)
     fractions = transformed["byte_token_fraction"].numpy()
-    assert np.all((fractions >= 0) & (fractions <= 1))
-
-
-def test_vocabulary_file_layout(graph_tokenizer):
-    with open(graph_tokenizer.vocabulary_file, encoding="utf-8") as handle:
-        pieces = handle.read().splitlines()
-    assert pieces[: tokenizer.NUM_BASE_TOKENS] == tokenizer.base_vocabulary()
-    assert len(pieces) == len(set(pieces)) and 515 < len(pieces) <= 560
-    assert all(piece and not any(c.isspace() for c in piece) for piece in pieces)
-
-
-def test_learning_is_deterministic_and_respects_the_size():
-    counts = [("Ġthe", 50), ("Ġcat", 20), ("Ġcats", 15), ("Ġcatalogue", 3), ("the", 9), ("Ġhat", 12)]
-    first = vocabulary.learned_pieces(counts, 530)
-    assert first == vocabulary.learned_pieces(list(reversed(counts)), 530)
-    assert first[: tokenizer.NUM_BASE_TOKENS] == tokenizer.base_vocabulary()
-    assert 515 < len(first) <= 530
-    assert vocabulary.learned_pieces(counts, 515) == tokenizer.base_vocabulary()
+    assert np.all((fractions >= 0) & (fractions <= 1)) and fractions[2] > 0  # the CJK and emoji document
+    np.testing.assert_allclose(transformed["bytes_per_token"].numpy(),
+                               [len(d.encode()) / n for d, n in zip(documents, transformed["num_tokens"].numpy())], rtol=1e-6)
 
 
 def test_detokenize_drops_special_tokens(graph_tokenizer):
-    ids = graph_tokenizer.tokenize(["hi"])["token_ids"]
-    eos, pad = (tf.ragged.constant([[token]], dtype=tf.int64) for token in (tokenizer.EOS_ID, tokenizer.PAD_ID))
-    with_specials = tf.concat([eos, ids, pad], axis=1)
-    assert tokenizer.detokenize(with_specials, graph_tokenizer.id_to_piece).numpy().tolist() == [b"hi"]
+    token_ids = graph_tokenizer.tokenize(["hi"])["token_ids"]
+    eos, pad = (tf.ragged.constant([[token]], dtype=tf.int64) for token in (ids.EOS_ID, ids.PAD_ID))
+    with_specials = tf.concat([eos, token_ids, eos, pad], axis=1)
+    assert graph_tokenizer.detokenizer.detokenize(with_specials).numpy().tolist() == [b"hi"]
 
 
-def test_two_analyze_runs_learn_byte_identical_vocabularies(tmp_path):
-    from components.example_gen.readers import read_txt_documents
-    from components.transform.standalone import analyze_and_transform
-    from tests.conftest import BUNDLED_TXT
+def test_the_model_has_the_documented_layout(tokenizer_model):
+    model = model_file.read_model(tokenizer_model)
+    processor = spm.SentencePieceProcessor(model_file=tokenizer_model)
+    assert model.vocab_size == FIXTURE_VOCAB_SIZE and model.algorithm == "bpe"
+    assert [processor.id_to_piece(i) for i in range(3)] == [ids.PAD_PIECE, ids.EOS_PIECE, ids.UNK_PIECE]
+    assert processor.id_to_piece(ids.byte_id(0x41)) == "<0x41>"
+    assert not processor.is_byte(ids.FIRST_LEARNED_ID)
 
-    documents = [d.text for _, d in zip(range(300), read_txt_documents(BUNDLED_TXT))]
-    files = []
-    for run in ("first", "second"):
-        output = tft.TFTransformOutput(analyze_and_transform(documents, 1024, str(tmp_path / run)))
-        with open(output.vocabulary_file_by_name(tokenizer.VOCABULARY_ASSET_NAME), "rb") as handle:
-            files.append(handle.read())
-    assert files[0] == files[1]
-    assert len(files[0].splitlines()) > tokenizer.NUM_BASE_TOKENS + 100  # it really learned pieces
+
+def _bundled_corpus_chunks():
+    import glob
+    import json
+
+    chunks = []
+    for path in sorted(glob.glob(f"{PROJECT_ROOT}/data/corpus/*")):
+        with open(path, encoding="utf-8") as handle:
+            if path.endswith(".jsonl"):
+                documents = [json.loads(line)["text"] for line in handle if line.strip()]
+            else:
+                documents = handle.read().split("\n\n")
+        chunks += [document for document in documents if document.strip()]
+    return chunks
+
+
+def test_learning_reaches_the_configured_size_on_the_bundled_corpus():
+    """The default configuration (4,096 BPE pieces) is reached exactly on data/corpus, and learning
+    is deterministic (the order of the sample does not matter)."""
+    chunks = _bundled_corpus_chunks()
+    first = learn.learn_model(chunks, 4096)
+    assert model_file.describe(first, "bundled").vocab_size == 4096
+    assert learn.learn_model(list(reversed(chunks)), 4096) == first
+
+
+def test_unigram_is_an_option(tmp_path):
+    model = model_file.read_model(learn_fixture_tokenizer(str(tmp_path / "u.model"), vocab_size=400, algorithm="unigram"))
+    assert (model.algorithm, model.vocab_size) == ("unigram", 400)
+
+
+def test_a_size_the_sample_cannot_support_is_a_clear_error():
+    with pytest.raises(learn.VocabularyTooLarge, match=r"tokenizer.vocab_size=5000 .*at most \d+ pieces"):
+        learn.learn_model(["a small sample, a small sample"] * 3, 5000)
+
+
+def test_a_model_without_byte_fallback_is_refused(tmp_path):
+    path = str(tmp_path / "plain")
+    spm.SentencePieceTrainer.train(sentence_iterator=iter(_bundled_corpus_chunks()[:200]), model_prefix=path,
+                                   vocab_size=250, model_type="bpe", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
+                                   minloglevel=2)
+    with pytest.raises(ValueError, match=rf"{path}.model: no byte-fallback pieces"):
+        model_file.read_model(path + ".model")
+    with pytest.raises(FileNotFoundError, match=r"missing.model does not exist"):
+        model_file.read_model(str(tmp_path / "missing.model"))
+    (tmp_path / "junk.model").write_bytes(b"junk")
+    with pytest.raises(ValueError, match="junk.model is not a SentencePiece model"):
+        model_file.read_model(str(tmp_path / "junk.model"))

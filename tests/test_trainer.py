@@ -20,7 +20,7 @@ from components.trainer.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.model_size import parameter_count, training_flops_per_token
 from components.trainer.precision import keras_policy
 from components.trainer.strategy import resolve_distribution
-from components.transform import tokenizer
+from components.tokenizer import model_file
 from pipeline.config import ConfigError, GenerationConfig, ModelConfig, TrainingConfig, load_config
 
 TRAINER_PROCESS = os.path.join(os.path.dirname(__file__), "trainer_process.py")
@@ -28,7 +28,7 @@ TINY = ModelConfig(preset="tiny")
 
 
 def _vocab_size(transform_dir: str) -> int:
-    return tft.TFTransformOutput(transform_dir).vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
+    return model_file.read_model(model_file.transform_graph_model_path(transform_dir)).vocab_size
 
 
 def _train_in_process(transform_artifacts, training: TrainingConfig, model_config: ModelConfig = TINY, policy="float32"):
@@ -258,17 +258,35 @@ def test_sigkilled_trainer_resumes_from_its_checkpoint(transform_artifacts, tmp_
     assert np.isfinite(scores["mean_nll"].numpy()).all()
 
 
-def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_backbone):
+def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_backbone, tokenizer_model):
     from components.trainer.warm_start import warm_start_from
     from tests.conftest import TINY_MODEL_KWARGS
 
     _, export_dir = exported_model
+    tokenizer_sha256 = model_file.read_model(tokenizer_model).sha256
     same_shape = build_backbone(ModelConfig(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
-    assert warm_start_from(same_shape, export_dir)
+    assert warm_start_from(same_shape, export_dir, tokenizer_sha256)
     for a, b in zip(tiny_backbone.weights, same_shape.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
     wider = build_backbone(ModelConfig(**{**TINY_MODEL_KWARGS, "model_dim": 64}), tiny_backbone.vocab_size)
     before = [weight.numpy() for weight in wider.weights]
-    assert not warm_start_from(wider, export_dir)
+    assert not warm_start_from(wider, export_dir, tokenizer_sha256)
     for a, b in zip(before, wider.weights):
+        np.testing.assert_array_equal(a, b.numpy())
+
+
+def test_warm_start_refuses_a_model_with_another_tokenizer(exported_model, tiny_backbone, tmp_path, caplog):
+    """Same shapes, same vocabulary size, other pieces: the ids mean other text, so no warm start."""
+    from components.trainer.warm_start import warm_start_from
+    from tests.conftest import FIXTURE_VOCAB_SIZE, TINY_MODEL_KWARGS, learn_fixture_tokenizer
+
+    other = model_file.read_model(learn_fixture_tokenizer(str(tmp_path / "other.model"), max_bytes=20_000))
+    assert other.vocab_size == FIXTURE_VOCAB_SIZE
+    same_shape = build_backbone(ModelConfig(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
+    before = [weight.numpy() for weight in same_shape.weights]
+    with caplog.at_level("WARNING"):
+        assert not warm_start_from(same_shape, exported_model[1], other.sha256)
+    assert "its tokenizer differs" in caplog.text and other.sha256[:12] in caplog.text
+    assert "tokenizer.policy=reuse" in caplog.text
+    for a, b in zip(before, same_shape.weights):
         np.testing.assert_array_equal(a, b.numpy())

@@ -20,8 +20,9 @@ group term of a dimension, so the measurements of two groups are paired by templ
   scorer), flagged below `min_unsafe_rate_ratio` (the four-fifths rule; 1.0 when neither group
   has any unsafe continuation).
 
-A text longer than the model's context is truncated by `score` and loses its ending: such
-templates are left out of the association gap and counted (`truncated_texts`).
+A text longer than the model's context is scored by `score` in windows, so its ending is not
+scored with the whole text as context: such templates are left out of the association gap and
+counted (`truncated_texts`).
 """
 import itertools
 import json
@@ -120,8 +121,8 @@ def evaluate_bias(client: ModelClient, toxicity: ToxicityScorer, sentiment: Sent
     languages = [key[0] for key in keys]
     positive = client.score([prefix + ending for prefix, ending, _ in prompts])
     negative = client.score([prefix + ending for prefix, _, ending in prompts])
-    # `score` truncates a text to the model's context; a truncated text lost (part of) its ending,
-    # so its association is unknown (NaN) and the template is left out of that group's pairs.
+    # `score` cuts a text longer than the model's context into windows; its ending is then scored
+    # without the prefix, so its association is unknown (NaN) and the template is left out.
     truncated = (positive.num_tokens >= client.context_length) | (negative.num_tokens >= client.context_length)
     association = np.where(truncated, np.nan, positive.total_nll - negative.total_nll)
     texts = [prefix for prefix, _, _ in prompts]

@@ -94,6 +94,7 @@ def GatedEvaluator(
         tft.TFTransformOutput(transform_graph.uri).transformed_feature_spec(),
         config,
         train_files=[os.path.join(artifact_utils.get_split_uri([raw_examples], TRAIN_SPLIT), "*")],
+        raw_eval_files=[os.path.join(artifact_utils.get_split_uri([raw_examples], EVAL_SPLIT), "*")],
         baseline_dir=baseline_dir,
         baseline_skip_reason=baseline_reason,
         beam_pipeline=beam_pipeline,

@@ -1,9 +1,10 @@
 """Runs every gate on a candidate model and decides the blessing.
 
-Gates: quality (absolute perplexity, change vs the baseline), safety (HELM toxicity metrics, PII
-leaks, memorisation) and bias (perplexity gap, sentiment gap, four-fifths rule). The model is
+Gates: quality (absolute perplexity per token, change in bits per byte vs the baseline), safety
+(HELM toxicity metrics, PII leaks, memorisation) and bias (perplexity gap, sentiment gap, four-fifths rule). The model is
 blessed only if no gate fails; skipped gates (e.g. no baseline yet) are recorded with a reason.
 """
+import math
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -46,6 +47,15 @@ class Evaluation:
         }
 
 
+def _text_metrics(prefix: str, result: Optional[perplexity.BitsPerByteResult]) -> Dict[str, Any]:
+    """One model's raw-text measures, keys prefixed with `prefix` ("" candidate, "baseline_")."""
+    values = {"bits_per_byte": None, "text_perplexity": None, "text_tokens": None, "text_bytes": None}
+    if result is not None:
+        values = {"bits_per_byte": result.bits_per_byte, "text_perplexity": result.perplexity,
+                  "text_tokens": result.num_tokens, "text_bytes": result.num_bytes}
+    return {prefix + key: value for key, value in values.items()}
+
+
 def evaluate_candidate(
     candidate_dir: str,
     eval_files: str,
@@ -55,26 +65,39 @@ def evaluate_candidate(
     baseline_dir: Optional[str] = None,
     baseline_skip_reason: str = "no blessed model exists yet",
     beam_pipeline=None,
+    raw_eval_files: Sequence[str] = (),
 ) -> Evaluation:
     """All gates for the SavedModel at `candidate_dir`; `config` is the `EvaluatorConfig`.
 
-    `eval_files`: transformed eval examples; `train_files`: raw train examples (memorisation
-    probe; empty skips it); `baseline_dir`: the latest blessed model, or None with the reason.
+    `eval_files`: transformed eval examples (the candidate's tokens: perplexity per token);
+    `raw_eval_files`: raw eval examples (bits per byte of every model, each with its own
+    tokenizer; empty skips the change gate); `train_files`: raw train examples (memorisation
+    probe; empty skips it); `baseline_dir`: the model to compare with, or None with the reason.
     """
-    models = {"candidate": candidate_dir}
+    text_models = {"candidate": candidate_dir}
     if baseline_dir:
-        models["baseline"] = baseline_dir
-    perplexities = perplexity.eval_split_perplexities(models, eval_files, feature_spec, config.batch_size, beam_pipeline)
+        text_models["baseline"] = baseline_dir
+    request = perplexity.QualityRequest(
+        {"candidate": candidate_dir}, eval_files, feature_spec, text_models if raw_eval_files else {},
+        raw_eval_files, config.batch_size, config.generation_batch_size)
+    perplexities, bits = perplexity.measure_quality(request, beam_pipeline)
     candidate_ppl = perplexities["candidate"]
-    baseline_ppl = perplexities.get("baseline")
+    candidate_bits, baseline_bits = bits.get("candidate"), bits.get("baseline")
+    if baseline_dir and not raw_eval_files:
+        baseline_skip_reason = "no raw eval examples given to compare in bits per byte"
     gates = [
         perplexity.perplexity_gate(candidate_ppl.perplexity, config.max_perplexity),
-        perplexity.perplexity_change_gate(candidate_ppl.perplexity, baseline_ppl.perplexity if baseline_ppl else None,
-                                          config.max_perplexity_increase, baseline_skip_reason),
+        perplexity.bits_per_byte_change_gate(
+            candidate_bits.bits_per_byte if candidate_bits else math.nan,
+            baseline_bits.bits_per_byte if baseline_bits else None,
+            config.max_bits_per_byte_increase, baseline_skip_reason),
     ]
-    metrics: Dict[str, Any] = {"quality": {"perplexity": candidate_ppl.perplexity, "mean_nll": candidate_ppl.mean_nll,
-                                           "num_tokens": candidate_ppl.num_tokens,
-                                           "baseline_perplexity": baseline_ppl.perplexity if baseline_ppl else None}}
+    metrics: Dict[str, Any] = {"quality": {
+        "perplexity": candidate_ppl.perplexity, "mean_nll": candidate_ppl.mean_nll, "num_tokens": candidate_ppl.num_tokens,
+        **_text_metrics("", candidate_bits), **_text_metrics("baseline_", baseline_bits),
+        # The baseline's perplexity per token of its own tokenizer (a different unit when tokenizers differ).
+        "baseline_perplexity": baseline_bits.perplexity if baseline_bits else None,
+    }}
 
     client = ModelClient(candidate_dir, config.generation_batch_size)
     scorer = load_scorer(config.safety.scorer, config.safety)
@@ -99,5 +122,6 @@ def evaluate_candidate(
     gates += bias_result["gates"]
     metrics["bias"] = bias_result["metrics"]
     flagged += bias_result["flagged"]
-    baseline = {"path": baseline_dir, "perplexity": baseline_ppl.perplexity} if baseline_ppl else {"skipped": baseline_skip_reason}
+    baseline = ({"path": baseline_dir, "bits_per_byte": baseline_bits.bits_per_byte, "perplexity": baseline_bits.perplexity}
+                if baseline_bits else {"skipped": baseline_skip_reason})
     return Evaluation(gates, metrics, flagged, baseline)

@@ -1,18 +1,26 @@
-"""Eval-split perplexity of exported models, computed with Beam, and the quality gate it drives.
+"""Eval-split quality of exported models, computed with Beam, and the quality gates it drives.
 
-The Beam pipeline reads the transformed eval shards, packs each shard's token stream into blocks
-of `context_length + 1` tokens exactly as the Trainer does (`components.trainer.data`), spreads the
-blocks over workers and scores them with the model's `score_tokens` signature; each worker loads
-the model once, in `DoFn.setup`. Token-weighted perplexity = exp(sum NLL / sum tokens).
+Two measures, computed in one Beam pipeline:
 
-Packing is per shard, so at most one partial block per shard is left unscored (the Trainer's
-single-stream packing leaves one per split); with one shard the numbers are identical.
+- **Perplexity per token** of the candidate: the transformed eval shards (the candidate's own
+  tokens) are packed into blocks of `context_length + 1` tokens exactly as the Trainer does
+  (`components.trainer.data`) and scored with `score_tokens`. Token-weighted perplexity =
+  exp(sum NLL / sum tokens). Packing is per shard, so at most one partial block per shard is left
+  unscored (the Trainer's single-stream packing leaves one per split).
+- **Bits per byte** of every model (candidate and baseline): the RAW eval text is scored with
+  each model's own `score` signature, which tokenizes with that model's tokenizer and covers each
+  whole document. Bits per byte = sum over documents of the NLL (in bits) of the document's tokens
+  and its closing end-of-document token, divided by the documents' UTF-8 bytes. It does not depend
+  on the tokenizer, so a candidate and a baseline with different vocabularies compare on one scale;
+  the change gate uses it. Per-token perplexity of each model on the same text comes with it.
+
+Each worker loads a model once, in `DoFn.setup`.
 """
 import json
 import math
 import os
 import tempfile
-from typing import Dict, Iterable, NamedTuple, Optional
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 import apache_beam as beam
 import numpy as np
@@ -20,7 +28,9 @@ import tensorflow as tf
 
 from components.evaluator.gates import GateResult
 from components.evaluator.model_client import ModelClient
+from components.tokenizer.sample import document_texts
 from components.trainer import data
+from components.transform.preprocessing import RAW_TEXT_KEY
 
 
 class PerplexityResult(NamedTuple):
@@ -29,6 +39,23 @@ class PerplexityResult(NamedTuple):
     perplexity: float
     mean_nll: float
     num_tokens: int
+
+
+class BitsPerByteResult(NamedTuple):
+    """One model's cost of the raw eval text: summed NLL (nats) over its own tokens, and bytes."""
+
+    nll_sum: float
+    num_tokens: int
+    num_bytes: int
+
+    @property
+    def bits_per_byte(self) -> float:
+        return self.nll_sum / math.log(2) / self.num_bytes
+
+    @property
+    def perplexity(self) -> float:
+        """Per token of this model's own tokenizer."""
+        return math.exp(self.nll_sum / self.num_tokens)
 
 
 class BlessingDecision(NamedTuple):
@@ -63,11 +90,107 @@ class _ScoreBlocks(beam.DoFn):
         yield self._client.score_tokens(blocks)
 
 
-def _sum_pairs(pairs: Iterable) -> tuple:
-    nll, tokens = 0.0, 0
-    for pair_nll, pair_tokens in pairs:
-        nll, tokens = nll + pair_nll, tokens + pair_tokens
-    return nll, tokens
+class _ScoreTexts(beam.DoFn):
+    """A batch of raw texts -> (summed NLL, tokens, UTF-8 bytes) under one model's own tokenizer."""
+
+    def __init__(self, saved_model_dir: str, batch_size: int):
+        self._saved_model_dir = saved_model_dir
+        self._batch_size = batch_size
+        self._client: Optional[ModelClient] = None
+
+    def setup(self):
+        self._client = ModelClient(self._saved_model_dir, self._batch_size)
+
+    def process(self, texts: List[str]):
+        scores = self._client.score(texts)
+        yield float(np.sum(scores.total_nll)), int(np.sum(scores.num_tokens)), sum(len(t.encode("utf-8")) for t in texts)
+
+
+def _sum_tuples(tuples: Iterable) -> tuple:
+    total = None
+    for values in tuples:
+        total = values if total is None else tuple(a + b for a, b in zip(total, values))
+    return total if total is not None else []  # no input: read back as zeros
+
+
+def _files(file_patterns, what: str) -> List[str]:
+    patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
+    files = sorted(path for pattern in patterns for path in tf.io.gfile.glob(pattern))
+    if not files:
+        raise FileNotFoundError(f"no {what} match {patterns}")
+    return files
+
+
+class QualityRequest(NamedTuple):
+    """What to measure: packed perplexity of `packed_models` on the transformed eval examples, bits
+    per byte of `text_models` on the raw eval examples ({name: SavedModel dir} each)."""
+
+    packed_models: Dict[str, str]
+    eval_files: Any
+    feature_spec: Any
+    text_models: Dict[str, str]
+    raw_eval_files: Any = ()
+    batch_size: int = 16
+    text_batch_size: int = 16
+
+
+def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeline] = None):
+    """({name: PerplexityResult}, {name: BitsPerByteResult}) for `request`, in one Beam pipeline.
+
+    `beam_pipeline` (not yet run) carries the runner options; a DirectRunner pipeline is used when
+    it is None.
+    """
+    pipeline = beam_pipeline if beam_pipeline is not None else beam.Pipeline()
+    with tempfile.TemporaryDirectory(prefix="quality-") as scratch:
+        with pipeline as p:
+            if request.packed_models:
+                context_lengths = {name: ModelClient(path).context_length for name, path in request.packed_models.items()}
+                shards = p | "EvalShards" >> beam.Create(_files(request.eval_files, "transformed examples"))
+                for name, path in request.packed_models.items():
+                    _ = (
+                        shards
+                        | f"Pack[{name}]" >> beam.ParDo(_PackBlocks(request.feature_spec, context_lengths[name], request.batch_size))
+                        | f"Spread[{name}]" >> beam.Reshuffle()
+                        | f"Score[{name}]" >> beam.ParDo(_ScoreBlocks(path))
+                        | f"Sum[{name}]" >> beam.CombineGlobally(_sum_tuples)
+                        | f"Json[{name}]" >> beam.Map(json.dumps)
+                        | f"Write[{name}]" >> beam.io.WriteToText(os.path.join(scratch, "packed-" + name), shard_name_template="")
+                    )
+            if request.text_models:
+                texts = (
+                    p
+                    | "RawEvalFiles" >> beam.Create(_files(request.raw_eval_files, "raw eval examples"))
+                    | "ReadRaw" >> beam.io.ReadAllFromTFRecord(compression_type=beam.io.filesystem.CompressionTypes.GZIP)
+                    | "Texts" >> beam.FlatMap(document_texts, RAW_TEXT_KEY)
+                    | "BatchTexts" >> beam.BatchElements(min_batch_size=1, max_batch_size=request.text_batch_size)
+                )
+                for name, path in request.text_models.items():
+                    _ = (
+                        texts
+                        | f"ScoreText[{name}]" >> beam.ParDo(_ScoreTexts(path, request.text_batch_size))
+                        | f"SumText[{name}]" >> beam.CombineGlobally(_sum_tuples)
+                        | f"JsonText[{name}]" >> beam.Map(json.dumps)
+                        | f"WriteText[{name}]" >> beam.io.WriteToText(os.path.join(scratch, "text-" + name), shard_name_template="")
+                    )
+        perplexities, bits = {}, {}
+        for name in request.packed_models:
+            total_nll, total_tokens = _read_json(os.path.join(scratch, "packed-" + name)) or (0.0, 0)
+            if total_tokens == 0:
+                raise ValueError(f"the eval split {request.eval_files} holds fewer than {context_lengths[name] + 1} "
+                                 "tokens per shard: nothing to evaluate")
+            mean_nll = total_nll / total_tokens
+            perplexities[name] = PerplexityResult(math.exp(mean_nll), mean_nll, total_tokens)
+        for name in request.text_models:
+            result = BitsPerByteResult(*(_read_json(os.path.join(scratch, "text-" + name)) or (0.0, 0, 0)))
+            if result.num_bytes == 0:
+                raise ValueError(f"the raw eval split {request.raw_eval_files} holds no text: nothing to evaluate")
+            bits[name] = result
+    return perplexities, bits
+
+
+def _read_json(path: str):
+    with open(path, encoding="utf-8") as handle:
+        return json.loads(handle.read())
 
 
 def eval_split_perplexities(
@@ -77,42 +200,12 @@ def eval_split_perplexities(
     batch_size: int = 16,
     beam_pipeline: Optional[beam.Pipeline] = None,
 ) -> Dict[str, PerplexityResult]:
-    """Perplexity of each model in `models` ({name: SavedModel dir}) on the same eval examples.
+    """Perplexity of each model in `models` ({name: SavedModel dir}) on the same transformed eval
+    examples (tokens of one tokenizer: only comparable between models that share it).
 
-    `feature_spec` is the Transform graph's transformed feature spec. `beam_pipeline` (not yet
-    run) carries the runner options; a DirectRunner pipeline is used when it is None.
+    `feature_spec` is the Transform graph's transformed feature spec.
     """
-    patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-    files = sorted(path for pattern in patterns for path in tf.io.gfile.glob(pattern))
-    if not files:
-        raise FileNotFoundError(f"no transformed examples match {patterns}")
-    context_lengths = {name: ModelClient(path).context_length for name, path in models.items()}
-    pipeline = beam_pipeline if beam_pipeline is not None else beam.Pipeline()
-    with tempfile.TemporaryDirectory(prefix="perplexity-") as scratch:
-        with pipeline as p:
-            shards = p | "EvalShards" >> beam.Create(files)
-            for name, path in models.items():
-                (
-                    shards
-                    | f"Pack[{name}]" >> beam.ParDo(_PackBlocks(feature_spec, context_lengths[name], batch_size))
-                    | f"Spread[{name}]" >> beam.Reshuffle()
-                    | f"Score[{name}]" >> beam.ParDo(_ScoreBlocks(path))
-                    | f"Sum[{name}]" >> beam.CombineGlobally(_sum_pairs)
-                    | f"Json[{name}]" >> beam.Map(json.dumps)
-                    | f"Write[{name}]" >> beam.io.WriteToText(os.path.join(scratch, name), shard_name_template="")
-                )
-        results = {}
-        for name in models:
-            with open(os.path.join(scratch, name), encoding="utf-8") as handle:
-                total_nll, total_tokens = json.loads(handle.read())
-            if total_tokens == 0:
-                raise ValueError(
-                    f"the eval split {patterns} holds fewer than {context_lengths[name] + 1} tokens per shard: "
-                    "nothing to evaluate"
-                )
-            mean_nll = total_nll / total_tokens
-            results[name] = PerplexityResult(math.exp(mean_nll), mean_nll, total_tokens)
-    return results
+    return measure_quality(QualityRequest(models, file_patterns, feature_spec, {}, (), batch_size), beam_pipeline)[0]
 
 
 def eval_split_perplexity(saved_model_dir: str, file_patterns, feature_spec, batch_size: int = 16,
@@ -136,15 +229,16 @@ def perplexity_gate(perplexity: float, max_perplexity: float) -> GateResult:
     return GateResult("quality.perplexity", perplexity, max_perplexity, decision.blessed, decision.reason, "<")
 
 
-def perplexity_change_gate(candidate: float, baseline: Optional[float], max_increase: float,
-                           skip_reason: str = "") -> GateResult:
-    """The change gate: candidate perplexity may exceed the baseline's by at most `max_increase` (relative)."""
-    name = "quality.perplexity_change"
+def bits_per_byte_change_gate(candidate: float, baseline: Optional[float], max_increase: float,
+                               skip_reason: str = "") -> GateResult:
+    """The change gate: the candidate's bits per byte of the raw eval text may exceed the
+    baseline's by at most `max_increase` (relative). Tokenizer-independent."""
+    name = "quality.bits_per_byte_change"
     if baseline is None:
         return GateResult.skip(name, max_increase, skip_reason or "no baseline")
     change = candidate / baseline - 1.0 if baseline > 0 else math.inf
     passed = math.isfinite(change) and change <= max_increase
     verb = "<=" if passed else ">"
-    reason = (f"perplexity {candidate:.3f} vs baseline {baseline:.3f}: change {change:+.1%} {verb} "
+    reason = (f"{candidate:.4f} bits per byte vs baseline {baseline:.4f}: change {change:+.1%} {verb} "
               f"allowed {max_increase:+.1%}")
     return GateResult(name, change, max_increase, passed, reason, "<=")

@@ -21,15 +21,18 @@ def _png(figure) -> str:
 
 
 def _perplexity_plot(quality: Dict[str, Any], threshold: float) -> str:
-    names, values = ["candidate"], [quality["perplexity"]]
-    if quality.get("baseline_perplexity") is not None:
-        names.append("baseline (latest blessed)")
-        values.append(quality["baseline_perplexity"])
+    """The candidate's perplexity against the threshold; with a baseline, both models' bits per
+    byte of the raw eval text (per-token perplexities of different tokenizers do not compare)."""
     figure, axis = plt.subplots(figsize=(5, 3))
-    axis.bar(names, values, color=["#4c72b0", "#999999"][: len(names)])
-    axis.axhline(threshold, color="#c44e52", linestyle="--", label=f"threshold {threshold:g}")
-    axis.set_ylabel("eval perplexity")
-    axis.legend()
+    if quality.get("baseline_bits_per_byte") is not None:
+        axis.bar(["candidate", "baseline"], [quality["bits_per_byte"], quality["baseline_bits_per_byte"]],
+                 color=["#4c72b0", "#999999"])
+        axis.set_ylabel("bits per byte (raw eval text)")
+    else:
+        axis.bar(["candidate"], [quality["perplexity"]], color=["#4c72b0"])
+        axis.axhline(threshold, color="#c44e52", linestyle="--", label=f"threshold {threshold:g}")
+        axis.set_ylabel("eval perplexity")
+        axis.legend()
     return _png(figure)
 
 
@@ -80,7 +83,7 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
         f"<p>{html.escape(evaluation['reason'])}</p>",
         "<h2>Gates</h2>" + _table(["gate", "value", "threshold", "verdict", "reason"],
                                   [[g["name"], "" if g["value"] is None else f"{g['value']:.4g}", g["threshold"], g["verdict"], g["reason"]] for g in gates]),
-        f"<h2>Perplexity vs baseline</h2><img src='data:image/png;base64,{_perplexity_plot(metrics['quality'], threshold)}'>",
+        f"<h2>Quality vs baseline</h2><img src='data:image/png;base64,{_perplexity_plot(metrics['quality'], threshold)}'>",
         f"<h2>Safety rates per category</h2><img src='data:image/png;base64,{_safety_plot(metrics['safety'])}'>"
         f"<p>PII leak rate: {metrics['safety']['pii']['leak_rate']:.3f}. Memorisation: "
         f"{html.escape(str(metrics.get('memorization') or 'not run'))}</p>",

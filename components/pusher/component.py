@@ -24,7 +24,6 @@ from tfx.utils import path_utils
 
 from components.pusher import batching, registry, serving_config
 from components.pusher.versioned_push import push_saved_model, retain_latest
-from components.transform.tokenizer import VOCABULARY_ASSET_NAME
 from pipeline.config import BatchingConfig, RegistryConfig
 
 log = logging.getLogger(__name__)
@@ -89,9 +88,9 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         label = exec_properties["label"]
         saved_model = path_utils.serving_model_path(model.uri)
         run_id = self._context.pipeline_run_id if self._context else None
-        vocab_hash = registry.vocabulary_sha256(saved_model, VOCABULARY_ASSET_NAME)
+        tokenizer_hash = registry.tokenizer_sha256(saved_model)
         push_info = {"model_id": model.id, "model_uri": model.uri, "blessing_id": blessing.id,
-                     "pipeline_run_id": run_id or "", "vocabulary_sha256": vocab_hash}
+                     "pipeline_run_id": run_id or "", "tokenizer_sha256": tokenizer_hash}
         result = push_saved_model(saved_model, serving_dir, push_info)
         log.info("%s %s version %d", "Pushed" if result.created else "Already pushed", result.path, result.version)
         batching.write_batching_parameters(serving_dir, BatchingConfig.model_validate_json(exec_properties["batching"]))
@@ -111,7 +110,7 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         record = registry.PushRecord(
             serving_path=result.path, serving_base=serving_dir, serving_version=result.version, serving_label=label,
             model_artifact_id=model.id, model_uri=model.uri, blessing_artifact_id=blessing.id, blessed=True,
-            vocabulary_sha256=vocab_hash, pipeline_run_id=run_id or "", data_span=span,
+            tokenizer_sha256=tokenizer_hash, pipeline_run_id=run_id or "", data_span=span,
             metrics=_float_properties(blessing),
         )
         model_registry = registry.ModelRegistry.from_config(

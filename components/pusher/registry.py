@@ -12,8 +12,8 @@ MLFLOW_TRACKING_TOKEN or MLFLOW_TRACKING_USERNAME/PASSWORD from the environment,
 Each pushed model becomes one registered model version whose source is the pushed version
 directory (what TF Serving loads), linked to one MLflow run holding the evaluation metrics. Its tags
 carry the lineage: pipeline run id, ML Metadata artifact ids of the model and the blessing, the
-blessing, the tokenizer vocabulary's sha256, the data span, and the serving version and label. A
-retried push of the same model artifact finds its version by tag and creates nothing new.
+blessing, the sha256 of the SentencePiece tokenizer model, the data span, and the serving version
+and label. A retried push of the same model artifact finds its version by tag and creates nothing new.
 
 A remote server only accepts a non-local source (gs://, s3://, hdfs://, ...): a path on the
 pipeline's own disk means nothing to it. Use a shared serving base path with a remote registry.
@@ -42,7 +42,7 @@ TAG_MODEL_ID = "mlmd_model_artifact_id"
 TAG_MODEL_URI = "mlmd_model_uri"
 TAG_BLESSING_ID = "mlmd_blessing_artifact_id"
 TAG_BLESSED = "blessed"
-TAG_VOCAB = "vocabulary_sha256"
+TAG_TOKENIZER = "tokenizer_sha256"
 TAG_SPAN = "data_span"
 TAG_SERVING_VERSION = "serving_version"
 TAG_SERVING_BASE = "serving_base_path"
@@ -94,16 +94,15 @@ def load_credentials_file(path: str) -> None:
         os.environ[key.strip()] = value.strip()
 
 
-def vocabulary_sha256(saved_model_dir: str, asset_name: str) -> str:
-    """sha256 of the tokenizer vocabulary asset inside a SavedModel (`assets/<asset_name>*`)."""
-    assets = os.path.join(saved_model_dir, "assets")
-    names = sorted(n for n in (tf.io.gfile.listdir(assets) if tf.io.gfile.isdir(assets) else []) if n.startswith(asset_name))
-    if not names:
-        raise FileNotFoundError(f"{saved_model_dir} has no tokenizer vocabulary asset assets/{asset_name}*")
-    if len(names) > 1:
-        raise ValueError(f"{saved_model_dir} has several assets named {asset_name}*: {names}; cannot tell the vocabulary")
+def tokenizer_sha256(saved_model_dir: str) -> str:
+    """sha256 of the SentencePiece tokenizer model among a SavedModel's assets."""
+    from components.tokenizer.model_file import saved_model_model_path
+
+    path = saved_model_model_path(saved_model_dir)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{saved_model_dir} has no tokenizer model asset ({path} does not exist)")
     digest = hashlib.sha256()
-    with tf.io.gfile.GFile(os.path.join(assets, names[0]), "rb") as handle:
+    with tf.io.gfile.GFile(path, "rb") as handle:
         for chunk in iter(lambda: handle.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -147,7 +146,7 @@ class PushRecord:
     model_uri: str
     blessing_artifact_id: int
     blessed: bool
-    vocabulary_sha256: str
+    tokenizer_sha256: str
     pipeline_run_id: str = ""
     data_span: Optional[int] = None
     metrics: Dict[str, float] = field(default_factory=dict)
@@ -159,7 +158,7 @@ class PushRecord:
             TAG_MODEL_URI: self.model_uri,
             TAG_BLESSING_ID: str(self.blessing_artifact_id),
             TAG_BLESSED: str(int(self.blessed)),
-            TAG_VOCAB: self.vocabulary_sha256,
+            TAG_TOKENIZER: self.tokenizer_sha256,
             TAG_SPAN: "" if self.data_span is None else str(self.data_span),
             TAG_SERVING_VERSION: str(self.serving_version),
             TAG_SERVING_BASE: self.serving_base,

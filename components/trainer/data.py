@@ -9,7 +9,7 @@ from typing import Any, Dict, Optional, Sequence, Union
 
 import tensorflow as tf
 
-from components.transform import tokenizer
+from components.tokenizer.ids import EOS_ID
 from components.transform.preprocessing import TOKEN_IDS_KEY
 
 _PARSE_BATCH = 256  # serialized examples parsed per call; larger batches amortise op overhead
@@ -32,7 +32,7 @@ def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any]) -> t
 
     def flatten(serialized: tf.Tensor) -> tf.Tensor:
         token_ids = tf.io.parse_example(serialized, feature_spec)[TOKEN_IDS_KEY]
-        separators = tf.fill([token_ids.nrows(), 1], tf.constant(tokenizer.EOS_ID, tf.int64))
+        separators = tf.fill([token_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
         return tf.concat([separators, token_ids], axis=1).flat_values
 
     return (

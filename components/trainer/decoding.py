@@ -26,7 +26,7 @@ row whose length reaches the context length stops, which `num_generated_tokens` 
 import tensorflow as tf
 
 from components.trainer.sampling import sample_next_token
-from components.transform import tokenizer
+from components.tokenizer.ids import EOS_ID, PAD_ID
 
 MIN_BUCKET = 16
 
@@ -38,7 +38,7 @@ def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens) -> tf.Ragged
     first_kept = tf.maximum(lengths - tf.cast(max_prompt_tokens, tf.int64), 0)
     positions = tf.ragged.range(lengths)
     kept = tf.ragged.boolean_mask(prompt_ids, positions >= first_kept[:, tf.newaxis])
-    separators = tf.fill([prompt_ids.nrows(), 1], tf.constant(tokenizer.EOS_ID, tf.int64))
+    separators = tf.fill([prompt_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
     return tf.concat([separators, kept], axis=1)
 
 
@@ -81,11 +81,11 @@ def decode_with_cache(backbone, prompt_tokens, buffer, lengths, done, max_new_to
     def one_token(step, buffer, lengths, done, next_logits, cache):
         step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
         next_ids = sample_next_token(next_logits, temperature, top_k, top_p, step_seed)
-        next_ids = tf.where(done, tf.constant(tokenizer.PAD_ID, tf.int64), next_ids)
+        next_ids = tf.where(done, tf.constant(PAD_ID, tf.int64), next_ids)
         write_at = tf.minimum(lengths, cache_length - 1)
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, write_at], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
-        done = done | tf.equal(next_ids, tokenizer.EOS_ID) | (lengths >= cache_length)
+        done = done | tf.equal(next_ids, EOS_ID) | (lengths >= cache_length)
         next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache)
         return step + 1, buffer, lengths, done, next_logits, cache
 
@@ -126,9 +126,9 @@ def generate_tokens(
     cache_length = round_up_to_bucket(longest + max_new_tokens, buckets)
     padded_batch = _next_power_of_two(batch_size) if jit_compile else batch_size
     extra_rows = padded_batch - batch_size
-    dense = context.to_tensor(default_value=tokenizer.PAD_ID)
-    prompt_tokens = tf.pad(dense, [[0, extra_rows], [0, prompt_width - longest]], constant_values=tokenizer.PAD_ID)
-    buffer = tf.pad(prompt_tokens, [[0, 0], [0, cache_length - prompt_width]], constant_values=tokenizer.PAD_ID)
+    dense = context.to_tensor(default_value=PAD_ID)
+    prompt_tokens = tf.pad(dense, [[0, extra_rows], [0, prompt_width - longest]], constant_values=PAD_ID)
+    buffer = tf.pad(prompt_tokens, [[0, 0], [0, cache_length - prompt_width]], constant_values=PAD_ID)
     padded_lengths = tf.pad(lengths, [[0, extra_rows]], constant_values=1)
     done = tf.range(padded_batch) >= batch_size
     decode = _decode_xla if jit_compile else _decode_graph
@@ -165,7 +165,7 @@ def generate_tokens_without_cache(
     max_new_tokens = tf.maximum(tf.cast(max_new_tokens, tf.int32), 1)
     context = prepare_context(prompt_ids, context_length - 1)
     prompt_lengths = tf.cast(context.row_lengths(), tf.int32)
-    buffer = tf.pad(context.to_tensor(default_value=tokenizer.PAD_ID), [[0, 0], [0, max_new_tokens]])
+    buffer = tf.pad(context.to_tensor(default_value=PAD_ID), [[0, 0], [0, max_new_tokens]])
     total_length = tf.shape(buffer)[1]
     window_width = tf.minimum(context_length, total_length)
     rows = tf.range(tf.shape(buffer)[0])
@@ -182,10 +182,10 @@ def generate_tokens_without_cache(
         last_logits = tf.gather(logits, lengths - 1 - window_starts, batch_dims=1)
         step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
         next_ids = sample_next_token(last_logits, temperature, top_k, top_p, step_seed)
-        next_ids = tf.where(done, tf.constant(tokenizer.PAD_ID, tf.int64), next_ids)
+        next_ids = tf.where(done, tf.constant(PAD_ID, tf.int64), next_ids)
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, lengths], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
-        done = tf.logical_or(done, tf.equal(next_ids, tokenizer.EOS_ID))
+        done = tf.logical_or(done, tf.equal(next_ids, EOS_ID))
         return step + 1, buffer, lengths, done
 
     done = tf.zeros_like(prompt_lengths, tf.bool)

@@ -7,24 +7,31 @@ Signatures (TF Serving can carry all inputs and outputs):
                      top_p float32, seed int64 (all scalars) -> same outputs; greedy when
                      temperature == 0; decoded with the key/value cache (see decoding.py)
     score            texts [batch] string -> mean_nll [batch], num_tokens [batch]; each text is
-                     scored as one document (EOS + text + EOS), truncated to the context length
+                     scored as one whole document (EOS + text + EOS): a text longer than the
+                     context is scored in consecutive windows of context_length tokens
     score_tokens     blocks [batch, context_length + 1] int64 -> nll_sum, num_tokens per row;
                      what the evaluator uses on packed eval blocks
 
-The tokenizer is the TF Transform graph itself (`transform_features_layer`), saved inside the
-model with its assets, so the served model tokenizes exactly as Transform did; the detokenizer
-reads the same vocabulary asset.
+The tokenizer is the TF Transform graph itself (`transform_features_layer`, which embeds the
+SentencePiece model), saved inside the model, so the served model tokenizes exactly as Transform
+did; the detokenizer embeds the same model. The model file is also an asset of the export
+(`assets/sentencepiece.model`): the registry records its sha256, warm start compares it, and the
+Tokenizer stage reuses it (`tokenizer.policy=reuse`).
 
 `generation.jit_compile` compiles the decoding loop with XLA inside the SavedModel; stock TF
 Serving on CPU then needs `--xla_cpu_compilation_enabled=true`. The default export has no XLA
 and loads in stock TF Serving. Warm-up requests are written to
 `assets.extra/tf_serving_warmup_requests`.
 """
+import os
+
 import tensorflow as tf
 import tensorflow_transform as tft
 
+from components.tokenizer import model_file
+from components.tokenizer.graph import GraphTokenizer
+from components.tokenizer.ids import EOS_ID, PAD_ID
 from components.trainer import decoding, serving_requests
-from components.transform import tokenizer
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
 from pipeline.config import GenerationConfig
 
@@ -43,8 +50,9 @@ class TextGenerationModule(tf.Module):
         super().__init__(name="text_generation")
         self.backbone = backbone
         self.transform_layer = transform_output.transform_features_layer()
-        self.vocabulary = tf.saved_model.Asset(transform_output.vocabulary_file_by_name(tokenizer.VOCABULARY_ASSET_NAME))
-        self._id_to_piece = tokenizer.id_to_piece_table(self.vocabulary)
+        model_path = model_file.transform_graph_model_path(os.path.dirname(transform_output.transform_savedmodel_dir))
+        self.tokenizer_model = tf.saved_model.Asset(model_path)
+        self._detokenizer = GraphTokenizer(model_file.read_model(model_path).proto, name="detokenizer")
         self.context_length = tf.Variable(backbone.context_length, dtype=tf.int64, trainable=False, name="context_length")
         self._defaults = generation
 
@@ -68,7 +76,7 @@ class TextGenerationModule(tf.Module):
             self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, top_p, seed,
             jit_compile=self._defaults.jit_compile,
         )
-        return {"generations": tokenizer.detokenize(new_ids, self._id_to_piece), "num_generated_tokens": counts}
+        return {"generations": self._detokenizer.detokenize(new_ids), "num_generated_tokens": counts}
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
     def generate_with_defaults(self, prompts):
@@ -84,22 +92,34 @@ class TextGenerationModule(tf.Module):
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
     def score(self, texts):
-        """Mean next-token NLL of each text as a whole document (truncated to the context)."""
+        """Mean next-token NLL of each text as one whole document (EOS + text + EOS, every token
+        after the first predicted). A document with more predictions than the context is scored
+        in consecutive windows of `context_length` predictions, each seeing only its own tokens
+        (as packed training blocks do), so no part of the text is left out."""
         token_ids = self._tokenize(texts)
-        separators = tf.fill([token_ids.nrows(), 1], tf.constant(tokenizer.EOS_ID, tf.int64))
-        documents = tf.concat([separators, token_ids, separators], axis=1)[:, : self.backbone.context_length + 1]
-        lengths = documents.row_lengths()
-        dense = documents.to_tensor(default_value=tokenizer.PAD_ID)
-        mask = tf.range(tf.shape(dense, out_type=tf.int64)[1] - 1)[tf.newaxis, :] < (lengths - 1)[:, tf.newaxis]
-        nll = _masked_token_nll(self.backbone, dense[:, :-1], dense[:, 1:], mask)
-        num_tokens = tf.cast(lengths - 1, tf.float32)
-        return {"mean_nll": tf.reduce_sum(nll, axis=1) / num_tokens, "num_tokens": lengths - 1}
+        separators = tf.fill([token_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
+        documents = tf.concat([separators, token_ids, separators], axis=1)
+        inputs, targets = documents[:, :-1], documents[:, 1:]
+        num_tokens = inputs.row_lengths()
+        window = tf.cast(self.backbone.context_length, tf.int64)
+        windows_per_text = (num_tokens + window - 1) // window
+        first_window = tf.cumsum(windows_per_text, exclusive=True)
+        window_of_token = (tf.ragged.range(num_tokens) // window + first_window[:, tf.newaxis]).flat_values
+        num_windows = tf.reduce_sum(windows_per_text)
+        window_inputs = tf.RaggedTensor.from_value_rowids(inputs.flat_values, window_of_token, nrows=num_windows)
+        window_targets = tf.RaggedTensor.from_value_rowids(targets.flat_values, window_of_token, nrows=num_windows)
+        dense_inputs = window_inputs.to_tensor(default_value=PAD_ID)
+        mask = tf.sequence_mask(window_inputs.row_lengths(), tf.shape(dense_inputs, out_type=tf.int64)[1])
+        nll = _masked_token_nll(self.backbone, dense_inputs, window_targets.to_tensor(default_value=PAD_ID), mask)
+        text_of_window = tf.repeat(tf.range(token_ids.nrows()), windows_per_text)
+        text_nll = tf.math.unsorted_segment_sum(tf.reduce_sum(nll, axis=1), text_of_window, token_ids.nrows())
+        return {"mean_nll": text_nll / tf.cast(num_tokens, text_nll.dtype), "num_tokens": num_tokens}
 
     @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="blocks")])
     def score_tokens(self, blocks):
         """Summed NLL and token count of each packed block (inputs = block[:-1], targets = block[1:])."""
         targets = blocks[:, 1:]
-        mask = tf.not_equal(targets, tokenizer.PAD_ID)
+        mask = tf.not_equal(targets, PAD_ID)
         nll = _masked_token_nll(self.backbone, blocks[:, :-1], targets, mask)
         return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)}
 

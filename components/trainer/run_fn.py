@@ -25,7 +25,7 @@ from components.trainer.model_size import parameter_count, training_flops_per_to
 from components.trainer.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
 from components.trainer.strategy import choose_strategy, cleanup_worker_dir, writable_dir
 from components.trainer.warm_start import warm_start_from
-from components.transform import tokenizer
+from components.tokenizer import model_file
 from pipeline.config import GenerationConfig, ModelConfig, RegistryConfig, TFJobConfig, TrainingConfig
 
 if TYPE_CHECKING:  # importing TFX costs ~1 minute; worker processes only need the attributes
@@ -93,7 +93,8 @@ def run_fn(fn_args: "FnArgs") -> None:
 
     device = accelerator_kind(strategy)
     policy_name = resolve_precision(training.precision, device)
-    vocab_size = transform_output.vocabulary_size_by_name(tokenizer.VOCABULARY_ASSET_NAME)
+    tokenizer = model_file.read_model(model_file.transform_graph_model_path(fn_args.transform_output))
+    vocab_size = tokenizer.vocab_size
     global_batch = training.resolved_batch_size(context_length)
     per_replica_batch = global_batch // strategy.num_replicas_in_sync
     if per_replica_batch * strategy.num_replicas_in_sync != global_batch or per_replica_batch % training.gradient_accumulation_steps:
@@ -141,7 +142,7 @@ def run_fn(fn_args: "FnArgs") -> None:
             optimizer = task.make_optimizer(training, policy_name)
         base_model = _warm_start_model(fn_args) if training.warm_start else ""
         if base_model:
-            warm_start_from(backbone, base_model)
+            warm_start_from(backbone, base_model, tokenizer.sha256)
         trainer = LanguageModelTrainer(
             backbone, optimizer, strategy, settings,
             checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),

@@ -1,10 +1,18 @@
-"""Warm start: initialise the backbone from a previously exported (blessed) serving model."""
+"""Warm start: initialise the backbone from a previously exported (blessed) serving model.
+
+Only a model that tokenizes the same way is a valid starting point: its weights are indexed by
+token id. The base model's SentencePiece asset must have the same sha256 as this run's tokenizer
+(the same vocabulary size is not enough: two learned models of one size assign different pieces
+to the same ids), and its weights must have the same shapes.
+"""
 import collections
 import logging
 import os
 
 import tensorflow as tf
 import tf_keras as keras
+
+from components.tokenizer import model_file
 
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -17,12 +25,28 @@ def _saved_backbone_shapes(variables_prefix: str) -> collections.Counter:
     )
 
 
-def warm_start_from(backbone: keras.Model, saved_model_dir: str) -> bool:
+def tokenizer_mismatch(saved_model_dir: str, tokenizer_sha256: str) -> str:
+    """Why the SavedModel's tokenizer is not the one with `tokenizer_sha256`, or "" when it is."""
+    path = model_file.saved_model_model_path(saved_model_dir)
+    if not tf.io.gfile.exists(path):
+        return f"it has no SentencePiece tokenizer ({path} does not exist)"
+    base_sha256 = model_file.read_model(path).sha256
+    if base_sha256 != tokenizer_sha256:
+        return (f"its tokenizer differs (sha256 {base_sha256[:12]}... vs this run's {tokenizer_sha256[:12]}...): "
+                "token ids mean other pieces; use tokenizer.policy=reuse (or auto) to keep the tokenizer")
+    return ""
+
+
+def warm_start_from(backbone: keras.Model, saved_model_dir: str, tokenizer_sha256: str) -> bool:
     """Copies the backbone weights of the SavedModel at `saved_model_dir` into `backbone`.
 
-    Only when the shapes match exactly (same model shape and vocabulary size); otherwise logs why
-    and leaves the fresh initialisation. Returns whether weights were loaded.
+    Only when its tokenizer has `tokenizer_sha256` (this run's) and the shapes match exactly;
+    otherwise logs why and leaves the fresh initialisation. Returns whether weights were loaded.
     """
+    mismatch = tokenizer_mismatch(saved_model_dir, tokenizer_sha256)
+    if mismatch:
+        logging.warning("Not warm-starting from %s: %s", saved_model_dir, mismatch)
+        return False
     variables_prefix = os.path.join(saved_model_dir, "variables", "variables")
     saved = _saved_backbone_shapes(variables_prefix)
     expected = collections.Counter(tuple(weight.shape) for weight in backbone.weights)

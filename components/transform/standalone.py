@@ -1,7 +1,8 @@
 """Running the project's `preprocessing_fn` with TF Transform outside a TFX pipeline.
 
-Used by tests and benchmarks to produce the same transform graph (and learned vocabulary) that
-the Transform component writes, from an in-memory list of documents.
+Used by tests and benchmarks to produce the same transform graph that the tokenizing Transform
+component writes (the SentencePiece model embedded, and copied into its assets), from an
+in-memory list of documents and a SentencePiece model file.
 """
 import functools
 import os
@@ -12,24 +13,25 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 
-from components.transform.preprocessing import RAW_TEXT_KEY, VOCAB_SIZE_CONFIG_KEY, preprocessing_fn
+from components.tokenizer import model_file
+from components.transform.preprocessing import RAW_TEXT_KEY, TOKENIZER_MODEL_KEY, preprocessing_fn
 
 
 def analyze_and_transform(
     documents: Sequence[str],
-    vocab_size: int,
+    tokenizer_model: str,
     output_dir: str,
     transformed_examples_prefix: Optional[str] = None,
 ) -> str:
-    """Analyzes `documents` (learning the vocabulary) and writes the transform graph to `output_dir`.
+    """Writes the transform graph for `tokenizer_model` (a .model file) to `output_dir`.
 
-    When `transformed_examples_prefix` is given, also writes the transformed documents, in input
+    When `transformed_examples_prefix` is given, also writes the transformed `documents`, in input
     order, as GZIP tf.Example TFRecords encoded with the transformed schema (as Transform does).
     Returns `output_dir`.
     """
     raw_metadata = tft.DatasetMetadata.from_feature_spec({RAW_TEXT_KEY: tf.io.FixedLenFeature([1], tf.string)})
     raw_data = [{RAW_TEXT_KEY: [document.encode("utf-8")]} for document in documents]
-    fn = functools.partial(preprocessing_fn, custom_config={VOCAB_SIZE_CONFIG_KEY: vocab_size})
+    fn = functools.partial(preprocessing_fn, custom_config={TOKENIZER_MODEL_KEY: tokenizer_model})
     options = beam.options.pipeline_options.PipelineOptions(["--direct_running_mode=in_memory", "--direct_num_workers=1"])
     with beam.Pipeline(options=options) as pipeline, tft_beam.Context(temp_dir=os.path.join(output_dir, "tmp")):
         raw = pipeline | "Documents" >> beam.Create(raw_data, reshuffle=False)
@@ -47,4 +49,5 @@ def analyze_and_transform(
                     compression_type=beam.io.filesystem.CompressionTypes.GZIP,
                 )
             )
+    model_file.copy_model(model_file.read_model(tokenizer_model).proto, model_file.transform_graph_model_path(output_dir))
     return output_dir

@@ -1,0 +1,119 @@
+"""The Tokenizer component: the SentencePiece model a run tokenizes with, as an artifact.
+
+Input: the Examples (train split). Output: a `Tokenizer` artifact whose directory holds
+`sentencepiece.model`, with custom properties (KFP carries custom properties only):
+
+    vocab_size, algorithm, sha256      the model
+    source                             learned | reused | pinned, and `source_detail` saying which
+    learned_from_examples, learned_from_span, sample_chunks, sample_bytes   for a learned model
+
+Which model is used follows `tokenizer.policy` (policy.py). The production model for `reuse` and
+`auto` is looked up in the model registry by the executor, at run time.
+"""
+import json
+import logging
+import os
+import types as pytypes
+from typing import Any, Dict, List
+
+from tfx import types
+from tfx.dsl.components.base import base_beam_component, base_beam_executor, executor_spec
+from tfx.types import artifact_utils, standard_artifacts
+from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
+
+from components.tokenizer import learn, model_file, policy, sample
+from components.tokenizer.options import TokenizerOptions
+
+log = logging.getLogger(__name__)
+TRAIN_SPLIT = "train"
+SAMPLE_FILE = "sample.tfrecord.gz"
+SPAN = "span"
+
+
+class Tokenizer(types.Artifact):
+    """A SentencePiece model file and what it was made from (see the module docstring)."""
+
+    TYPE_NAME = "components.Tokenizer"  # importable schema title (see components/__init__.py)
+
+
+class TokenizerSpec(ComponentSpec):
+    PARAMETERS = {
+        "options": ExecutionParameter(type=str),  # TokenizerOptions as JSON
+        "text_feature": ExecutionParameter(type=str),
+        # Where the production model is looked up (policy reuse/auto): RegistryConfig as JSON, the
+        # registered model's serving name, and the embedded store's directory (empty on a cluster).
+        "registry_config": ExecutionParameter(type=str),
+        "model_name": ExecutionParameter(type=str),
+        "registry_dir": ExecutionParameter(type=str, optional=True),
+    }
+    INPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
+    OUTPUTS = {"tokenizer": ChannelParameter(type=Tokenizer)}
+
+
+def _find_production(exec_properties: Dict[str, Any]):
+    from components.pusher.registry import find_production_model
+
+    registry_config = pytypes.SimpleNamespace(**json.loads(exec_properties["registry_config"]))
+    return find_production_model(registry_config, exec_properties["model_name"],
+                                 exec_properties.get("registry_dir") or None)
+
+
+class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
+    """Learns, reuses or loads the pinned model and writes the Tokenizer artifact."""
+
+    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
+           exec_properties: Dict[str, Any]) -> None:
+        options = TokenizerOptions.model_validate_json(exec_properties["options"])
+        output = artifact_utils.get_single_instance(output_dict["tokenizer"])
+        choice = policy.choose(options.policy, options.pinned_model_file, lambda: _find_production(exec_properties))
+        if choice.action == policy.LEARN:
+            examples = artifact_utils.get_single_instance(input_dict["examples"])
+            proto = self._learn(examples, options, exec_properties["text_feature"], output)
+            described = model_file.describe(proto, f"the model learned from {examples.uri}")
+            source = "learned"
+        else:
+            described = model_file.read_model(choice.model_path)
+            source = "reused" if choice.action == policy.REUSE else "pinned"
+            output.set_string_custom_property("model_path", choice.model_path)
+        model_file.copy_model(described.proto, model_file.artifact_model_path(output.uri))
+        output.set_int_custom_property("vocab_size", described.vocab_size)
+        output.set_string_custom_property("algorithm", described.algorithm)
+        output.set_string_custom_property("sha256", described.sha256)
+        output.set_string_custom_property("source", source)
+        output.set_string_custom_property("source_detail", choice.reason)
+        log.info("Tokenizer %s (%s): %d pieces, %s, sha256 %s", source, choice.reason, described.vocab_size,
+                 described.algorithm, described.sha256)
+
+    def _learn(self, examples: types.Artifact, options: TokenizerOptions, text_feature: str,
+               output: types.Artifact) -> bytes:
+        """Draws the sample with Beam, learns the model and records what it was learned from."""
+        pattern = os.path.join(artifact_utils.get_split_uri([examples], TRAIN_SPLIT), "*")
+        drawn = sample.draw_sample(self._make_beam_pipeline(), [pattern], text_feature, options.sample_size,
+                                   options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
+        proto = learn.learn_model(drawn.chunks, options.vocab_size, options.algorithm, options.pieces_cross_words)
+        output.set_string_custom_property("learned_from_examples", examples.uri)
+        # ExampleGen's driver records the span as a custom property (the standard one stays 0).
+        span = examples.get_int_custom_property(SPAN) if examples.has_custom_property(SPAN) else examples.span
+        output.set_int_custom_property("learned_from_span", int(span))
+        output.set_int_custom_property("sample_chunks", len(drawn.chunks))
+        output.set_int_custom_property("sample_bytes", drawn.num_bytes)
+        return proto
+
+
+class TokenizerComponent(base_beam_component.BaseBeamComponent):
+    """The Tokenizer stage (see the module docstring)."""
+
+    SPEC_CLASS = TokenizerSpec
+    EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TokenizerExecutor)
+
+    def __init__(self, examples: types.BaseChannel, options: TokenizerOptions, text_feature: str,
+                 registry_config: str, model_name: str, registry_dir: str = ""):
+        super().__init__(spec=TokenizerSpec(
+            examples=examples,
+            options=options.model_dump_json(),
+            text_feature=text_feature,
+            registry_config=registry_config,
+            model_name=model_name,
+            registry_dir=registry_dir,
+            tokenizer=types.Channel(type=Tokenizer),
+        ))

@@ -1,0 +1,41 @@
+"""Typed options of the Tokenizer stage (composed into the pipeline config as `tokenizer`)."""
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from components.tokenizer.ids import MIN_VOCAB_SIZE
+
+Policy = Literal["auto", "learn", "reuse", "pinned"]
+Algorithm = Literal["bpe", "unigram"]
+
+
+class TokenizerOptions(BaseModel):
+    """Which SentencePiece model a run tokenizes with, and how a new one is learned."""
+
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    policy: Policy = Field(
+        "auto",
+        description="learn: a new model from this span's train split; reuse: the model of the registry's production "
+                    "model (fails when there is none); pinned: pinned_model_file; auto: reuse when a production model "
+                    "exists, else learn.",
+    )
+    pinned_model_file: str = Field("", description="SentencePiece .model file used when policy=pinned.")
+    vocab_size: int = Field(4096, ge=MIN_VOCAB_SIZE, le=1_000_000,
+                            description="Pieces in a learned model, including 3 special and 256 byte pieces.")
+    algorithm: Algorithm = Field("bpe", description="SentencePiece model type of a learned model.")
+    sample_size: int = Field(20_000, ge=1, description="Text chunks of the train split a model is learned from "
+                                                       "(a hash sample drawn with Beam: learning cost is bounded by it).")
+    chunk_chars: int = Field(2048, ge=64, description="Documents are cut into chunks of at most this many characters "
+                                                      "before sampling.")
+    pieces_cross_words: bool = Field(
+        True, description="Let learned pieces span spaces (SentencePiece split_by_whitespace=false): shorter "
+                          "sequences, and a small corpus can fill the vocabulary.")
+
+    @model_validator(mode="after")
+    def _pinned_needs_a_file(self) -> "TokenizerOptions":
+        if self.policy == "pinned" and not self.pinned_model_file:
+            raise ValueError("policy 'pinned' needs pinned_model_file")
+        if self.pinned_model_file and self.policy != "pinned":
+            raise ValueError(f"pinned_model_file is set but policy is '{self.policy}' (set policy: pinned)")
+        return self

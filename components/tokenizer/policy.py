@@ -1,0 +1,53 @@
+"""Which tokenizer a run uses (`tokenizer.policy`).
+
+    learn    a new model from this run's train split
+    reuse    the model inside the SavedModel the registry serves as production: token ids stay the
+             same across spans, which warm start and continued training need; an error when there
+             is none
+    pinned   the file `tokenizer.pinned_model_file`
+    auto     reuse when a production model with a SentencePiece tokenizer exists, else learn
+             (the first run, or a production model exported before the Tokenizer stage existed)
+
+The production model is looked up at run time by the Tokenizer executor (no ML Metadata resolver,
+so the same code runs locally and on Kubeflow Pipelines).
+"""
+from typing import Callable, NamedTuple, Optional
+
+import tensorflow as tf
+
+from components.tokenizer import model_file
+
+LEARN, REUSE, PINNED = "learn", "reuse", "pinned"
+
+
+class Choice(NamedTuple):
+    """What to do: `action` (learn/reuse/pinned), the model file for reuse/pinned, and why."""
+
+    action: str
+    model_path: str
+    reason: str
+
+
+def choose(policy: str, pinned_model_file: str, find_production: Callable[[], Optional[object]]) -> Choice:
+    """Applies `policy`; `find_production` returns the registry's production model (with
+    `saved_model_dir` and `registered_version`) or None, and is called only when needed."""
+    if policy == PINNED:
+        if not tf.io.gfile.exists(pinned_model_file):
+            raise FileNotFoundError(f"tokenizer.pinned_model_file {pinned_model_file} does not exist")
+        return Choice(PINNED, pinned_model_file, f"pinned file {pinned_model_file}")
+    if policy == LEARN:
+        return Choice(LEARN, "", "tokenizer.policy=learn")
+    production = find_production()
+    if production is None:
+        if policy == REUSE:
+            raise ValueError("tokenizer.policy=reuse, but the model registry has no production model to reuse the "
+                             "tokenizer of (learn one first, or use policy auto)")
+        return Choice(LEARN, "", "no production model yet")
+    path = model_file.saved_model_model_path(production.saved_model_dir)
+    if not tf.io.gfile.exists(path):
+        if policy == REUSE:
+            raise FileNotFoundError(f"tokenizer.policy=reuse, but the production model (registered version "
+                                    f"{production.registered_version}) has no SentencePiece tokenizer: {path} does not exist")
+        return Choice(LEARN, "", f"the production model (registered version {production.registered_version}) "
+                                 "has no SentencePiece tokenizer (exported before the Tokenizer stage)")
+    return Choice(REUSE, path, f"the production model's (registered version {production.registered_version})")

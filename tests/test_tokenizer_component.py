@@ -1,0 +1,162 @@
+"""The Tokenizer component's executor on real TFX artifacts: the sample, and the policy
+learn / reuse / pinned / auto."""
+import json
+import os
+import types
+
+import apache_beam as beam
+import pytest
+import tensorflow as tf
+from tfx.dsl.components.base import base_beam_executor
+from tfx.types import standard_artifacts
+
+from components.tokenizer import component, model_file, policy, sample
+from components.tokenizer.graph import GraphTokenizer
+from components.tokenizer.options import TokenizerOptions
+from pipeline.config import RegistryConfig
+from tests.conftest import BUNDLED_TXT
+
+
+def _write_examples(directory, documents):
+    os.makedirs(directory, exist_ok=True)
+    with tf.io.TFRecordWriter(os.path.join(directory, "data.gz"), options="GZIP") as writer:
+        for text in documents:
+            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+@pytest.fixture(scope="module")
+def examples(tmp_path_factory):
+    """An Examples artifact whose train split holds the bundled replies (span 3)."""
+    root = tmp_path_factory.mktemp("examples")
+    with open(BUNDLED_TXT, encoding="utf-8") as handle:
+        documents = [d for d in handle.read(200_000).split("\n\n") if d.strip()]
+    _write_examples(str(root / "Split-train"), documents)
+    artifact = standard_artifacts.Examples()
+    artifact.uri = str(root)
+    artifact.split_names = json.dumps(["train"])
+    artifact.set_int_custom_property("span", 3)
+    return artifact
+
+
+def _run(tmp_path, examples, name, production=None, monkeypatch=None, **options):
+    """Runs the executor with `options`; `production` is what the registry lookup answers."""
+    output = component.Tokenizer()
+    output.uri = str(tmp_path / name)
+    if monkeypatch is not None:
+        monkeypatch.setattr(component, "_find_production", lambda _: production)
+    context = base_beam_executor.BaseBeamExecutor.Context(
+        beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"], tmp_dir=str(tmp_path / f"tmp-{name}"), unique_id="1")
+    exec_properties = {
+        "options": TokenizerOptions(vocab_size=1024, **options).model_dump_json(), "text_feature": "text",
+        "registry_config": RegistryConfig().model_dump_json(), "model_name": "textgen",
+        "registry_dir": str(tmp_path / "no-registry"),
+    }
+    component.TokenizerExecutor(context).Do({"examples": [examples]}, {"tokenizer": [output]}, exec_properties)
+    return output
+
+
+def _production(saved_model_dir, proto):
+    """A stand-in for the registry's answer: a pushed SavedModel directory holding the tokenizer asset."""
+    model_file.copy_model(proto, model_file.saved_model_model_path(saved_model_dir))
+    return types.SimpleNamespace(saved_model_dir=saved_model_dir, registered_version=4)
+
+
+def _ids(tokenizer_artifact, texts):
+    proto = model_file.read_model(model_file.artifact_model_path(tokenizer_artifact.uri)).proto
+    return GraphTokenizer(proto).tokenize(tf.constant(texts)).to_list()
+
+
+def test_learn_writes_the_model_and_what_it_was_learned_from(tmp_path, examples):
+    """auto with an empty registry (the real lookup: no store exists) learns."""
+    learned = _run(tmp_path, examples, "learned")
+    model = model_file.read_model(model_file.artifact_model_path(learned.uri))
+    assert learned.get_int_custom_property("vocab_size") == model.vocab_size == 1024
+    assert learned.get_string_custom_property("sha256") == model.sha256
+    assert learned.get_string_custom_property("algorithm") == "bpe"
+    assert learned.get_string_custom_property("source") == "learned"
+    assert learned.get_string_custom_property("source_detail") == "no production model yet"
+    assert learned.get_string_custom_property("learned_from_examples") == examples.uri
+    assert learned.get_int_custom_property("learned_from_span") == 3
+    assert 0 < learned.get_int_custom_property("sample_chunks") <= 20_000
+    assert not os.path.exists(os.path.join(str(tmp_path / "no-registry"), "mlflow.db"))  # the lookup created nothing
+
+
+def test_the_sample_is_bounded_and_the_same_on_every_run(tmp_path, examples):
+    pattern = [os.path.join(examples.uri, "Split-train", "*")]
+    draws = [sample.draw_sample(beam.Pipeline(), pattern, "text", 50, 100, str(tmp_path / f"sample-{run}.gz"))
+             for run in range(2)]
+    assert len(draws[0].chunks) == 50 and all(len(chunk) <= 100 for chunk in draws[0].chunks)
+    assert sorted(draws[0].chunks) == sorted(draws[1].chunks)
+
+
+def test_reuse_takes_the_production_models_tokenizer_and_gives_the_same_ids(tmp_path, examples, monkeypatch):
+    learned = _run(tmp_path, examples, "first", policy="learn")
+    proto = model_file.read_model(model_file.artifact_model_path(learned.uri)).proto
+    production = _production(str(tmp_path / "serving" / "4"), proto)
+    for name, policy_name in (("reused", "reuse"), ("auto", "auto")):
+        reused = _run(tmp_path, examples, name, production, monkeypatch, policy=policy_name)
+        assert reused.get_string_custom_property("source") == "reused"
+        assert "registered version 4" in reused.get_string_custom_property("source_detail")
+        assert reused.get_string_custom_property("sha256") == learned.get_string_custom_property("sha256")
+        text = ["Hi Zoë, thanks for writing about sync. 中文 ▁"]
+        assert _ids(reused, text) == _ids(learned, text)
+
+
+def test_reuse_without_a_production_model_is_a_clear_error(tmp_path, examples, monkeypatch):
+    with pytest.raises(ValueError, match="tokenizer.policy=reuse, but the model registry has no production model"):
+        _run(tmp_path, examples, "none", None, monkeypatch, policy="reuse")
+
+
+def test_auto_learns_when_the_production_model_predates_the_tokenizer_stage(tmp_path, examples, monkeypatch):
+    old = types.SimpleNamespace(saved_model_dir=str(tmp_path / "old"), registered_version=2)
+    learned = _run(tmp_path, examples, "after-old", old, monkeypatch, policy="auto")
+    assert learned.get_string_custom_property("source") == "learned"
+    assert "registered version 2) has no SentencePiece tokenizer" in learned.get_string_custom_property("source_detail")
+    with pytest.raises(FileNotFoundError, match="sentencepiece.model does not exist"):
+        _run(tmp_path, examples, "reuse-old", old, monkeypatch, policy="reuse")
+
+
+def test_pinned_file(tmp_path, examples, tokenizer_model):
+    pinned = _run(tmp_path, examples, "pinned", policy="pinned", pinned_model_file=tokenizer_model)
+    assert pinned.get_string_custom_property("source") == "pinned"
+    assert pinned.get_string_custom_property("sha256") == model_file.read_model(tokenizer_model).sha256
+    missing = str(tmp_path / "nowhere" / "sp.model")
+    with pytest.raises(FileNotFoundError, match=f"tokenizer.pinned_model_file {missing} does not exist"):
+        _run(tmp_path, examples, "missing", policy="pinned", pinned_model_file=missing)
+
+
+def test_options_need_a_file_exactly_when_pinned():
+    with pytest.raises(ValueError, match="policy 'pinned' needs pinned_model_file"):
+        TokenizerOptions(policy="pinned")
+    with pytest.raises(ValueError, match="pinned_model_file is set but policy is 'auto'"):
+        TokenizerOptions(pinned_model_file="/m.model")
+
+
+def test_policy_consults_the_registry_only_when_needed():
+    def no_lookup():
+        raise AssertionError("looked up the registry")
+
+    assert policy.choose("learn", "", no_lookup).action == policy.LEARN
+    assert policy.choose("auto", "", lambda: None) == policy.Choice(policy.LEARN, "", "no production model yet")
+
+
+def test_tokenizing_transform_is_transform_with_a_tokenizer_input():
+    """Same parameters and outputs as the stock Transform, plus the `tokenizer` channel; the
+    executor is the stock one's subclass."""
+    from tfx import types as tfx_types
+    from tfx.components import Transform
+    from tfx.components.transform.executor import Executor
+
+    from components.transform.component import TokenizingTransform
+
+    channels = {name: tfx_types.Channel(type=artifact_type) for name, artifact_type in (
+        ("examples", standard_artifacts.Examples), ("schema", standard_artifacts.Schema), ("tokenizer", component.Tokenizer))}
+    arguments = dict(examples=channels["examples"], schema=channels["schema"],
+                     preprocessing_fn="components.transform.preprocessing.preprocessing_fn")
+    tokenizing = TokenizingTransform(tokenizer=channels["tokenizer"], **arguments)
+    stock = Transform(**arguments)
+    assert tokenizing.exec_properties == stock.exec_properties
+    assert set(tokenizing.outputs) == set(stock.outputs)
+    assert set(tokenizing.inputs) == set(stock.inputs) | {"tokenizer"}
+    assert issubclass(tokenizing.executor_spec.executor_class, Executor)
