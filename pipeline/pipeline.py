@@ -143,6 +143,15 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
     return _ValidationStage(statistics_gen, schema_gen, example_validator, gate, distribution_nodes, after_gate)
 
 
+def _cleaning_options(config: PipelineConfig) -> dict:
+    """The cleaning options, with the evaluator's red-team prompts and bias templates added to the
+    decontamination suites (so the gates never ask what the model trained on)."""
+    cleaning = config.cleaning.model_dump()
+    suites = [config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file]
+    cleaning["decontamination"]["files"] = suites + list(cleaning["decontamination"]["files"])
+    return cleaning
+
+
 def example_gen_custom_config(config: PipelineConfig) -> dict:
     """The ExampleGen executor's reader, cleaning and span-range options, taken from the config."""
     example_gen = config.example_gen
@@ -156,7 +165,7 @@ def example_gen_custom_config(config: PipelineConfig) -> dict:
             "max_record_bytes": example_gen.max_record_bytes,
             "quarantine_sample_bytes": example_gen.quarantine_sample_bytes,
         },
-        CLEANING_OPTIONS_KEY: config.cleaning.model_dump(),
+        CLEANING_OPTIONS_KEY: _cleaning_options(config),
         SPAN_OPTIONS_KEY: {"file_pattern": example_gen.file_pattern, "first_span": example_gen.first_span},
     }
 

@@ -5,6 +5,8 @@ on the Examples artifact), and is usable on its own on any PCollection of `Docum
 """
 import apache_beam as beam
 
+from components.example_gen.cleaning import decontamination
+from components.example_gen.cleaning.curation_steps import REMOVED_TAG, CurateEachDocument
 from components.example_gen.cleaning.document_steps import CleanEachDocument
 from components.example_gen.cleaning.events import EVENTS_TAG
 from components.example_gen.cleaning.exact_dedup import RemoveExactDuplicates
@@ -12,19 +14,36 @@ from components.example_gen.cleaning.near_dedup import RemoveNearDuplicates
 from components.example_gen.options import CleaningOptions
 
 
+def _first_by_position(rule_and_documents):
+    rule, documents = rule_and_documents
+    return [(rule, document) for document in documents]
+
+
 class CleanDocuments(beam.PTransform):
-    """Documents in; a dict out: 'documents' (the cleaned, kept ones) and 'events' (what each
-    step changed or removed, as (kind, location) pairs)."""
+    """Documents in; a dict out: 'documents' (the cleaned, kept ones), 'events' (what each
+    step changed or removed, as (kind, location) pairs) and 'removed_samples' ((rule, Document)
+    pairs: the first `removed_samples_per_rule` documents by position that each curation rule
+    removed)."""
 
     def __init__(self, options: CleaningOptions):
         super().__init__()
         self._options = options
+        decontaminate = options.decontamination
+        self._suite = decontamination.load_suites(decontaminate) if decontaminate.enabled else {}
 
     def expand(self, documents):
         events = []
         cleaned = documents | "EachDocument" >> beam.ParDo(CleanEachDocument(self._options)).with_outputs(
             EVENTS_TAG, main="documents")
-        documents, events = cleaned.documents, [cleaned[EVENTS_TAG]]
+        curated = cleaned.documents | "Curate" >> beam.ParDo(CurateEachDocument(self._options, self._suite)).with_outputs(
+            EVENTS_TAG, REMOVED_TAG, main="documents")
+        documents, events = curated.documents, [cleaned[EVENTS_TAG], curated[EVENTS_TAG]]
+        samples = (
+            curated[REMOVED_TAG]
+            | "FirstRemovedPerRule" >> beam.combiners.Top.PerKey(
+                self._options.removed_samples_per_rule, key=lambda document: document.sort_key(), reverse=True)
+            | "RemovedSamples" >> beam.FlatMap(_first_by_position)
+        )
         if self._options.exact_dedup:
             unique = documents | "ExactDedup" >> RemoveExactDuplicates()
             documents = unique.documents
@@ -33,4 +52,5 @@ class CleanDocuments(beam.PTransform):
             distinct = documents | "NearDedup" >> RemoveNearDuplicates(self._options)
             documents = distinct.documents
             events.append(distinct[EVENTS_TAG])
-        return {"documents": documents, "events": tuple(events) | "AllEvents" >> beam.Flatten()}
+        return {"documents": documents, "events": tuple(events) | "AllEvents" >> beam.Flatten(),
+                "removed_samples": samples}
