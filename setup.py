@@ -26,6 +26,8 @@ setup(
         "kfp-pipeline-spec==0.2.2",
         "pydantic>=2,<3",
         "pyyaml>=6",
+        "py3langid>=0.2.2",
+        "alt-profanity-check==1.5.1",
     ],
     entry_points={"console_scripts": ["textgen=pipeline.cli:main"]},
 )

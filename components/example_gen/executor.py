@@ -20,8 +20,9 @@ with features
                `cleaning.language_id` is on
 
 and writes, inside the Examples artifact's directory, `quarantine/` (gzipped JSON lines of every
-rejected record: reason, file, line, detail, capped raw bytes) and `ingest_report.json` (see
-`ingest_report`). The report is also copied onto the artifact's custom properties. If no document
+rejected record: reason, file, line, detail, capped raw bytes; and samples of the documents
+each curation rule removed), `ingest_report.json` (see `ingest_report`) and `data_report.html`
+(`data_report`). The report is also copied onto the artifact's custom properties. If no document
 survives, the execution fails with the counts.
 
 With a span range (`span_range` module) it also reads the earlier spans of the range; the spans
@@ -40,7 +41,7 @@ from tfx.components.example_gen import utils as example_gen_utils
 from tfx.components.example_gen.base_example_gen_executor import BaseExampleGenExecutor
 from tfx.types import artifact_utils, standard_component_specs
 
-from components.example_gen import ingest_report, span_range
+from components.example_gen import data_report, ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
 from components.example_gen.cleaning.transforms import CleanDocuments
 from components.example_gen.options import CleaningOptions, ReadOptions
@@ -127,13 +128,13 @@ def _length_event(document: Document):
 
 @beam.ptransform_fn
 def _WriteReport(pipeline_parts, report_dir: str, sample_chars: int):
-    """Writes the quarantine files, ingest_report.json and the HTML data report (see
-    `ingest_report`)."""
+    """Writes the quarantine files and ingest_report.json (see `ingest_report`)."""
     read, kept, rejected, removed_samples, events = pipeline_parts
     quarantine_dir = os.path.join(report_dir, ingest_report.QUARANTINE_DIR)
     _ = (rejected | "QuarantineJson" >> beam.Map(ingest_report.quarantine_record)
          | "WriteQuarantine" >> beam.io.WriteToText(os.path.join(quarantine_dir, "records"), file_name_suffix=".jsonl.gz"))
-    _ = (removed_samples | "RemovedJson" >> beam.MapTuple(ingest_report.removed_sample_record, max_chars=sample_chars)
+    _ = (removed_samples | "RemovedJson" >> beam.Map(
+        lambda pair: ingest_report.removed_sample_record(*pair, max_chars=sample_chars))
          | "WriteRemoved" >> beam.io.WriteToText(os.path.join(quarantine_dir, "removed"), file_name_suffix=".jsonl.gz"))
     lengths = kept | "LengthBuckets" >> beam.Map(_length_event)
     counts = [
@@ -190,6 +191,7 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
         report = ingest_report.read_report(examples.uri)
         report["spans"] = [span for span, _ in earlier] + [_selected_span(exec_properties)]
         ingest_report.write_report(report, examples.uri)
+        data_report.write(report, examples.uri)
         examples.set_string_custom_property("spans", json.dumps(report["spans"]))
         ingest_report.annotate_artifact(examples, report)
         if not report["documents_kept"]:
