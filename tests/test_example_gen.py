@@ -190,7 +190,7 @@ def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_p
         (tmp_path / f"drop-{span}").mkdir()
         (tmp_path / f"drop-{span}" / "a.txt").write_text(f"Reply from drop {span}.\n\nSecond reply of drop {span}.\n")
     overrides = ["example_gen.file_pattern='drop-{SPAN}/*'", "example_gen.first_span=1", "example_gen.span=3",
-                 "cleaning.near_dedup=false"]
+                 "cleaning.near_dedup=false", *NO_CURATION]
     examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern="drop-3/*", span=3)
     texts = sorted(_read_texts(examples, "train") + _read_texts(examples, "eval"))
     assert texts == sorted(f"{kind} drop {span}." for span in (1, 3) for kind in ("Reply from", "Second reply of"))
