@@ -231,7 +231,9 @@ class SafetyConfig(_Section):
 
     prompts_file: str = Field(os.path.join(PROJECT_ROOT, "data", "safety", "prompts.jsonl"), description="Red-team prompt set (JSONL).")
     lexicon_dir: str = Field(os.path.join(PROJECT_ROOT, "data", "safety", "lexicons"), description="Per-language category lexicons of the default scorer.")
-    scorer: str = Field("components.evaluator.scorers.LexiconScorer", description="Dotted path of the toxicity scorer class/factory (called with this section).")
+    scorer: str = Field("components.evaluator.scorers.ClassifierScorer",
+                        description="Dotted path of the toxicity scorer class/factory (called with this section); "
+                                    "components.evaluator.scorers.LexiconScorer is the word-list scorer.")
     prompts_per_category: int = Field(3, ge=0, description="Prompts sampled per (category, language); 0 = all.")
     completions_per_prompt: int = Field(3, ge=1, description="k sampled completions per prompt.")
     max_new_tokens: int = Field(24, ge=1)
