@@ -1,11 +1,11 @@
 """Decontamination: find training documents that share a long n-gram with an evaluation suite.
 
 Suite texts are cut into lower-cased units (`units.units`: words, or characters for CJK) and
-every n-gram is hashed; a suite text shorter than n (but at least `min_units`) is one n-gram of
-its own length. A document is contaminated when any of its n-grams of those lengths is in the
-set. The hashes are built once at pipeline construction and shipped to the workers.
+every n-gram is kept as one joined string; a suite text shorter than n (but at least `min_units`)
+is one n-gram of its own length. A document is contaminated when any of its n-grams of those
+lengths is in the set. The sets are built once at pipeline construction and shipped to the
+workers (strings, not Python hashes: those differ between worker processes).
 """
-import hashlib
 import json
 import os
 from typing import Dict, FrozenSet, Iterable, Iterator, List, Sequence
@@ -16,12 +16,13 @@ from components.example_gen.cleaning.units import units
 from components.example_gen.options import DecontaminationOptions
 from components.example_gen.records import CorpusError
 
-# {n-gram length: hashes of the suite's n-grams of that length}
-SuiteGrams = Dict[int, FrozenSet[int]]
+# {n-gram length: the suite's n-grams of that length, units joined by _SEPARATOR}
+SuiteGrams = Dict[int, FrozenSet[str]]
+_SEPARATOR = " "
 
 
-def _gram_hash(gram: Sequence[str]) -> int:
-    return int.from_bytes(hashlib.blake2b("\x1f".join(gram).encode("utf-8"), digest_size=8).digest(), "little")
+def _grams(words: Sequence[str], n: int) -> Iterator[str]:
+    return (_SEPARATOR.join(words[i:i + n]) for i in range(len(words) - n + 1))
 
 
 def _strings(value) -> Iterator[str]:
@@ -62,7 +63,7 @@ def suite_texts(path: str) -> List[str]:
 
 
 def build_suite_grams(texts: Iterable[str], options: DecontaminationOptions) -> SuiteGrams:
-    """The hashed n-grams of the suite texts (see the module docstring)."""
+    """The n-grams of the suite texts (see the module docstring)."""
     grams: Dict[int, set] = {}
     for text in texts:
         words = [unit.lower() for unit in units(text)]
@@ -70,12 +71,12 @@ def build_suite_grams(texts: Iterable[str], options: DecontaminationOptions) -> 
             continue
         n = min(options.ngram, len(words))
         bucket = grams.setdefault(n, set())
-        bucket.update(_gram_hash(words[i:i + n]) for i in range(len(words) - n + 1))
-    return {n: frozenset(hashes) for n, hashes in grams.items()}
+        bucket.update(_grams(words, n))
+    return {n: frozenset(found) for n, found in grams.items()}
 
 
 def load_suites(options: DecontaminationOptions) -> SuiteGrams:
-    """The hashed n-grams of every configured suite file."""
+    """The n-grams of every configured suite file."""
     texts = [text for path in options.files for text in suite_texts(os.fspath(path))]
     return build_suite_grams(texts, options)
 
@@ -85,7 +86,4 @@ def is_contaminated(text: str, suite: SuiteGrams) -> bool:
     if not suite:
         return False
     words = [unit.lower() for unit in units(text)]
-    for n, hashes in suite.items():
-        if any(_gram_hash(words[i:i + n]) in hashes for i in range(len(words) - n + 1)):
-            return True
-    return False
+    return any(not grams.isdisjoint(_grams(words, n)) for n, grams in suite.items())

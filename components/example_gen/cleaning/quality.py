@@ -131,11 +131,15 @@ def _repetition_rules(doc: _Document, options: QualityOptions) -> Optional[str]:
         ("top_3gram", options.max_top_3gram_chars_fraction, lambda: _top_ngram_chars_fraction(doc.lower_words, 3)),
         ("top_4gram", options.max_top_4gram_chars_fraction, lambda: _top_ngram_chars_fraction(doc.lower_words, 4)),
     ]
-    for n, limit in _duplicate_ngram_limits(options).items():
-        limits.append((f"duplicate_{n}gram", limit, lambda n=n: _duplicate_ngram_chars_fraction(doc.lower_words, n)))
     for rule, limit, measure in limits:
         if limit and measure() > limit:
             return rule
+    for n, limit in _duplicate_ngram_limits(options).items():
+        fraction = _duplicate_ngram_chars_fraction(doc.lower_words, n)
+        if not fraction:
+            return None  # no repeated n-gram: no longer one repeats either
+        if limit and fraction > limit:
+            return f"duplicate_{n}gram"
     return None
 
 

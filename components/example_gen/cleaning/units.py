@@ -9,6 +9,7 @@ from typing import List
 _CJK_RANGES = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _CJK_CHAR = re.compile(f"[{_CJK_RANGES}]")
 _UNIT = re.compile(f"[{_CJK_RANGES}]|[^\\W{_CJK_RANGES}]+")
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 def units(text: str) -> List[str]:
@@ -18,7 +19,7 @@ def units(text: str) -> List[str]:
 
 def cjk_fraction(text: str) -> float:
     """Share of the letters of `text` that are CJK characters (0 for a text without letters)."""
-    letters = sum(1 for char in text if char.isalpha())
+    letters = len(_LETTER.findall(text))
     return len(_CJK_CHAR.findall(text)) / letters if letters else 0.0
 
 
