@@ -54,6 +54,10 @@ def test_each_quality_rule_removes_its_case_and_passes_a_good_document(text, rul
     assert quality.failed_rule(GOOD, QualityOptions(**{k: v for k, v in overrides.items() if k != "max_words"}), "en") is None
 
 
+def test_every_tested_rule_is_listed_for_the_report():
+    assert {rule for _, rule, _ in BAD} <= set(quality.RULES)
+
+
 def test_a_rule_set_to_zero_is_off():
     text = "Hello there, the friend and the cat."
     assert quality.failed_rule(text, QualityOptions(min_words=20), "en") == "too_few_words"

@@ -143,6 +143,8 @@ def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
     assert report["repaired"]["pii_email_scrubbed"] == 1
     assert report["languages"]["fr"] == 1 and report["languages"]["en"] == report["documents_read"] - 1
     assert sum(report["length_chars"].values()) == report["documents_kept"]
+    assert report["filters"]["eval_contamination"] == 1 and report["filters"]["quality_lorem_ipsum"] == 0
+    assert "filters that removed nothing" in "\n".join(ingest_report.summary_lines(report))
     texts = _read_texts(examples, "train") + _read_texts(examples, "eval")
     assert not any("hurt someone" in text or "PILLS" in text or "Bonjour" in text for text in texts)
     assert any("<EMAIL>" in text for text in texts)

@@ -34,7 +34,7 @@ def render(report: Dict) -> str:
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Data report</title><style>{_STYLE}</style>"
              f"</head><body><h1>Data report</h1><p>documents read: <b>{read}</b>, kept: <b>{kept}</b>"
              f" ({kept / read if read else 0:.1%}); spans: {html.escape(str(report.get('spans', [])))}</p>"]
-    parts += _table("Removed, per rule", report.get("removed", {}), read)
+    parts += _table("Removed, per rule (every enabled filter)", report.get("filters") or report.get("removed", {}), read)
     parts += _table("Quarantined records, per reason", report.get("quarantined", {}), read)
     parts += _table("Repaired, per repair", report.get("repaired", {}), read)
     parts += _table("Language mix of the documents read", report.get("languages", {}), read)

@@ -43,7 +43,7 @@ from tfx.types import artifact_utils, standard_component_specs
 
 from components.example_gen import data_report, ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
-from components.example_gen.cleaning.transforms import CleanDocuments
+from components.example_gen.cleaning.transforms import CleanDocuments, enabled_removal_rules
 from components.example_gen.options import CleaningOptions, ReadOptions
 from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
 from components.example_gen.text_profile import profile_text
@@ -190,6 +190,7 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
                    dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri, _EARLIER_SPANS_KEY: earlier}))
         report = ingest_report.read_report(examples.uri)
         report["spans"] = [span for span, _ in earlier] + [_selected_span(exec_properties)]
+        ingest_report.add_filter_counts(report, enabled_removal_rules(custom_options(exec_properties)[1]))
         ingest_report.write_report(report, examples.uri)
         data_report.write(report, examples.uri)
         examples.set_string_custom_property("spans", json.dumps(report["spans"]))

@@ -8,6 +8,7 @@ run summary (`last_run.json`) and the CLI. Layout:
      "quarantined": {"malformed_record": 2, ...},   # rejected records, in quarantine/
      "repaired": {"invalid_utf8_replaced": 1, ...}, # kept, changed
      "removed": {"exact_duplicate": 15, "quality_stop_words": 3, ...},  # dropped by a cleaning step
+     "filters": {"too_short": 0, "quality_stop_words": 3, ...},  # every enabled filter, zeros included
      "languages": {"en": 110, "zh": 10},           # language mix of what was read (language ID on)
      "length_chars": {"64": 3, "128": 40, ...},    # kept documents by length, upper bound of a 2x bucket
      "samples": {"quarantined:malformed_record": ["notes.jsonl:3", ...], ...},
@@ -100,6 +101,11 @@ def build_report(entries: Iterable[Tuple[str, Any]], quarantine_dir: str) -> Dic
     return report
 
 
+def add_filter_counts(report: Dict[str, Any], rules: Iterable[str]) -> None:
+    """Adds `filters`: the removal count of every enabled filter rule, zero when it removed nothing."""
+    report["filters"] = {rule: report["removed"].get(rule, 0) for rule in rules}
+
+
 def write_report(report: Dict[str, Any], directory: str) -> None:
     with tf.io.gfile.GFile(os.path.join(directory, REPORT_FILE), "w") as handle:
         handle.write(json.dumps(report, indent=2, ensure_ascii=False))
@@ -129,6 +135,9 @@ def summary_lines(report: Dict[str, Any]) -> List[str]:
         if counts:
             listing = ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in counts.items())
             lines.append(f"{group} ({sum(counts.values())}): {listing}")
+    idle = [name for name, count in (report.get("filters") or {}).items() if not count]
+    if idle:
+        lines.append(f"filters that removed nothing ({len(idle)}): " + ", ".join(name.replace("_", " ") for name in idle))
     if report.get("languages"):
         lines.append("languages read: " + ", ".join(f"{code} {count}" for code, count in report["languages"].items()))
     if report.get("quarantined"):

@@ -16,6 +16,11 @@ STOP_WORDS = frozenset(("the", "be", "to", "of", "and", "that", "have", "with"))
 BULLETS = ("\u2022", "\u25cf", "\u25cb", "\u25aa", "\u25ab", "-", "*", "\u2013", "\u2014", "\u2023")
 ELLIPSES = ("...", "\u2026")
 TERMINAL_PUNCTUATION = tuple(".!?\"'\u201d\u2019)\u3002\uff01\uff1f\u300d\u300f\uff09:;\u2026")
+# Every rule name `failed_rule` can return, in the order the rules run.
+RULES = ("lorem_ipsum", "too_few_words", "too_many_words", "mean_word_length", "symbol_word_ratio", "alpha_words",
+         "stop_words", "bullet_lines", "ellipsis_lines", "punctuated_lines", "short_lines", "duplicate_lines",
+         "duplicate_paragraphs", "duplicate_line_chars", "duplicate_paragraph_chars", "top_2gram", "top_3gram",
+         "top_4gram") + tuple(f"duplicate_{n}gram" for n in range(5, 11))
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
 _LOREM = re.compile(r"lorem ipsum", re.IGNORECASE)
 

@@ -3,15 +3,36 @@
 Runs inside the ExampleGen executor (so cleaning scales with the same runner and its counts land
 on the Examples artifact), and is usable on its own on any PCollection of `Document`s.
 """
+from typing import Tuple
+
 import apache_beam as beam
 
-from components.example_gen.cleaning import decontamination
+from components.example_gen.cleaning import decontamination, quality
 from components.example_gen.cleaning.curation_steps import REMOVED_TAG, CurateEachDocument
 from components.example_gen.cleaning.document_steps import CleanEachDocument
 from components.example_gen.cleaning.events import EVENTS_TAG
 from components.example_gen.cleaning.exact_dedup import RemoveExactDuplicates
 from components.example_gen.cleaning.near_dedup import RemoveNearDuplicates
 from components.example_gen.options import CleaningOptions
+
+
+def enabled_removal_rules(options: CleaningOptions) -> Tuple[str, ...]:
+    """The `removed:<rule>` names every enabled filter can count, in pipeline order (so a report
+    can show the filters that removed nothing too)."""
+    rules = ["too_short", "too_long"]
+    if options.languages:
+        rules.append("language_not_kept")
+    if options.quality.enabled:
+        rules += [f"quality_{rule}" for rule in quality.RULES]
+    if options.decontamination.enabled:
+        rules.append("eval_contamination")
+    if options.toxicity_threshold:
+        rules.append("toxic")
+    if options.exact_dedup:
+        rules.append("exact_duplicate")
+    if options.near_dedup:
+        rules.append("near_duplicate")
+    return tuple(rules)
 
 
 def _first_by_position(rule_and_documents):
