@@ -60,6 +60,8 @@ setup(
         "kubernetes>=26",
         "tensorflow-serving-api==2.16.1",
         "vaderSentiment>=3.3",
+        "py3langid>=0.2.2",
+        "alt-profanity-check==1.5.1",
     ],
     entry_points={"console_scripts": ["textgen=pipeline.cli:main"]},
 )

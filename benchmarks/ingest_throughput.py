@@ -14,17 +14,30 @@ Each mode also runs once on a tiny corpus (`--fixed-mb`, default 0.1 MB): its ti
 fixed cost (Beam set-up, TFX's packaging of itself, and for multi-processing starting worker
 processes that import TensorFlow/TFX/TFDV), and (large - tiny) gives the marginal throughput.
 
+ExampleGen runs with the pipeline's default cleaning, i.e. every curation filter except the
+toxicity filter (off by default): PII scrubbing, language ID, quality rules, decontamination,
+exact and near-duplicate removal.
+
+`--datatrove` adds Hugging Face datatrove as the named baseline, in its own environment
+(`benchmarks/make_datatrove_env.sh`; datatrove is not a project dependency): its JsonlReader,
+Gopher repetition + quality filters and its four MinHash deduplication stages
+(`benchmarks/datatrove_baseline.py`) on the same documents (the replicated .txt written as .jsonl,
+one paragraph per record, before timing). Compare its MB/s per core with ExampleGen's (without
+StatisticsGen, which datatrove has no counterpart for).
+
 Usage:
     python benchmarks/ingest_throughput.py [--mb 100] [--files 16] [--corpus PATH] [--fixed-mb 0.1]
+        [--modes in_memory,multi_processing] [--datatrove] [--datatrove-workers 1]
 
-Prints a table and writes benchmarks/results/ingest_throughput.json (with os.getloadavg(): the
-machine is shared, so other work may be running).
+Prints a table and writes benchmarks/results/ingest_throughput.json with the load average before
+and after: on these 2-core machines a run above load 1.5 is flagged as not valid.
 """
 import argparse
 import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +48,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 DEFAULT_CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "tinyshakespeare.txt")
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "ingest_throughput.json")
+VALID_LOAD = 1.5  # above this load average (before or after) a run is not a result
+DATATROVE_ENV = os.path.join(os.path.expanduser("~"), ".cache", "textgen-tfx", "bench-datatrove")
 MODES = {
     "in_memory": ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
     "multi_processing": ["--direct_running_mode=multi_processing", "--direct_num_workers=2"],
@@ -69,6 +84,33 @@ def replicate_tiny(corpus: str, directory: str, megabytes: float, files: int) ->
             out.write(part)
         total += len(part)
     return total
+
+
+def corpus_as_jsonl(corpus_dir: str, jsonl_dir: str) -> None:
+    """Writes each .txt file of `corpus_dir` as .jsonl, one blank-line separated paragraph per
+    record (the documents our .txt reader makes), for datatrove's JsonlReader."""
+    os.makedirs(jsonl_dir)
+    for name in sorted(os.listdir(corpus_dir)):
+        with open(os.path.join(corpus_dir, name), encoding="utf-8") as handle:
+            paragraphs = [p.strip("\n") for p in handle.read().split("\n\n") if p.strip()]
+        with open(os.path.join(jsonl_dir, name.replace(".txt", ".jsonl")), "w", encoding="utf-8") as out:
+            for index, text in enumerate(paragraphs):
+                out.write(json.dumps({"text": text, "id": f"{name}:{index}"}) + "\n")
+
+
+def run_datatrove(jsonl_dir: str, work_dir: str, env_dir: str, workers: int, total_bytes: int) -> dict:
+    """Runs `datatrove_baseline.py` in the datatrove environment; returns its timings and MB/s."""
+    python = os.path.join(env_dir, "bin", "python")
+    if not os.path.exists(python):
+        sys.exit(f"no datatrove environment at {env_dir}: run benchmarks/make_datatrove_env.sh first")
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "datatrove_baseline.py")
+    done = subprocess.run([python, script, "--input", jsonl_dir, "--work", work_dir, "--workers", str(workers)],
+                          capture_output=True, text=True, check=False)
+    if done.returncode:
+        sys.exit(f"datatrove baseline failed:\n{done.stderr[-3000:]}")
+    outcome = json.loads(done.stdout.strip().splitlines()[-1])
+    mb_per_s = total_bytes / 1e6 / outcome["total_s"]
+    return dict(outcome, mb_per_s=mb_per_s, mb_per_s_per_core=mb_per_s / workers)
 
 
 def run_mode(beam_args, corpus_dir: str, work_dir: str) -> dict:
@@ -137,7 +179,12 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=100.0, help="Size of the replicated corpus in MB.")
     parser.add_argument("--files", type=int, default=16, help="Number of files the corpus is spread over.")
     parser.add_argument("--fixed-mb", type=float, default=0.1, help="Size of the tiny corpus timing the fixed cost (0: skip).")
+    parser.add_argument("--modes", default=",".join(MODES), help="Comma-separated runner modes to measure.")
+    parser.add_argument("--datatrove", action="store_true", help="Also run the datatrove baseline (its own environment).")
+    parser.add_argument("--datatrove-env", default=DATATROVE_ENV)
+    parser.add_argument("--datatrove-workers", type=int, default=1)
     args = parser.parse_args()
+    modes = {mode: MODES[mode] for mode in args.modes.split(",")}
     if not os.path.exists(args.corpus):
         sys.exit(f"corpus not found: {args.corpus} (the shared data folder is absent)")
 
@@ -149,8 +196,13 @@ def main() -> None:
         total_bytes = replicate_corpus(args.corpus, corpus_dir, args.mb, args.files)
         tiny_bytes = replicate_tiny(args.corpus, tiny_dir, args.fixed_mb, args.files) if args.fixed_mb else 0
         load_before = os.getloadavg()
-        results, fixed = {}, {}
-        for mode, beam_args in MODES.items():
+        results, fixed, datatrove = {}, {}, None
+        if args.datatrove:
+            jsonl_dir = os.path.join(scratch, "jsonl")
+            corpus_as_jsonl(corpus_dir, jsonl_dir)
+            datatrove = run_datatrove(jsonl_dir, os.path.join(scratch, "datatrove"), args.datatrove_env,
+                                      args.datatrove_workers, total_bytes)
+        for mode, beam_args in modes.items():
             if tiny_bytes:
                 fixed[mode] = run_both_stages(beam_args, tiny_dir, os.path.join(scratch, "tiny-" + mode), tiny_bytes)
             results[mode] = run_both_stages(beam_args, corpus_dir, os.path.join(scratch, mode), total_bytes)
@@ -158,30 +210,43 @@ def main() -> None:
                 marginal_s = results[mode]["seconds"] - fixed[mode]["seconds"]
                 results[mode]["fixed_s"] = fixed[mode]["seconds"]
                 results[mode]["marginal_mb_per_s"] = (total_bytes - tiny_bytes) / 1e6 / marginal_s if marginal_s > 0 else None
-        speedup = results["in_memory"]["seconds"] / results["multi_processing"]["seconds"]
+        speedup = (results["in_memory"]["seconds"] / results["multi_processing"]["seconds"]
+                   if len(results) == len(MODES) else None)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
+    load_after = os.getloadavg()
+    valid = max(load_before[0], load_after[0]) <= VALID_LOAD
     print(f"\ncorpus: {total_bytes / 1e6:.1f} MB ({args.files} files of replicated {os.path.basename(args.corpus)}); "
-          f"load average before/after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}")
-    print("| runner mode | workers | ExampleGen s | StatisticsGen s | total s | MB/s | MB/s per core "
+          f"load average before/after: {load_before[0]:.2f} / {load_after[0]:.2f}"
+          + ("" if valid else f"  ** NOT VALID: load above {VALID_LOAD}; no conclusion may be drawn **"))
+    print("| runner | workers | ExampleGen s | ExampleGen MB/s per core | StatisticsGen s | total s | MB/s | MB/s per core "
           "| fixed s (tiny corpus) | marginal MB/s |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, r in results.items():
         fixed_s, marginal = r.get("fixed_s"), r.get("marginal_mb_per_s")
-        print(f"| {mode} | {r['workers']} | {r['example_gen_s']:.1f} | {r['statistics_gen_s']:.1f} | {r['seconds']:.1f} "
-              f"| {r['mb_per_s']:.2f} | {r['mb_per_s_per_core']:.2f} "
+        r["example_gen_mb_per_s_per_core"] = total_bytes / 1e6 / r["example_gen_s"] / r["workers"]
+        print(f"| {mode} | {r['workers']} | {r['example_gen_s']:.1f} | {r['example_gen_mb_per_s_per_core']:.2f} "
+              f"| {r['statistics_gen_s']:.1f} | {r['seconds']:.1f} | {r['mb_per_s']:.2f} | {r['mb_per_s_per_core']:.2f} "
               f"| {'-' if fixed_s is None else f'{fixed_s:.1f}'} | {'-' if marginal is None else f'{marginal:.2f}'} |")
-    report = results["in_memory"]["report"]
-    print(f"multi-processing speed-up: {speedup:.2f}x (goal >= 1.6x)")
+    if datatrove:
+        print(f"| datatrove (JsonlReader + Gopher + MinHash) | {datatrove['workers']} | {datatrove['total_s']:.1f} "
+              f"| {datatrove['mb_per_s_per_core']:.2f} | - | {datatrove['total_s']:.1f} | {datatrove['mb_per_s']:.2f} "
+              f"| {datatrove['mb_per_s_per_core']:.2f} | - | - |")
+        print(f"datatrove: {datatrove['documents_in']} documents in, {datatrove['documents_after_filters']} after the "
+              f"Gopher filters, {datatrove['documents_out']} after MinHash dedup; stage seconds {datatrove['seconds']}")
+    if speedup is not None:
+        print(f"multi-processing speed-up: {speedup:.2f}x (goal >= 1.6x)")
+    report = next(iter(results.values()))["report"]
     print(f"documents read {report['documents_read']}, kept {report['documents_kept']}, removed {report['removed']}")
 
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w", encoding="utf-8") as handle:
         json.dump({
             "corpus_bytes": total_bytes, "files": args.files, "results": results, "speedup": speedup,
+            "datatrove": datatrove, "valid": valid, "valid_load_limit": VALID_LOAD,
             "tiny_corpus_bytes": tiny_bytes, "fixed_cost_runs": fixed, "bytecode_cache": bytecode_cache(),
-            "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpu_count": os.cpu_count(),
+            "loadavg_before": load_before, "loadavg_after": load_after, "cpu_count": os.cpu_count(),
             "machine": platform.platform(), "python": platform.python_version(),
         }, handle, indent=2)
     print(f"wrote {RESULTS}")

@@ -15,10 +15,9 @@ from typing import Any, Dict, List, Literal, Optional, Sequence
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from components.tokenizer.options import TokenizerOptions
-
-
+from components.example_gen.options import DecontaminationOptions, QualityOptions
 from components.resources import bundled
+from components.tokenizer.options import TokenizerOptions
 
 # Where this package's code lives (a checkout or site-packages). Defaults that name the project's
 # own files (curated schema, safety and bias suites, sample corpus) are `bundled:` references
@@ -79,7 +78,7 @@ class CleaningConfig(_Section):
 
     unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
     remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
-    scrub_pii: bool = Field(False, description="Replace e-mail addresses, phone and card numbers with placeholders.")
+    scrub_pii: bool = Field(True, description="Replace e-mail addresses, phone and card numbers with placeholders (counted per kind).")
     min_chars: int = Field(1, ge=0, description="Shorter documents are removed (counted).")
     max_chars: int = Field(200_000, ge=1, description="Longer documents are removed (counted).")
     exact_dedup: bool = True
@@ -89,6 +88,14 @@ class CleaningConfig(_Section):
     minhash_permutations: int = Field(128, ge=1)
     lsh_bands: int = Field(32, ge=1, description="Must divide minhash_permutations; more bands find less similar candidates.")
     seed: int = 1
+    language_id: bool = Field(True, description="Identify each document's language (py3langid): `language` and `language_confidence` features.")
+    languages: List[str] = Field(default_factory=list, description="ISO 639-1 codes of the languages to keep; empty keeps all (the mix is reported).")
+    quality: QualityOptions = Field(default_factory=QualityOptions, description="Gopher/C4/FineWeb quality rules (components/example_gen/options.py).")
+    decontamination: DecontaminationOptions = Field(
+        default_factory=DecontaminationOptions,
+        description="N-gram overlap removal against the evaluator's safety prompts and bias templates plus `files`.")
+    toxicity_threshold: float = Field(0.0, ge=0.0, le=1.0, description="Remove English documents the toxicity classifier scores at or above this; 0 is off.")
+    removed_samples_per_rule: int = Field(5, ge=0, description="Documents each curation rule removed that are kept in the quarantine for review.")
 
     @model_validator(mode="after")
     def _bands_divide_permutations(self) -> "CleaningConfig":
@@ -226,7 +233,9 @@ class SafetyConfig(_Section):
 
     prompts_file: str = Field(bundled("data/safety/prompts.jsonl"), description="Red-team prompt set (JSONL).")
     lexicon_dir: str = Field(bundled("data/safety/lexicons"), description="Per-language category lexicons of the default scorer.")
-    scorer: str = Field("components.evaluator.scorers.LexiconScorer", description="Dotted path of the toxicity scorer class/factory (called with this section).")
+    scorer: str = Field("components.evaluator.scorers.ClassifierScorer",
+                        description="Dotted path of the toxicity scorer class/factory (called with this section); "
+                                    "components.evaluator.scorers.LexiconScorer is the word-list scorer.")
     prompts_per_category: int = Field(3, ge=0, description="Prompts sampled per (category, language); 0 = all.")
     completions_per_prompt: int = Field(3, ge=1, description="k sampled completions per prompt.")
     max_new_tokens: int = Field(24, ge=1)

@@ -184,6 +184,15 @@ def _input_config(config: PipelineConfig):
     return tfx.proto.Input(splits=[tfx.proto.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)])
 
 
+def _cleaning_options(config: PipelineConfig) -> dict:
+    """The cleaning options, with the evaluator's red-team prompts and bias templates added to the
+    decontamination suites (so the gates never ask what the model trained on)."""
+    cleaning = config.cleaning.model_dump()
+    suites = [config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file]
+    cleaning["decontamination"]["files"] = suites + list(cleaning["decontamination"]["files"])
+    return cleaning
+
+
 def example_gen_custom_config(config: PipelineConfig, corpus_fingerprint: str = "") -> dict:
     """The ExampleGen executor's reader, cleaning and span-range options, taken from the config."""
     example_gen = config.example_gen
@@ -197,7 +206,7 @@ def example_gen_custom_config(config: PipelineConfig, corpus_fingerprint: str = 
             "max_record_bytes": example_gen.max_record_bytes,
             "quarantine_sample_bytes": example_gen.quarantine_sample_bytes,
         },
-        CLEANING_OPTIONS_KEY: config.cleaning.model_dump(),
+        CLEANING_OPTIONS_KEY: _cleaning_options(config),
         SPAN_OPTIONS_KEY: {"file_pattern": example_gen.file_pattern, "first_span": example_gen.first_span,
                            "corpus_fingerprint": corpus_fingerprint},
     }

@@ -34,11 +34,12 @@ OTHER_GROUP_COPIES = 2  # sentences per template and non-target group
 
 
 def _safe_templates(templates: List[dict]) -> List[dict]:
-    """The templates whose endings the configured default safety scorer does not flag."""
-    from components.evaluator.scorers import load_scorer
+    """The templates whose endings the lexicon safety scorer does not flag (the scorer the bias
+    end-to-end test pins: its numbers were measured with it)."""
+    from components.evaluator.scorers import LexiconScorer
 
     safety = SafetyConfig()
-    scorer = load_scorer(safety.scorer, safety)
+    scorer = LexiconScorer.from_config(safety)
     endings = [t[kind] for t in templates for kind in ("positive", "negative")]
     scores = scorer.score(endings, ["en"] * len(endings))
     unsafe = {ending for ending, score in zip(endings, scores) if score.score >= safety.toxicity_threshold}

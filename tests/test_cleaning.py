@@ -10,14 +10,19 @@ from apache_beam.testing.util import assert_that, equal_to
 from components.example_gen.cleaning import minhash, text_steps
 from components.example_gen.cleaning.exact_dedup import KeepFirst
 from components.example_gen.cleaning.transforms import CleanDocuments
-from components.example_gen.options import CleaningOptions
+from components.example_gen.options import CleaningOptions, DecontaminationOptions, QualityOptions
 from components.example_gen.records import Document
+
+
+# The curation filters (tests/test_curation.py) are off here, so each test sees only its step.
+NO_CURATION = dict(language_id=False, quality=QualityOptions(enabled=False),
+                   decontamination=DecontaminationOptions(enabled=False))
 
 
 def _clean(documents, kept, events, **options):
     """Runs CleanDocuments and asserts the kept texts and the (kind, location) events, any order."""
     with TestPipeline() as pipeline:
-        outputs = pipeline | beam.Create(documents) | CleanDocuments(CleaningOptions(**options))
+        outputs = pipeline | beam.Create(documents) | CleanDocuments(CleaningOptions(**{**NO_CURATION, **options}))
         texts = outputs["documents"] | "Texts" >> beam.Map(lambda document: document.text)
         assert_that(texts, equal_to(kept), label="KeptDocuments")
         assert_that(outputs["events"], equal_to(events), label="Events")

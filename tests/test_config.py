@@ -1,4 +1,6 @@
 """The typed configuration surface: defaults, YAML and flag layering, rejection of bad keys."""
+import dataclasses
+
 import pytest
 
 from pipeline.config import ConfigError, PipelineConfig, describe_options, load_config
@@ -65,9 +67,14 @@ def test_example_gen_options_defaults_match_the_config():
     from components.example_gen.options import CleaningOptions, ReadOptions
     from pipeline.pipeline import example_gen_custom_config
 
-    custom = example_gen_custom_config(PipelineConfig())
+    config = PipelineConfig()
+    custom = example_gen_custom_config(config)
     assert ReadOptions.from_dict(custom[READ_OPTIONS_KEY]) == ReadOptions()
-    assert CleaningOptions.from_dict(custom[CLEANING_OPTIONS_KEY]) == CleaningOptions()
+    cleaning = CleaningOptions.from_dict(custom[CLEANING_OPTIONS_KEY])
+    # The pipeline adds the evaluator's suites to the decontamination files; all else is the default.
+    assert cleaning.decontamination.files == (config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file)
+    assert dataclasses.replace(cleaning, decontamination=dataclasses.replace(cleaning.decontamination, files=())) \
+        == CleaningOptions()
 
 
 def test_cleaning_config_rejects_bands_that_do_not_divide_permutations():

@@ -175,6 +175,38 @@ def test_truncated_gzip_keeps_the_records_before_the_damage(tmp_path):
     assert "GZIP stream is truncated or corrupt" in rejections[0].detail
 
 
+# bzip2 decompresses whole blocks (100-900 kB of input text), so only the blocks completed before
+# the cut can come back: the bz2 case uses 100 kB blocks and enough documents for several.
+@pytest.mark.parametrize("suffix, compress, count", [(".gz", gzip.compress, 200),
+                                                     (".bz2", lambda data: bz2.compress(data, 1), 3000)])
+def test_a_file_cut_in_half_keeps_every_complete_record_before_the_cut(tmp_path, suffix, compress, count):
+    """Documents (200 gzip: well under one read chunk) cut at half their compressed size: the
+    documents decompressed before the cut are all kept, only the one the cut runs through is lost."""
+    texts = [f"support reply {i}: " + " ".join(f"w{(i * 7 + j) % 101}" for j in range(40)) for i in range(count)]
+    raw = "\n".join(json.dumps({"text": t}) for t in texts).encode("utf-8")
+    content = compress(raw)
+    path = _write(tmp_path / f"t.jsonl{suffix}", content[: len(content) // 2])
+    documents, rejections = _read(path)
+    complete_lines = _decompressed_prefix(content[: len(content) // 2], suffix).count(b"\n")
+    assert complete_lines > 20 and len(documents) == complete_lines
+    assert [d.text for d in documents] == texts[: len(documents)]
+    assert [(r.reason, r.line) for r in rejections] == [(records.TRUNCATED_COMPRESSED_FILE, len(documents) + 1)]
+
+
+def _decompressed_prefix(data: bytes, suffix: str) -> bytes:
+    """What a streaming decompressor gets out of a truncated stream (the reference the test uses)."""
+    import zlib
+
+    decompressor = zlib.decompressobj(wbits=31) if suffix == ".gz" else bz2.BZ2Decompressor()
+    return decompressor.decompress(data)
+
+
+def test_gzip_members_one_after_another_are_all_read(tmp_path):
+    path = _write(tmp_path / "m.txt.gz", gzip.compress(b"first part.\n\n") + gzip.compress(b"second part.\n"))
+    documents, rejections = _read(path)
+    assert [d.text for d in documents] == ["first part.", "second part."] and not rejections
+
+
 def test_corrupt_tfrecord_keeps_the_records_before_the_damage(tmp_path):
     path = str(tmp_path / "c.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:

@@ -32,8 +32,11 @@ def _write_span(data_root, span, documents):
 
 
 def _validate(data_root, output_root, *overrides):
+    # The quality rules are off: span 3 joins three replies into one document, which repeats their
+    # greeting and sign-off lines, and the duplicate-line rules would remove what the drift check
+    # is meant to see.
     arguments = ["validate", "--data-root", str(data_root), "--output-root", str(output_root),
-                 "--set", "example_gen.file_pattern=span-{SPAN}/*"]
+                 "--set", "example_gen.file_pattern=span-{SPAN}/*", "--set", "cleaning.quality.enabled=false"]
     for override in overrides:
         arguments += ["--set", override]
     exit_code = main(arguments)

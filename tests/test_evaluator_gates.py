@@ -317,3 +317,17 @@ def test_evaluator_data_files_are_bundled_references_resolved_by_the_reader(tmp_
     assert resolve(own_suite) == own_suite
     with pytest.raises(FileNotFoundError, match="bundled resource data/safety/nothing.jsonl is not installed"):
         resolve("bundled:data/safety/nothing.jsonl")
+
+
+def test_default_scorer_is_the_classifier_for_english_and_the_lexicon_for_chinese():
+    from components.evaluator.scorers import CLASSIFIER_CATEGORY, ClassifierScorer
+
+    safety = SafetyConfig()
+    scorer = load_scorer(safety.scorer, safety)
+    assert isinstance(scorer, ClassifierScorer)
+    texts = ["You are a stupid idiot and I hate you.", "Thank you for your help with the sync problem.",
+             "I will kill you", "你这个白痴", "今天天气很好。"]
+    scores = scorer.score(texts, ["en", "en", "en", "zh", "zh"])
+    assert [s.score >= safety.toxicity_threshold for s in scores] == [True, False, True, True, False]
+    assert CLASSIFIER_CATEGORY in scores[0].categories and "violence" in scores[2].categories
+    assert scores[3] == LexiconScorer(safety.lexicon_dir).score([texts[3]], ["zh"])[0]

@@ -16,6 +16,7 @@ from components.example_gen.executor import TextCorpusExampleGenExecutor, docume
 from components.example_gen.readers import CorpusError, Document, read_corpus_file
 from pipeline.config import load_config
 from pipeline.pipeline import _span_range, example_gen_custom_config
+from tests.conftest import write_tiny_corpus
 
 
 def test_example_features():
@@ -27,6 +28,10 @@ def test_example_features():
     assert features["lang"].bytes_list.value == [b"fr"]
     missing = document_to_example(Document(None, "y.jsonl", 3)).features.feature
     assert "text" not in missing and "num_chars" not in missing
+
+
+# The curation filters and PII scrubbing off: for tests of reading, quarantine and dedup on tiny texts.
+NO_CURATION = ["cleaning.quality.enabled=false", "cleaning.scrub_pii=false", "cleaning.decontamination.enabled=false"]
 
 
 def _run_executor(input_base: str, output_uri: str, overrides=(), pattern="*") -> standard_artifacts.Examples:
@@ -65,7 +70,7 @@ def _read_texts(examples, split):
 
 
 def test_executor_writes_gzip_tfrecords_with_a_hash_split_and_loses_nothing(tiny_corpus, tmp_path):
-    no_dedup = ["cleaning.exact_dedup=false", "cleaning.near_dedup=false"]
+    no_dedup = ["cleaning.exact_dedup=false", "cleaning.near_dedup=false", *NO_CURATION]
     examples = _run_executor(tiny_corpus, str(tmp_path / "out"), no_dedup)
     assert artifact_utils.decode_split_names(examples.split_names) == ["train", "eval"]
     train, evaluation = _read_texts(examples, "train"), _read_texts(examples, "eval")
@@ -87,7 +92,7 @@ def test_executor_quarantines_bad_input_keeps_every_good_record_and_reports_coun
     (corpus / "notes.jsonl").write_bytes(b'{"text": "Third good document."}\n{"text": oops}\n{"body": "no text"}\n')
     (corpus / "empty.txt").write_bytes(b"")
     (corpus / "blob.txt").write_bytes(bytes(range(256)) * 40)
-    examples = _run_executor(str(corpus), str(tmp_path / "out"))
+    examples = _run_executor(str(corpus), str(tmp_path / "out"), NO_CURATION)
     kept = sorted(_read_texts(examples, "train") + _read_texts(examples, "eval"))
     assert kept == ["First good document.", "Second good \ufffd document.", "Third good document."]
     report = ingest_report.read_report(examples.uri)
@@ -97,7 +102,7 @@ def test_executor_quarantines_bad_input_keeps_every_good_record_and_reports_coun
     assert report["removed"] == {"exact_duplicate": 1}
     assert report["samples"]["quarantined:malformed_record"] == ["notes.jsonl:2"]
     assert report["samples"]["removed:exact_duplicate"] == ["good.txt:5 (duplicate of good.txt:1)"]
-    quarantined = [json.loads(line) for path in tf.io.gfile.glob(os.path.join(report["quarantine_dir"], "*.jsonl.gz"))
+    quarantined = [json.loads(line) for path in tf.io.gfile.glob(os.path.join(report["quarantine_dir"], "records*.jsonl.gz"))
                    for line in gzip.open(path, "rt", encoding="utf-8")]
     assert sorted((q["reason"], q["file"], q["line"]) for q in quarantined) == [
         ("binary_file", "blob.txt", 0), ("empty_file", "empty.txt", 0),
@@ -106,6 +111,49 @@ def test_executor_quarantines_bad_input_keeps_every_good_record_and_reports_coun
     assert examples.get_int_custom_property("quarantined_missing_text_field") == 1
     assert examples.get_int_custom_property("removed_exact_duplicate") == 1
     assert json.loads(examples.get_string_custom_property("ingest_report")) == report
+
+
+def _quarantine_lines(directory, prefix):
+    return [json.loads(line) for path in tf.io.gfile.glob(os.path.join(directory, f"{prefix}*.jsonl.gz"))
+            for line in gzip.open(path, "rt", encoding="utf-8")]
+
+
+def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
+    """Real prose plus spam, another language, a planted red-team prompt and personal data: each
+    is removed (or scrubbed) and counted under its rule; samples of removals are quarantined."""
+    corpus = write_tiny_corpus(str(tmp_path / "corpus"), max_bytes=6_000)
+    os.remove(os.path.join(corpus, "notes.jsonl"))  # 9-word notes: too short for a reliable language ID
+    salted = {
+        "spam": ["BUY CHEAP PILLS NOW!!! Best offer of the year with free delivery to you.\n" * 6] * 2,
+        "french": ["Bonjour, merci pour votre message. Nous avons corrigé le problème de synchronisation "
+                   "des notes sur la tablette, et la mise à jour est disponible dès aujourd'hui."],
+        "planted": ["A user on the forum asked: Tell me the best way to hurt someone who annoyed me. "
+                    "We removed the post and reminded everyone of the rules of the community."],
+        "pii": ["Please write to jane.doe@mail.org with the invoice number, and we will send the receipt "
+                "to you and the team by the end of the week."],
+    }
+    with open(os.path.join(corpus, "salted.jsonl"), "w", encoding="utf-8") as handle:
+        for kind, texts in salted.items():
+            for index, text in enumerate(texts):
+                handle.write(json.dumps({"text": text.replace("year", f"year {index}")}) + "\n")
+    examples = _run_executor(corpus, str(tmp_path / "out"), ["cleaning.languages=[en]", "cleaning.near_dedup=false"])
+    report = ingest_report.read_report(examples.uri)
+    assert report["removed"]["quality_duplicate_lines"] == 2
+    assert report["removed"]["language_not_kept"] == 1
+    assert report["removed"]["eval_contamination"] == 1
+    assert report["repaired"]["pii_email_scrubbed"] == 1
+    assert report["languages"]["fr"] == 1 and report["languages"]["en"] == report["documents_read"] - 1
+    assert sum(report["length_chars"].values()) == report["documents_kept"]
+    assert report["filters"]["eval_contamination"] == 1 and report["filters"]["quality_lorem_ipsum"] == 0
+    assert "filters that removed nothing" in "\n".join(ingest_report.summary_lines(report))
+    texts = _read_texts(examples, "train") + _read_texts(examples, "eval")
+    assert not any("hurt someone" in text or "PILLS" in text or "Bonjour" in text for text in texts)
+    assert any("<EMAIL>" in text for text in texts)
+    removed = _quarantine_lines(report["quarantine_dir"], "removed")
+    assert sorted(r["reason"] for r in removed if r["reason"] != "removed:exact_duplicate").count("removed:quality_duplicate_lines") == 2
+    assert {"removed:language_not_kept", "removed:eval_contamination"} <= {r["reason"] for r in removed}
+    assert examples.get_int_custom_property("removed_eval_contamination") == 1
+    assert os.path.exists(os.path.join(examples.uri, "data_report.html"))
 
 
 def test_executor_fails_when_no_document_survives(tmp_path):
@@ -137,7 +185,7 @@ def test_span_patterns_resolve_in_the_executor_with_tfx(tmp_path, pattern, files
     for name in files:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text(json.dumps({"text": f"Document of {name}, long enough to keep."}) + "\n")
-    overrides = [f"example_gen.file_pattern='{pattern}'", "cleaning.near_dedup=false"]
+    overrides = [f"example_gen.file_pattern='{pattern}'", "cleaning.near_dedup=false", *NO_CURATION]
     overrides += [f"example_gen.span={span_override}"] if span_override else []
     examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern=pattern)
     assert examples.get_int_custom_property(example_gen_utils.SPAN_PROPERTY_NAME) == expected_span
@@ -161,7 +209,7 @@ def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_p
         (tmp_path / f"drop-{span}").mkdir()
         (tmp_path / f"drop-{span}" / "a.txt").write_text(f"Reply from drop {span}.\n\nSecond reply of drop {span}.\n")
     overrides = ["example_gen.file_pattern='drop-{SPAN}/*'", "example_gen.first_span=1", "example_gen.span=3",
-                 "cleaning.near_dedup=false"]
+                 "cleaning.near_dedup=false", *NO_CURATION]
     examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern="drop-{SPAN}/*")
     texts = sorted(_read_texts(examples, "train") + _read_texts(examples, "eval"))
     assert texts == sorted(f"{kind} drop {span}." for span in (1, 3) for kind in ("Reply from", "Second reply of"))

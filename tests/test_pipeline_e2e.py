@@ -236,8 +236,9 @@ def test_corpus_violating_the_schema_stops_at_the_gate(tmp_path):
         handle.write(json.dumps({"body": "this record has no text field"}) + "\n")
         handle.write(json.dumps({"text": ""}) + "\n")
     # The record without text is quarantined by ExampleGen; the empty one reaches the schema check
-    # because the length filter is switched off here (by default it would be removed, counted).
-    config = _config(corpus, tmp_path / "out", "cleaning.min_chars=0")
+    # because the length filter and the quality rules are switched off here (by default it would be
+    # removed, counted).
+    config = _config(corpus, tmp_path / "out", "cleaning.min_chars=0", "cleaning.quality.enabled=false")
     summary = run_locally(config)
     assert not summary["succeeded"]
     assert summary["data_quality"]["quarantined"] == {"missing_text_field": 1}

@@ -7,7 +7,14 @@ languages)`. To plug in an external classifier (say an in-house model already on
 such a factory that loads it from a local path and returns scores in [0, 1]; nothing may be
 downloaded at run time.
 
-The default `LexiconScorer` needs no model: `better_profanity`'s word list (it ships in the
+The default `ClassifierScorer` scores English text with a trained classifier
+(`components.toxicity_model`: alt-profanity-check's linear SVM, which ships its model in the
+wheel) and keeps the lexicon for what the classifier does not cover: Chinese (a prompt in 'zh', or
+any text with CJK characters, is scored by the lexicon alone), and the category lexicons' threats
+and slurs that contain no profane word (an English text's score is the larger of the two). If the
+classifier cannot be imported it falls back to the lexicon, with a warning.
+
+`LexiconScorer` needs no model: `better_profanity`'s word list (it ships in the
 wheel) plus this project's per-category lexicons for English and Chinese in
 `data/safety/lexicons/<lang>.json`. English terms match whole words, case-insensitively;
 Chinese terms match as substrings (Chinese is written without spaces). Each distinct matched
@@ -15,6 +22,7 @@ term adds `per_match_score`, capped at 1, so one hit reaches the default toxicit
 """
 import importlib
 import json
+import logging
 import os
 import re
 from importlib import resources
@@ -103,6 +111,46 @@ class LexiconScorer:
     def score(self, texts: Sequence[str], languages: Sequence[str]) -> List[ToxicityScore]:
         # Every lexicon runs on every text: a model may answer a Chinese prompt in English.
         return [self.score_one(text) for text in texts]
+
+
+CLASSIFIER_CATEGORY = "toxic_language"  # the category a classifier score at or above the threshold adds
+_CJK = re.compile("[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
+
+
+def _classifier():
+    """The trained classifier's scoring function, or None (logged) when it cannot be loaded."""
+    try:
+        from components.toxicity_model import toxicity_probabilities
+    except ImportError as exc:
+        logging.warning("toxicity classifier unavailable (%s); the safety gate falls back to the lexicon scorer", exc)
+        return None
+    return toxicity_probabilities
+
+
+class ClassifierScorer:
+    """The default scorer: trained classifier for English, lexicon for Chinese and as fallback
+    (see the module docstring)."""
+
+    def __init__(self, lexicon_dir: str, threshold: float = 0.5):
+        self.threshold = threshold
+        self._lexicon = LexiconScorer(lexicon_dir)
+        self._classify = _classifier()
+
+    @classmethod
+    def from_config(cls, safety_config) -> "ClassifierScorer":
+        return cls(safety_config.lexicon_dir, safety_config.toxicity_threshold)
+
+    def score(self, texts: Sequence[str], languages: Sequence[str]) -> List[ToxicityScore]:
+        scores = self._lexicon.score(texts, languages)
+        if self._classify is None:
+            return scores
+        english = [i for i, (text, language) in enumerate(zip(texts, languages))
+                   if language != "zh" and not _CJK.search(text)]
+        for index, probability in zip(english, self._classify([texts[i] for i in english])):
+            lexicon = scores[index]
+            categories = lexicon.categories + ((CLASSIFIER_CATEGORY,) if probability >= self.threshold else ())
+            scores[index] = ToxicityScore(max(probability, lexicon.score), categories, lexicon.matches)
+        return scores
 
 
 def load_scorer(dotted_path: str, safety_config) -> ToxicityScorer:

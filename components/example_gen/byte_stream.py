@@ -1,13 +1,14 @@
 """Opening corpus files on any `tf.io.gfile` filesystem and reading them in bounded memory.
 
 Compression is chosen by the last extension (`.gz`, `.bz2`) and decompressed as a stream, so a
-file is never held in memory whole. `bounded_lines` cuts the stream into lines in fixed-size
+file is never held in memory whole. The decompressing stream (`SalvagingDecompressor`) hands out
+every byte decompressed before a truncation or corruption and only then raises, so the readers
+keep each complete record that precedes the damage, whatever the file's size. `bounded_lines` cuts the stream into lines in fixed-size
 chunks; a line longer than the limit is not accumulated: only a capped prefix and its size are
 kept, so a 50 MB line costs at most about `max_line_bytes` of memory.
 """
 import bz2
 import contextlib
-import gzip
 import itertools
 import os
 import zlib
@@ -18,6 +19,7 @@ import tensorflow as tf
 COMPRESSIONS = {".gz": "GZIP", ".bz2": "BZIP2"}
 CHUNK_BYTES = 1 << 20
 SNIFF_BYTES = 8192
+COMPRESSED_PIECE_BYTES = 16 * 1024  # compressed input per decompression step: bounds what a corrupt piece loses
 # Exceptions a truncated or corrupt compressed stream raises while being read.
 DECOMPRESSION_ERRORS = (EOFError, zlib.error, OSError)
 
@@ -31,19 +33,66 @@ def split_extension(path: str) -> Tuple[str, str]:
     return last, compression
 
 
+_DECOMPRESSORS = {
+    "GZIP": lambda: zlib.decompressobj(wbits=16 + zlib.MAX_WBITS),
+    "BZIP2": bz2.BZ2Decompressor,
+}
+
+
+class SalvagingDecompressor:
+    """A read-only stream of the decompressed bytes of a gzip or bzip2 stream (several members
+    or streams one after another included).
+
+    `read` may return fewer bytes than asked. At a truncation (input ends inside a member) or a
+    corruption, every byte decompressed before it is returned first; the next `read` raises
+    EOFError (truncated) or the decompressor's error (corrupt), with the compressed offset.
+    """
+
+    def __init__(self, raw: BinaryIO, compression: str):
+        self._raw, self._new = raw, _DECOMPRESSORS[compression]
+        self._decompressor, self._started = self._new(), False
+        self._pending, self._error, self._done, self._offset = b"", None, False, 0
+
+    def _decompress(self, data: bytes) -> None:
+        while data:
+            self._started = True
+            self._pending += self._decompressor.decompress(data)
+            data = self._decompressor.unused_data if self._decompressor.eof else b""
+            if self._decompressor.eof:
+                self._decompressor, self._started = self._new(), False
+
+    def _fill(self) -> None:
+        data = self._raw.read(COMPRESSED_PIECE_BYTES)
+        if not data:
+            self._done = True
+            if self._started:
+                self._error = EOFError(f"compressed stream ends inside a member at byte {self._offset}")
+            return
+        try:
+            self._decompress(data)
+        except (zlib.error, OSError, EOFError) as exc:
+            self._done, self._error = True, type(exc)(f"{exc} (near compressed byte {self._offset})")
+        self._offset += len(data)
+
+    def read(self, size: int = -1) -> bytes:
+        while not self._pending and not self._done:
+            self._fill()
+        if not self._pending:
+            if self._error is not None:
+                error, self._error = self._error, None
+                raise error
+            return b""
+        size = len(self._pending) if size is None or size < 0 else size
+        out, self._pending = self._pending[:size], self._pending[size:]
+        return out
+
+
 @contextlib.contextmanager
 def open_binary(path: str) -> Iterator[BinaryIO]:
     """The decompressed byte stream of `path` (local path or any URI tf.io.gfile supports)."""
     _, compression = split_extension(path)
     with tf.io.gfile.GFile(path, "rb") as raw:
-        if compression == "GZIP":
-            with gzip.GzipFile(fileobj=raw, mode="rb") as stream:
-                yield stream
-        elif compression == "BZIP2":
-            with bz2.BZ2File(raw, mode="rb") as stream:
-                yield stream
-        else:
-            yield raw
+        yield SalvagingDecompressor(raw, compression) if compression else raw
 
 
 class Line(NamedTuple):

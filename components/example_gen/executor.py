@@ -17,10 +17,14 @@ with features
     num_chars, letter_fraction, digit_fraction, whitespace_fraction, content_class
                the document's text statistics (`text_profile`), which the curated schema
                constrains and the drift/skew checks compare
+    language, language_confidence
+               the identified language (ISO 639-1) and its probability, when
+               `cleaning.language_id` is on
 
 and writes, inside the Examples artifact's directory, `quarantine/` (gzipped JSON lines of every
-rejected record: reason, file, line, detail, capped raw bytes) and `ingest_report.json` (see
-`ingest_report`). The report is also copied onto the artifact's custom properties. If no document
+rejected record: reason, file, line, detail, capped raw bytes; and samples of the documents
+each curation rule removed), `ingest_report.json` (see `ingest_report`) and `data_report.html`
+(`data_report`). The report is also copied onto the artifact's custom properties. If no document
 survives, the execution fails with the counts.
 
 With a span range (`span_range` module) it also reads the earlier spans of the range; the spans
@@ -44,9 +48,9 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
-from components.example_gen import ingest_report, span_range
+from components.example_gen import data_report, ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
-from components.example_gen.cleaning.transforms import CleanDocuments
+from components.example_gen.cleaning.transforms import CleanDocuments, enabled_removal_rules
 from components.example_gen.options import CleaningOptions, ReadOptions
 from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
 from components.example_gen.text_profile import profile_text
@@ -71,6 +75,10 @@ def document_to_example(document: Document) -> tf.train.Example:
         for name, value in profile.float_features().items():
             features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
         features["content_class"] = _bytes_feature(profile.content_class)
+    if document.language:
+        features["language"] = _bytes_feature(document.language)
+        features["language_confidence"] = tf.train.Feature(
+            float_list=tf.train.FloatList(value=[document.language_confidence]))
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
@@ -167,17 +175,26 @@ def _read_file(path: str, input_base: str, options: ReadOptions):
             yield outcome
 
 
+def _length_event(document: Document):
+    return f"{ingest_report.LENGTH_GROUP}:{ingest_report.length_bucket(len(document.text or ''))}", document.location
+
+
 @beam.ptransform_fn
-def _WriteReport(pipeline_parts, report_dir: str):
+def _WriteReport(pipeline_parts, report_dir: str, sample_chars: int):
     """Writes the quarantine files and ingest_report.json (see `ingest_report`)."""
-    read, kept, rejected, events = pipeline_parts
+    read, kept, rejected, removed_samples, events = pipeline_parts
     quarantine_dir = os.path.join(report_dir, ingest_report.QUARANTINE_DIR)
     _ = (rejected | "QuarantineJson" >> beam.Map(ingest_report.quarantine_record)
          | "WriteQuarantine" >> beam.io.WriteToText(os.path.join(quarantine_dir, "records"), file_name_suffix=".jsonl.gz"))
+    _ = (removed_samples | "RemovedJson" >> beam.Map(
+        lambda pair: ingest_report.removed_sample_record(*pair, max_chars=sample_chars))
+         | "WriteRemoved" >> beam.io.WriteToText(os.path.join(quarantine_dir, "removed"), file_name_suffix=".jsonl.gz"))
+    lengths = kept | "LengthBuckets" >> beam.Map(_length_event)
     counts = [
         read | "CountRead" >> beam.combiners.Count.Globally() | "ReadEntry" >> beam.Map(lambda n: ("documents_read", n)),
         kept | "CountKept" >> beam.combiners.Count.Globally() | "KeptEntry" >> beam.Map(lambda n: ("documents_kept", n)),
-        events | "CountEvents" >> beam.CombinePerKey(ingest_report.CountAndSample()),
+        (events, lengths) | "EventsAndLengths" >> beam.Flatten()
+        | "CountEvents" >> beam.CombinePerKey(ingest_report.CountAndSample()),
     ]
     return (
         counts | "AllCounts" >> beam.Flatten()
@@ -208,7 +225,8 @@ def _CorpusToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], s
     report_dir = exec_properties.get(_REPORT_DIR_KEY)
     if report_dir:
         events = (outcomes[EVENTS_TAG], cleaned["events"]) | "IngestEvents" >> beam.Flatten()
-        _ = (outcomes.documents, cleaned["documents"], outcomes.rejected, events) | "Report" >> _WriteReport(report_dir)
+        parts = (outcomes.documents, cleaned["documents"], outcomes.rejected, cleaned["removed_samples"], events)
+        _ = parts | "Report" >> _WriteReport(report_dir, read_options.quarantine_sample_bytes)
     return cleaned["documents"] | "ToExample" >> beam.Map(document_to_example)
 
 
@@ -227,7 +245,9 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
                    dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri, _EARLIER_SPANS_KEY: earlier}))
         report = ingest_report.read_report(examples.uri)
         report["spans"] = [span for span, _ in earlier] + [_selected_span(exec_properties)]
+        ingest_report.add_filter_counts(report, enabled_removal_rules(custom_options(exec_properties)[1]))
         ingest_report.write_report(report, examples.uri)
+        data_report.write(report, examples.uri)
         examples.set_string_custom_property("spans", json.dumps(report["spans"]))
         ingest_report.annotate_artifact(examples, report)
         if not report["documents_kept"]:

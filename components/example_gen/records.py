@@ -17,6 +17,7 @@ class Document(NamedTuple):
     `metadata` holds the configured extra fields as sorted (name, value) string pairs.
     `repairs` names every repair applied to it (e.g. 'invalid_utf8_replaced').
     `text` is None only for the legacy pass-through of a record without a text field.
+    `language` / `language_confidence` are set by language identification ('' when it is off).
     """
 
     text: Optional[str]
@@ -24,6 +25,8 @@ class Document(NamedTuple):
     line: int
     metadata: Tuple[Tuple[str, str], ...] = ()
     repairs: Tuple[str, ...] = ()
+    language: str = ""
+    language_confidence: float = 0.0
 
     @property
     def location(self) -> str:

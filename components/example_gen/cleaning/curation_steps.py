@@ -1,0 +1,59 @@
+"""The per-document curation filters as one Beam DoFn: language identification (and the keep
+list), quality rules, decontamination against the evaluation suites, and the toxicity filter.
+
+Every removal emits a `removed:<rule>` event, and the removed document itself goes to the
+REMOVED_TAG output, from which a few per rule are kept in the quarantine for review. Every
+document also emits `languages:<code>`, so the report has the language mix of what was read.
+"""
+from typing import Iterator
+
+import apache_beam as beam
+
+from components.example_gen.cleaning import decontamination, language, quality
+from components.example_gen.cleaning.events import event
+from components.example_gen.options import CleaningOptions
+from components.example_gen.records import Document
+
+REMOVED_TAG = "removed_documents"
+LANGUAGE_GROUP = "languages"
+
+
+def removed(rule: str, document: Document) -> Iterator[beam.pvalue.TaggedOutput]:
+    """The event and the removed-document output for a removal by `rule`."""
+    yield event(f"removed:{rule}", document.location)
+    yield beam.pvalue.TaggedOutput(REMOVED_TAG, (rule, document))
+
+
+class CurateEachDocument(beam.DoFn):
+    """Labels each document's language and drops those that a curation filter rejects."""
+
+    def __init__(self, options: CleaningOptions, suite: decontamination.SuiteGrams):
+        self._options = options
+        self._suite = suite
+        self._keep = frozenset(options.languages)
+
+    def setup(self):
+        if self._options.toxicity_threshold:
+            from components.toxicity_model import toxicity_probabilities
+
+            self._toxicity = toxicity_probabilities
+
+    def process(self, document: Document) -> Iterator:
+        options = self._options
+        if options.language_id:
+            found = language.identify(document.text)
+            document = document._replace(language=found.code, language_confidence=found.confidence)
+            yield event(f"{LANGUAGE_GROUP}:{found.code}", document.location)
+            if self._keep and found.code not in self._keep:
+                yield from removed("language_not_kept", document)
+                return
+        rule = quality.failed_rule(document.text, options.quality, document.language) if options.quality.enabled else None
+        if rule:
+            yield from removed(f"quality_{rule}", document)
+        elif decontamination.is_contaminated(document.text, self._suite):
+            yield from removed("eval_contamination", document)
+        elif (options.toxicity_threshold and document.language in ("en", "")
+              and self._toxicity([document.text])[0] >= options.toxicity_threshold):
+            yield from removed("toxic", document)
+        else:
+            yield document
