@@ -46,6 +46,28 @@ def causal_mask(length: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.linalg.band_part(tf.ones([length, length]), -1, 0), tf.bool)
 
 
+def write_cache_position(cache: tf.Tensor, positions: tf.Tensor, new: tf.Tensor, in_place: bool) -> tf.Tensor:
+    """Writes `new` [batch, heads, 1, head_dim] into `cache` [batch, heads, cache_length, head_dim]
+    at each row's position (`positions` [batch]) and returns the cache.
+
+    `in_place` (graph or eager execution): the write goes into the cache's own buffer
+    (`InplaceUpdate`, a core op stock TF Serving has, on a reshaped view of it), so the cache
+    passed in is consumed and must not be read again; a `tensor_scatter_nd_update` there copies
+    the whole cache on every decoding step. Under XLA, which has no `InplaceUpdate` kernel, the
+    scatter is used: XLA updates it in place itself.
+    """
+    batch, heads, length, head_dim = (tf.shape(cache)[axis] for axis in range(4))
+    if not in_place:
+        rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
+        at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
+        return tf.tensor_scatter_nd_update(cache, at, new[:, :, 0])
+    rows = (tf.range(batch)[:, tf.newaxis] * heads + tf.range(heads)[tf.newaxis, :]) * length + positions[:, tf.newaxis]
+    flat = tf.raw_ops.InplaceUpdate(
+        x=tf.reshape(cache, [-1, head_dim]), i=tf.reshape(rows, [-1]), v=tf.reshape(new, [-1, head_dim])
+    )
+    return tf.reshape(flat, tf.shape(cache))
+
+
 class CausalSelfAttention(keras.layers.Layer):
     """Multi-head self-attention with a fused Q/K/V projection."""
 
@@ -112,16 +134,14 @@ class DecoderBlock(keras.layers.Layer):
         padding = [[0, 0], [0, 0], [0, cache_length - length], [0, 0]]
         return hidden, (tf.pad(key, padding), tf.pad(value, padding))
 
-    def decode_step(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple) -> tuple:
+    def decode_step(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool = True) -> tuple:
         """One new token per row (hidden [batch, 1, model_dim]) at its own position [batch]:
-        writes its key/value into the cache at that position and attends to positions <= it."""
+        writes its key/value into the cache at that position (see `write_cache_position` for
+        `in_place`) and attends to positions <= it."""
         keys, values = cache
         query, key, value = self.attention.project_qkv(self.attention_norm(hidden), positions[:, tf.newaxis])
-        batch, heads = tf.shape(keys)[0], tf.shape(keys)[1]
-        rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
-        at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
-        keys = tf.tensor_scatter_nd_update(keys, at, key[:, :, 0])
-        values = tf.tensor_scatter_nd_update(values, at, value[:, :, 0])
+        keys = write_cache_position(keys, positions, key, in_place)
+        values = write_cache_position(values, positions, value, in_place)
         visible = tf.range(tf.shape(keys)[2])[tf.newaxis, :] <= positions[:, tf.newaxis]
         attended = self.attention.attend(query, keys, values, visible[:, tf.newaxis, tf.newaxis, :])
         return self.mlp(hidden + attended), (keys, values)
@@ -146,6 +166,9 @@ class GPTBackbone(keras.Model):
         ]
         self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
         self.embedding_dropout = keras.layers.Dropout(config.dropout)
+        # Set only on serving copies (serving_weights.py): a separate, untied output projection
+        # (pre-transposed, optionally int8) computing the same logits as the tied embedding.
+        self.output_projection = None
 
     def embed(self, token_ids: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
         """Token (+ learned position) embeddings; `positions` is [length] or [batch, length]."""
@@ -158,6 +181,8 @@ class GPTBackbone(keras.Model):
     def logits(self, hidden: tf.Tensor) -> tf.Tensor:
         """Final norm and the tied output projection (similarity with each embedding row), in float32."""
         hidden = self.final_norm(hidden)
+        if self.output_projection is not None:
+            return tf.cast(self.output_projection(hidden), tf.float32)
         embeddings = tf.cast(self.token_embedding.embeddings, hidden.dtype)
         return tf.cast(tf.matmul(hidden, embeddings, transpose_b=True), tf.float32)
 
@@ -183,13 +208,14 @@ class GPTBackbone(keras.Model):
         last_hidden = tf.gather(hidden, last_positions[:, tf.newaxis], batch_dims=1)  # [batch, 1, model_dim]
         return self.logits(last_hidden)[:, 0], tuple(cache)
 
-    def decode_step(self, token_ids: tf.Tensor, positions: tf.Tensor, cache: tuple) -> tuple:
+    def decode_step(self, token_ids: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool = True) -> tuple:
         """One token per row [batch] at `positions` [batch]; returns (float32 logits [batch, vocab],
-        the cache with this token's keys/values added)."""
+        the cache with this token's keys/values added). `in_place` writes into the cache's buffers
+        (it is consumed); pass False under XLA (see `write_cache_position`)."""
         hidden = self.embed(token_ids[:, tf.newaxis], positions[:, tf.newaxis])
         new_cache = []
         for block, block_cache in zip(self.blocks, cache):
-            hidden, block_cache = block.decode_step(hidden, positions, block_cache)
+            hidden, block_cache = block.decode_step(hidden, positions, block_cache, in_place)
             new_cache.append(block_cache)
         return self.logits(hidden)[:, 0], tuple(new_cache)
 

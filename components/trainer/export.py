@@ -15,6 +15,10 @@ The tokenizer is the TF Transform graph itself (`transform_features_layer`), sav
 model with its assets, so the served model tokenizes exactly as Transform did; the detokenizer
 reads the same vocabulary asset.
 
+The exported backbone is a serving copy of the trained one (`serving_weights.serving_backbone`):
+the output projection is pre-transposed, and with `generation.weight_quantization=int8` every
+matmul weight is int8 with per-channel scales.
+
 `generation.jit_compile` compiles the decoding loop with XLA inside the SavedModel; stock TF
 Serving on CPU then needs `--xla_cpu_compilation_enabled=true`. The default export has no XLA
 and loads in stock TF Serving. Warm-up requests are written to
@@ -23,7 +27,7 @@ and loads in stock TF Serving. Warm-up requests are written to
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.trainer import decoding, serving_requests
+from components.trainer import decoding, serving_requests, serving_weights
 from components.transform import tokenizer
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
 from pipeline.config import GenerationConfig
@@ -108,7 +112,8 @@ def export_serving_model(
     backbone, transform_output: tft.TFTransformOutput, generation: GenerationConfig, export_dir: str
 ) -> None:
     """Writes the SavedModel with the signatures described in the module docstring."""
-    module = TextGenerationModule(backbone, transform_output, generation)
+    served = serving_weights.serving_backbone(backbone, generation.weight_quantization)
+    module = TextGenerationModule(served, transform_output, generation)
     signatures = {
         "serving_default": module.generate_with_defaults,
         "generate": module.generate,
