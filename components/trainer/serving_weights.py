@@ -41,11 +41,11 @@ def dequantizing_matmul(inputs: tf.Tensor, kernel: tf.Variable, scale: Optional[
     An int8 `kernel` is cast to the compute dtype inside the product and each output column is
     multiplied by its `scale` afterwards ((x @ q) * s == x @ (q * s) for a per-column s).
     """
+    if inputs.shape.rank == 2:
+        product = tf.matmul(inputs, tf.cast(kernel, inputs.dtype))
+        return product if scale is None else product * tf.cast(scale, product.dtype)
     shape = tf.shape(inputs)
-    flat = tf.reshape(inputs, [-1, shape[-1]])
-    product = tf.matmul(flat, tf.cast(kernel, flat.dtype))
-    if scale is not None:
-        product = product * tf.cast(scale, product.dtype)
+    product = dequantizing_matmul(tf.reshape(inputs, [-1, shape[-1]]), kernel, scale)
     return tf.reshape(product, tf.concat([shape[:-1], [kernel.shape[-1]]], axis=0))
 
 
