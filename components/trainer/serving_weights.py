@@ -11,7 +11,10 @@ bytes over memory bandwidth. Training ties the output projection to the token em
   dequantized inside the matmul with core ops (Cast, MatMul, Mul), so stock TF Serving loads
   the model. The embedding lookup, LayerNorms and biases stay in float (a lookup reads one row).
 
-The trained backbone is left untouched: training keeps its tied weights.
+The trained backbone is left untouched: training keeps its tied weights. The copy computes in
+the trained policy's dtype, except that a mixed_bfloat16 model (the CPU default where bfloat16
+is native, see precision.py) is served in float32: its variables are float32 either way, and a
+bfloat16 graph would cast every weight again on every decoding step.
 """
 from typing import Optional, Tuple
 
@@ -96,7 +99,8 @@ def serving_backbone(backbone: GPTBackbone, weight_quantization: str = "none") -
     """A copy of `backbone` (same dtype policy and weights) laid out for decoding: see the module docstring."""
     if weight_quantization not in WEIGHT_QUANTIZATIONS:
         raise ValueError(f"weight_quantization must be one of {WEIGHT_QUANTIZATIONS}, not {weight_quantization!r}")
-    with keras_policy(backbone.dtype_policy.name):
+    policy = backbone.dtype_policy.name
+    with keras_policy("float32" if policy == "mixed_bfloat16" else policy):
         copy = build_backbone(backbone.architecture, backbone.vocab_size)
         copy.set_weights(backbone.get_weights())
         quantize = weight_quantization == "int8"
