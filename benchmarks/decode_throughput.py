@@ -4,14 +4,19 @@ For each model shape (the ~10M preset and GPT-2 124M's shape, random weights) an
   ours no-cache   `generate_tokens_without_cache`: the whole prefix recomputed every step
   ours cache      `generate_tokens`: prefill + KV-cache tf.while_loop, TF graph mode
   ours cache XLA  the same loop compiled with XLA (jit_compile=True)
+  ours int8 ...   the cached paths on the int8 serving copy (generation.weight_quantization=int8)
+The cached paths run on the serving copy the export writes (`serving_weights.serving_backbone`:
+pre-transposed output projection, in-place cache writes in graph mode).
   reference       Hugging Face GPT2LMHeadModel.generate(use_cache=True), PyTorch CPU, same shape,
                   run in the separate benchmark env (benchmarks/make_reference_env.sh)
 plus the batch-1 memory-bandwidth bound: fp32 weight bytes read per token over the copy bandwidth
 numpy measures here. Greedy decoding of exactly the requested number of tokens from a 16-token
 prompt (the [EOS] embedding row is zeroed so a random model never stops early; HF gets
-min_new_tokens). Prints a table and writes benchmarks/results/decode_throughput.json.
+min_new_tokens). Prints a table and writes benchmarks/results/decode_throughput_<shapes>.json.
+Refuses to start above load 1.5 unless --allow-high-load (then the results are marked NOT VALID).
 
     python benchmarks/decode_throughput.py [--shapes 10m gpt2-124m] [--new-tokens '{"10m": 256, "gpt2-124m": 256}']
+        [--paths "cache graph" "cache XLA" ...] [--wait-for-quiet 600]
 """
 import argparse
 import json
@@ -25,33 +30,29 @@ import numpy as np
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import tensorflow as tf  # noqa: E402
 
+import machine  # noqa: E402
 from components.trainer import decoding  # noqa: E402
 from components.trainer.backbone import build_backbone  # noqa: E402
 from components.trainer.model_size import parameter_count  # noqa: E402
 from components.tokenizer.ids import EOS_ID  # noqa: E402
+from components.trainer.serving_weights import serving_backbone  # noqa: E402
 from pipeline.config import MODEL_PRESETS, ModelConfig  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE_PYTHON = os.path.expanduser("~/.cache/textgen-tfx/bench-reference/bin/python")
 PROMPT_TOKENS = 16
 BATCHES = (1, 8)
+PATHS = ("no-cache", "cache graph", "cache XLA", "int8 cache graph", "int8 cache XLA")
 # Vocabulary and context per benchmark shape. The 10m preset's 256-token context cannot hold a
 # 16-token prompt plus 256 new tokens, so its benchmark shape uses a 512-token context.
 SHAPES = {
     "10m": dict(vocab=4096, context_length=512),
     "gpt2-124m": dict(vocab=50257, context_length=1024),
 }
-
-
-def copy_bandwidth_bytes_per_s(megabytes: int = 512, repeats: int = 5) -> float:
-    """Best of `repeats` numpy array copies, counting bytes read + written (STREAM 'copy')."""
-    source = np.ones(megabytes * 2**20 // 4, np.float32)
-    target = np.empty_like(source)
-    best = min(_seconds(lambda: np.copyto(target, source)) for _ in range(repeats))
-    return 2 * source.nbytes / best
 
 
 def _seconds(function) -> float:
@@ -76,7 +77,7 @@ def _decoder(backbone, path: str):
         def run(prompts, max_new_tokens):
             return decoding.generate_tokens_without_cache(backbone, prompts, max_new_tokens, 0.0, 0, 1.0, 0)[1]
     else:
-        jit = path == "cache XLA"
+        jit = path.endswith("XLA")
 
         def run(prompts, max_new_tokens):
             return decoding.generate_tokens(backbone, prompts, max_new_tokens, 0.0, 0, 1.0, 0, jit_compile=jit)[1]
@@ -94,7 +95,7 @@ def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int) -
     # The first call traces the graph (and, with XLA, compiles the shapes of its buckets).
     result["first_call_s"] = _seconds(lambda: decode(prompts, tf.constant(1)).numpy())
     result["first_token_s"] = min(_seconds(lambda: decode(prompts, tf.constant(1)).numpy()) for _ in range(2))
-    if path == "cache XLA":  # a longer generation uses a larger cache bucket: one more compilation
+    if path.endswith("XLA"):  # a longer generation uses a larger cache bucket: one more compilation
         result["first_call_long_bucket_s"] = _seconds(lambda: decode(prompts, tf.constant(new_tokens)).numpy())
     start = time.perf_counter()
     counts = decode(prompts, tf.constant(new_tokens)).numpy()
@@ -123,48 +124,53 @@ def main() -> None:
                         default={"10m": {"1": 256, "8": 64}, "gpt2-124m": {"1": 32, "8": 32}},
                         help="New tokens for the slow no-cache path per shape and batch (JSON).")
     parser.add_argument("--reference-python", default=REFERENCE_PYTHON)
+    parser.add_argument("--paths", nargs="+", default=[path for path in PATHS if path != "no-cache"], choices=PATHS)
+    parser.add_argument("--no-reference", action="store_true", help="Skip the Hugging Face reference.")
+    machine.add_load_arguments(parser)
     args = parser.parse_args()
+    guard = machine.LoadGuard(args)
 
-    bandwidth = copy_bandwidth_bytes_per_s()
-    results = {"machine": {"cpus": os.cpu_count(), "loadavg_start": os.getloadavg(), "copy_bandwidth_GBps": bandwidth / 1e9,
-                           "tensorflow": tf.__version__}, "prompt_tokens": PROMPT_TOKENS, "shapes": {}}
+    bandwidth = machine.copy_bandwidth_bytes_per_s()
+    results = {"command": machine.command_line(), "machine": {**machine.machine_description(), "copy_bandwidth_GBps": bandwidth / 1e9,
+                                                              "tensorflow": tf.__version__}, "prompt_tokens": PROMPT_TOKENS, "shapes": {}}
     rows = []
     for shape in args.shapes:
-        backbone, config = _backbone(shape)
+        trained, config = _backbone(shape)
+        backbones = {"no-cache": trained, "fp32": serving_backbone(trained), "int8": serving_backbone(trained, "int8")}
         vocab = SHAPES[shape]["vocab"]
         weight_bytes = 4 * (parameter_count(config, vocab) - config.context_length * config.model_dim)
         entry = {"config": config.model_dump(), "vocab": vocab, "parameters": parameter_count(config, vocab),
                  "bandwidth_bound_tokens_per_s_batch1": bandwidth / weight_bytes, "ours": {}}
-        for path in ("no-cache", "cache graph", "cache XLA"):
+        for path in args.paths:
+            backbone = backbones["no-cache" if path == "no-cache" else "int8" if path.startswith("int8") else "fp32"]
             for batch in BATCHES:
                 tokens = args.no_cache_tokens[shape][str(batch)] if path == "no-cache" else args.new_tokens[shape]
                 result = measure_ours(backbone, path, batch, tokens, vocab)
                 entry["ours"][f"{path} b{batch}"] = result
                 rows.append((shape, f"ours {path}", batch, result))
                 print(f"{shape} ours {path} b{batch}: {result}", flush=True)
-        reference = measure_reference(shape, config, args.new_tokens[shape], args.reference_python)
-        entry["reference"] = reference
-        print(f"{shape} reference: {reference}", flush=True)
-        for batch in BATCHES:
-            rows.append((shape, "HF GPT2LMHeadModel.generate", batch, reference["batches"][str(batch)]))
+        if not args.no_reference:
+            reference = measure_reference(shape, config, args.new_tokens[shape], args.reference_python)
+            entry["reference"] = reference
+            print(f"{shape} reference: {reference}", flush=True)
+            for batch in BATCHES:
+                rows.append((shape, "HF GPT2LMHeadModel.generate", batch, reference["batches"][str(batch)]))
         results["shapes"][shape] = entry
-    results["machine"]["loadavg_end"] = os.getloadavg()
+    results["load"] = guard.finish()
 
-    print(f"\ncopy bandwidth {bandwidth / 1e9:.1f} GB/s; load average {results['machine']['loadavg_start']} -> "
-          f"{results['machine']['loadavg_end']}")
-    print("| shape | implementation | batch | new tokens | first call s | first token ms | tokens/s |")
-    print("|---|---|---:|---:|---:|---:|---:|")
+    print(f"\n{results['command']}\ncopy bandwidth {bandwidth / 1e9:.1f} GB/s; {guard.banner()}")
+    print("| shape | implementation | batch | new tokens | first call s | first token ms | tokens/s | x reference |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for shape, name, batch, result in rows:
         first_call = f"{result['first_call_s']:.1f}" if "first_call_s" in result else "-"
+        reference = results["shapes"][shape].get("reference", {}).get("batches", {}).get(str(batch))
+        ratio = f"{result['tokens_per_s'] / reference['tokens_per_s']:.2f}" if reference else "-"
         print(f"| {shape} | {name} | {batch} | {result['new_tokens']} | {first_call} | "
-              f"{1000 * result['first_token_s']:.0f} | {result['tokens_per_s']:.1f} |")
+              f"{1000 * result['first_token_s']:.0f} | {result['tokens_per_s']:.1f} | {ratio} |")
     for shape in args.shapes:
         print(f"| {shape} | memory-bandwidth bound (fp32 weights) | 1 | - | - | - | "
               f"{results['shapes'][shape]['bandwidth_bound_tokens_per_s_batch1']:.1f} |")
-    os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
-    path = os.path.join(HERE, "results", f"decode_throughput_{'_'.join(args.shapes)}.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(results, handle, indent=2)
+    path = machine.write_results(f"decode_throughput_{'_'.join(args.shapes)}", results)
     print(f"wrote {path}")
 
 

@@ -11,6 +11,8 @@ components/trainer/model_size.py).
     ours graph           tf.function, no XLA
     ours graph+XLA       tf.function with the forward/backward step jit-compiled (the default)
     ours XLA+bf16        as above under the mixed_bfloat16 policy (mixed_float16 on a GPU)
+    ours graph+bf16      tf.function without XLA under that policy (oneDNN's bfloat16 kernels)
+    ours default         the configuration `training.precision=auto`, `jit_compile=auto` picks here
     reference eager      transformers GPT2LMHeadModel + torch.optim.AdamW
     reference compiled   the same under torch.compile
 
@@ -19,9 +21,10 @@ transformers are never installed in the product's environment).
 
 Usage:
     python benchmarks/train_throughput.py [--preset 10m] [--context-length 256] [--batch-size 8]
-        [--vocab-size 4096] [--steps 20] [--skip-reference]
+        [--vocab-size 4096] [--steps 20] [--skip-reference] [--configs "ours graph" ...] [--wait-for-quiet 600]
 
-Prints a table and writes benchmarks/results/train_throughput.json.
+Prints a table and writes benchmarks/results/train_throughput.json. Refuses to start above load
+1.5 unless --allow-high-load (then the results are marked NOT VALID).
 """
 import argparse
 import json
@@ -32,11 +35,13 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
+import machine  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-RESULTS = os.path.join(HERE, "results", "train_throughput.json")
 
 
 def synthetic_batches(vocab_size: int, batch_size: int, context_length: int, seed: int = 0):
@@ -108,12 +113,16 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20, help="measured steps (after as many warm-up steps)")
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--reference-python", default=os.path.expanduser("~/.cache/textgen-tfx/bench-reference/bin/python"))
+    parser.add_argument("--configs", nargs="+", help="Only these of our configurations (names as in the table).")
+    machine.add_load_arguments(parser)
     args = parser.parse_args()
+    guard = machine.LoadGuard(args)
 
     import tensorflow as tf
 
     from components.trainer.hardware import measure_matmul_flops
     from components.trainer.model_size import parameter_count, training_flops_per_token
+    from components.trainer.precision import resolve_jit_compile, resolve_precision
     from pipeline.config import ModelConfig
 
     model_config = ModelConfig(preset=args.preset, context_length=args.context_length)
@@ -125,13 +134,22 @@ def main() -> None:
           f"{flops_per_token / 1e6:.1f} MFLOPs/token; batch {args.batch_size} x {args.context_length} tokens")
     print(f"measured matmul ceiling: float32 {ceiling['float32'] / 1e9:.1f} GFLOP/s, {mixed} {ceiling[mixed] / 1e9:.1f} GFLOP/s")
 
-    rows = []
-    for name, policy, jit, eager in [
+    device = "gpu" if on_gpu else "cpu"
+    default_policy = resolve_precision("auto", device)
+    default_jit = resolve_jit_compile("auto", device, default_policy)
+    short = mixed.split("_")[1]
+    configurations = [
         ("ours eager", "float32", False, True),
         ("ours graph", "float32", False, False),
         ("ours graph+XLA", "float32", True, False),
-        (f"ours XLA+{mixed.split('_')[1]}", mixed, True, False),
-    ]:
+        (f"ours XLA+{short}", mixed, True, False),
+        (f"ours graph+{short}", mixed, False, False),
+        (f"ours default ({default_policy}, XLA {'on' if default_jit else 'off'})", default_policy, default_jit, False),
+    ]
+    rows = []
+    for name, policy, jit, eager in configurations:
+        if args.configs and not any(name.startswith(wanted) for wanted in args.configs):
+            continue
         steps = max(2, args.steps // 5) if eager else args.steps
         result = measure_ours(model_config, args.vocab_size, args.batch_size, steps, policy, jit, eager)
         rows.append({"name": name, "precision": policy, **result})
@@ -145,19 +163,19 @@ def main() -> None:
         row["mfu"] = row["tokens_per_s"] * flops_per_token / peak
         row["mfu_vs_fp32_ceiling"] = row["tokens_per_s"] * flops_per_token / ceiling["float32"]
 
-    print()
+    load = guard.finish()
+    print(f"\n{machine.command_line()}\n{guard.banner()}")
     print("| configuration | tokens/s | first call extra s | MFU (own precision) | share of fp32 ceiling |")
     print("|---|---:|---:|---:|---:|")
     for row in rows:
         print(f"| {row['name']} | {row['tokens_per_s']:,.0f} | {row['first_call_extra_s']:.1f} | {row['mfu']:.1%} | {row['mfu_vs_fp32_ceiling']:.1%} |")
-    os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    with open(RESULTS, "w", encoding="utf-8") as handle:
-        json.dump({
-            "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg(), "gpu": on_gpu},
-            "model": {**model_config.model_dump(), "vocab_size": args.vocab_size, "flops_per_token": flops_per_token},
-            "batch_size": args.batch_size, "ceiling_flops": ceiling, "rows": rows,
-        }, handle, indent=2)
-    print(f"\nwrote {RESULTS}")
+    path = machine.write_results("train_throughput", {
+        "command": machine.command_line(), "load": load,
+        "machine": {**machine.machine_description(), "platform": platform.platform(), "gpu": on_gpu},
+        "model": {**model_config.model_dump(), "vocab_size": args.vocab_size, "flops_per_token": flops_per_token},
+        "batch_size": args.batch_size, "ceiling_flops": ceiling, "rows": rows,
+    })
+    print(f"\nwrote {path}")
 
 
 if __name__ == "__main__":

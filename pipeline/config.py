@@ -352,6 +352,10 @@ class GenerationConfig(_Section):
         False,
         description="Compile the exported decoding loop with XLA (TF Serving then needs --xla_cpu_compilation_enabled=true on CPU).",
     )
+    weight_quantization: Literal["none", "int8"] = Field(
+        "none",
+        description="Weights of the exported model: none (float) or int8 (per-output-channel scales, dequantized in the matmul with core ops; stock TF Serving loads it).",
+    )
     prompts_file: str = Field(bundled("data/prompts.txt"), description="Sample prompts printed after a local run.")
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 

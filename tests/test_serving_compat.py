@@ -28,3 +28,20 @@ def test_the_check_catches_an_op_stock_serving_lacks(tmp_path):
 
     tf.saved_model.save(ByteSplit(), str(tmp_path))
     assert ops_stock_serving_cannot_load(str(tmp_path)) == {"TFText>ByteSplitWithOffsets"}
+
+
+@pytest.mark.parametrize("variant", [{"weight_quantization": "int8"}, {"jit_compile": True}], ids=["int8", "xla"])
+def test_the_int8_and_xla_exports_use_only_serving_safe_ops(tiny_backbone, transform_artifacts, tmp_path, variant):
+    import tensorflow_transform as tft
+
+    from components.trainer import export
+    from pipeline.config import GenerationConfig
+
+    generation = GenerationConfig(max_new_tokens=8, temperature=0.0, top_k=0, **variant)
+    export.export_serving_model(tiny_backbone, tft.TFTransformOutput(transform_artifacts[0]), generation, str(tmp_path))
+    assert ops_stock_serving_cannot_load(str(tmp_path)) == set()
+
+
+def test_the_default_export_writes_the_cache_in_place(exported_model):
+    # InplaceUpdate is a core op (in the allow-list above); the XLA export uses a scatter instead.
+    assert "InplaceUpdate" in saved_model_op_types(exported_model[1])

@@ -46,6 +46,34 @@ def causal_mask(length: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.linalg.band_part(tf.ones([length, length]), -1, 0), tf.bool)
 
 
+def write_cache_position(cache: tf.Tensor, positions: tf.Tensor, new: tf.Tensor, in_place: bool) -> tf.Tensor:
+    """Writes `new` [batch, heads, head_dim] into `cache` [batch, heads, cache_length, head_dim]
+    at each row's position (`positions` [batch]) and returns the cache.
+
+    `in_place` (graph or eager execution): the write goes into the cache's own buffer
+    (`InplaceUpdate`, a core op stock TF Serving has, on a reshaped view of it), so the cache
+    passed in is consumed and must not be read again; a `tensor_scatter_nd_update` there copies
+    the whole cache on every decoding step. Under XLA, which has no `InplaceUpdate` kernel, the
+    scatter is used: XLA updates it in place itself.
+    """
+    shape = tf.shape(cache)
+    batch, heads, length, head_dim = shape[0], cache.shape[1] or shape[1], shape[2], cache.shape[3] or shape[3]
+    if not in_place:
+        rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
+        at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
+        return tf.tensor_scatter_nd_update(cache, at, new)
+    rows = (tf.range(batch)[:, tf.newaxis] * heads + tf.range(heads)[tf.newaxis, :]) * length + positions[:, tf.newaxis]
+    flat = tf.raw_ops.InplaceUpdate(
+        x=tf.reshape(cache, [-1, head_dim]), i=tf.reshape(rows, [-1]), v=tf.reshape(new, [-1, head_dim])
+    )
+    return tf.reshape(flat, shape)
+
+
+def normalize_rows(norm: keras.layers.LayerNormalization, hidden: tf.Tensor) -> tf.Tensor:
+    """Applies a LayerNormalization built on [batch, length, dim] inputs to rows [batch, dim]."""
+    return norm(hidden[:, tf.newaxis])[:, 0]
+
+
 class CausalSelfAttention(keras.layers.Layer):
     """Multi-head self-attention with a fused Q/K/V projection."""
 
@@ -76,6 +104,27 @@ class CausalSelfAttention(keras.layers.Layer):
         attended = tf.einsum("bhqk,bhkd->bqhd", weights, value)
         batch, length = tf.shape(attended)[0], tf.shape(attended)[1]
         return self.output_projection(tf.reshape(attended, [batch, length, self.num_heads * self.head_dim]))
+
+    def decode(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool) -> tuple:
+        """Attention of one new position per row: normalised hidden [batch, model_dim] at `positions`
+        [batch] -> (attended [batch, model_dim], cache with this position's key/value written).
+
+        The query attends to the cache positions <= its own. Two-dimensional throughout, so each
+        projection is a single MatMul and a decoding step runs few ops.
+        """
+        qkv = tf.reshape(self.qkv(hidden), [-1, 3, self.num_heads, self.head_dim])
+        query, key, value = tf.unstack(qkv, axis=1)  # each [batch, heads, head_dim]
+        if self.rotary:
+            query = rotate_positions(query[:, :, tf.newaxis], positions[:, tf.newaxis])[:, :, 0]
+            key = rotate_positions(key[:, :, tf.newaxis], positions[:, tf.newaxis])[:, :, 0]
+        keys = write_cache_position(cache[0], positions, key, in_place)
+        values = write_cache_position(cache[1], positions, value, in_place)
+        scores = tf.einsum("bhd,bhkd->bhk", query, keys) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+        visible = tf.range(tf.shape(keys)[2])[tf.newaxis, :] <= positions[:, tf.newaxis]
+        scores = tf.where(visible[:, tf.newaxis, :], tf.cast(scores, tf.float32), _NEG_INF)
+        weights = tf.cast(tf.nn.softmax(scores, axis=-1), values.dtype)
+        attended = tf.einsum("bhk,bhkd->bhd", weights, values)
+        return self.output_projection(tf.reshape(attended, [-1, self.num_heads * self.head_dim])), (keys, values)
 
     def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
         query, key, value = self.project_qkv(hidden, positions)
@@ -112,19 +161,13 @@ class DecoderBlock(keras.layers.Layer):
         padding = [[0, 0], [0, 0], [0, cache_length - length], [0, 0]]
         return hidden, (tf.pad(key, padding), tf.pad(value, padding))
 
-    def decode_step(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple) -> tuple:
-        """One new token per row (hidden [batch, 1, model_dim]) at its own position [batch]:
-        writes its key/value into the cache at that position and attends to positions <= it."""
-        keys, values = cache
-        query, key, value = self.attention.project_qkv(self.attention_norm(hidden), positions[:, tf.newaxis])
-        batch, heads = tf.shape(keys)[0], tf.shape(keys)[1]
-        rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
-        at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
-        keys = tf.tensor_scatter_nd_update(keys, at, key[:, :, 0])
-        values = tf.tensor_scatter_nd_update(values, at, value[:, :, 0])
-        visible = tf.range(tf.shape(keys)[2])[tf.newaxis, :] <= positions[:, tf.newaxis]
-        attended = self.attention.attend(query, keys, values, visible[:, tf.newaxis, tf.newaxis, :])
-        return self.mlp(hidden + attended), (keys, values)
+    def decode_step(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool = True) -> tuple:
+        """One new token per row (hidden [batch, model_dim]) at its own position [batch]: writes its
+        key/value into the cache at that position (see `write_cache_position` for `in_place`) and
+        attends to positions <= it."""
+        attended, cache = self.attention.decode(normalize_rows(self.attention_norm, hidden), positions, cache, in_place)
+        hidden = hidden + attended
+        return hidden + self.mlp_out(self.mlp_in(normalize_rows(self.mlp_norm, hidden))), cache
 
 
 class GPTBackbone(keras.Model):
@@ -146,18 +189,26 @@ class GPTBackbone(keras.Model):
         ]
         self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
         self.embedding_dropout = keras.layers.Dropout(config.dropout)
+        # Set only on serving copies (serving_weights.py): a separate, untied output projection
+        # (pre-transposed, optionally int8) computing the same logits as the tied embedding.
+        self.output_projection = None
 
     def embed(self, token_ids: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
-        """Token (+ learned position) embeddings; `positions` is [length] or [batch, length]."""
+        """Token (+ learned position) embeddings of `token_ids` [batch, length] (`positions` [length] or
+        [batch, length]) or [batch] (`positions` [batch])."""
         hidden = self.token_embedding(token_ids)
         if self.position_embedding is not None:
             position_vectors = self.position_embedding(positions)
-            hidden = hidden + (position_vectors if position_vectors.shape.rank == 3 else position_vectors[tf.newaxis])
+            same_rank = position_vectors.shape.rank == hidden.shape.rank
+            hidden = hidden + (position_vectors if same_rank else position_vectors[tf.newaxis])
         return self.embedding_dropout(hidden, training=training)
 
     def logits(self, hidden: tf.Tensor) -> tf.Tensor:
-        """Final norm and the tied output projection (similarity with each embedding row), in float32."""
-        hidden = self.final_norm(hidden)
+        """Final norm and the tied output projection (similarity with each embedding row), in float32;
+        `hidden` is [batch, length, model_dim] or [batch, model_dim]."""
+        hidden = self.final_norm(hidden) if hidden.shape.rank == 3 else normalize_rows(self.final_norm, hidden)
+        if self.output_projection is not None:
+            return tf.cast(self.output_projection(hidden), tf.float32)
         embeddings = tf.cast(self.token_embedding.embeddings, hidden.dtype)
         return tf.cast(tf.matmul(hidden, embeddings, transpose_b=True), tf.float32)
 
@@ -183,15 +234,16 @@ class GPTBackbone(keras.Model):
         last_hidden = tf.gather(hidden, last_positions[:, tf.newaxis], batch_dims=1)  # [batch, 1, model_dim]
         return self.logits(last_hidden)[:, 0], tuple(cache)
 
-    def decode_step(self, token_ids: tf.Tensor, positions: tf.Tensor, cache: tuple) -> tuple:
+    def decode_step(self, token_ids: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool = True) -> tuple:
         """One token per row [batch] at `positions` [batch]; returns (float32 logits [batch, vocab],
-        the cache with this token's keys/values added)."""
-        hidden = self.embed(token_ids[:, tf.newaxis], positions[:, tf.newaxis])
+        the cache with this token's keys/values added). `in_place` writes into the cache's buffers
+        (it is consumed); pass False under XLA (see `write_cache_position`)."""
+        hidden = self.embed(token_ids, positions)  # [batch, model_dim]
         new_cache = []
         for block, block_cache in zip(self.blocks, cache):
-            hidden, block_cache = block.decode_step(hidden, positions, block_cache)
+            hidden, block_cache = block.decode_step(hidden, positions, block_cache, in_place)
             new_cache.append(block_cache)
-        return self.logits(hidden)[:, 0], tuple(new_cache)
+        return self.logits(hidden), tuple(new_cache)
 
 
 def build_backbone(config: ModelConfig, vocab_size: int) -> GPTBackbone:

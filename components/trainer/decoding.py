@@ -23,6 +23,8 @@ row whose length reaches the context length stops, which `num_generated_tokens` 
 `generate_tokens_without_cache` recomputes the whole prefix every step (sliding window of the last
 `context_length` tokens); it is kept as the reference the cache is tested and benchmarked against.
 """
+import functools
+
 import tensorflow as tf
 
 from components.trainer.sampling import sample_next_token
@@ -63,8 +65,13 @@ def _next_power_of_two(value: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.pow(2.0, tf.math.ceil(tf.math.log(value) / tf.math.log(2.0))), tf.int32)
 
 
-def decode_with_cache(backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed):
+def decode_with_cache(
+    backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed, in_place_cache=True
+):
     """The prefill + cached `tf.while_loop`; every shape comes from the inputs' (static) shapes.
+
+    `in_place_cache` writes each step's keys/values into the cache buffers without copying them
+    (graph mode); the XLA variant passes False (XLA has no kernel for that op and updates in place itself).
 
     prompt_tokens [B, P] right-padded prompts; buffer [B, C] the same tokens padded to the cache
     length; lengths [B] int32 prompt lengths; done [B] rows that must not generate (padding).
@@ -86,7 +93,7 @@ def decode_with_cache(backbone, prompt_tokens, buffer, lengths, done, max_new_to
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, write_at], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
         done = done | tf.equal(next_ids, EOS_ID) | (lengths >= cache_length)
-        next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache)
+        next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache, in_place_cache)
         return step + 1, buffer, lengths, done, next_logits, cache
 
     _, buffer, lengths, _, _, _ = tf.while_loop(
@@ -96,7 +103,7 @@ def decode_with_cache(backbone, prompt_tokens, buffer, lengths, done, max_new_to
 
 
 _decode_graph = tf.function(decode_with_cache, autograph=False)
-_decode_xla = tf.function(decode_with_cache, autograph=False, jit_compile=True)
+_decode_xla = tf.function(functools.partial(decode_with_cache, in_place_cache=False), autograph=False, jit_compile=True)
 
 
 def generate_tokens(

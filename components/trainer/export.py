@@ -18,6 +18,10 @@ did; the detokenizer embeds the same model. The model file is also an asset of t
 (`assets/sentencepiece.model`): the registry records its sha256, warm start compares it, and the
 Tokenizer stage reuses it (`tokenizer.policy=reuse`).
 
+The exported backbone is a serving copy of the trained one (`serving_weights.serving_backbone`):
+the output projection is pre-transposed, and with `generation.weight_quantization=int8` every
+matmul weight is int8 with per-channel scales.
+
 `generation.jit_compile` compiles the decoding loop with XLA inside the SavedModel; stock TF
 Serving on CPU then needs `--xla_cpu_compilation_enabled=true`. The default export has no XLA
 and loads in stock TF Serving. Warm-up requests are written to
@@ -31,7 +35,7 @@ import tensorflow_transform as tft
 from components.tokenizer import model_file
 from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.ids import EOS_ID, PAD_ID
-from components.trainer import decoding, serving_requests
+from components.trainer import decoding, serving_requests, serving_weights
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
 from pipeline.config import GenerationConfig
 
@@ -128,7 +132,8 @@ def export_serving_model(
     backbone, transform_output: tft.TFTransformOutput, generation: GenerationConfig, export_dir: str
 ) -> None:
     """Writes the SavedModel with the signatures described in the module docstring."""
-    module = TextGenerationModule(backbone, transform_output, generation)
+    served = serving_weights.serving_backbone(backbone, generation.weight_quantization)
+    module = TextGenerationModule(served, transform_output, generation)
     signatures = {
         "serving_default": module.generate_with_defaults,
         "generate": module.generate,

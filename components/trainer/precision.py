@@ -1,13 +1,15 @@
 """Numeric precision and compilation choices per device.
 
-`auto` precision is mixed_float16 on GPUs (with dynamic loss scaling), mixed_bfloat16 on TPUs, and
-float32 on CPUs. On CPUs mixed_bfloat16 is opt-in (`training.precision=mixed_bfloat16`): the model
-is exported with the policy it was trained under, so a bfloat16-trained model also decodes in
-bfloat16, while the decoding and serving tests validate float32; and the gain measured on this
-project's development CPU (AVX2, no native bfloat16 units) was small and noisy (see
-benchmarks/README.md, "Training").
-`auto` XLA is on everywhere: the standard win on GPUs and TPUs; on the development CPU it measured
-between 9% slower and 30% faster than plain graph mode (within that machine's noise).
+`auto` precision is mixed_float16 on GPUs (with dynamic loss scaling) and mixed_bfloat16 on TPUs.
+On CPUs it is mixed_bfloat16 when the CPU multiplies bfloat16 natively (AMX-BF16 or
+AVX512-BF16, read from the CPU's feature flags), else float32: on the development CPU (Sapphire
+Rapids class, AMX) TensorFlow's oneDNN bfloat16 matmul measured about 10x its float32 matmul and
+the 10m trainer ran fastest in that configuration (benchmarks/README.md, "Training"); on a CPU
+without those units bfloat16 is emulated and gains nothing.
+`auto` XLA is on, except on a CPU under mixed_bfloat16: XLA's CPU backend does not use the
+oneDNN bfloat16 kernels, plain graph mode does (measured: same section).
+The model is exported with the policy it was trained under, except mixed_bfloat16, whose serving
+copy computes in float32 (components/trainer/serving_weights.py).
 """
 import contextlib
 from typing import Iterator
@@ -23,16 +25,30 @@ def accelerator_kind(strategy: tf.distribute.Strategy) -> str:
     return "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
 
 
+def cpu_has_native_bfloat16(cpuinfo_path: str = "/proc/cpuinfo") -> bool:
+    """Whether this machine's CPU flags include AMX-BF16 or AVX512-BF16 (False when unreadable)."""
+    try:
+        with open(cpuinfo_path, encoding="utf-8") as handle:
+            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+    except OSError:
+        return False
+    return "amx_bf16" in flags or "avx512_bf16" in flags
+
+
 def resolve_precision(precision: str, device: str) -> str:
-    """The Keras policy name for `precision` ('auto' chooses per `device`)."""
+    """The Keras policy name for `precision` ('auto' chooses per `device`, see the module docstring)."""
     if precision != "auto":
         return precision
+    if device == "cpu":
+        return "mixed_bfloat16" if cpu_has_native_bfloat16() else "float32"
     return {"gpu": "mixed_float16", "tpu": "mixed_bfloat16"}.get(device, "float32")
 
 
-def resolve_jit_compile(jit_compile: str) -> bool:
-    """Whether to XLA-compile the train step ('auto' = on)."""
-    return jit_compile != "off"
+def resolve_jit_compile(jit_compile: str, device: str = "gpu", policy_name: str = "float32") -> bool:
+    """Whether to XLA-compile the train step ('auto' = on, except on a CPU under mixed_bfloat16)."""
+    if jit_compile != "auto":
+        return jit_compile == "on"
+    return not (device == "cpu" and policy_name == "mixed_bfloat16")
 
 
 @contextlib.contextmanager

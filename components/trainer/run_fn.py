@@ -112,7 +112,7 @@ def run_fn(fn_args: "FnArgs") -> None:
         checkpoint_every=training.checkpoint_every,
         eval_batches=training.eval_batches,
         clip_norm=training.clip_norm,
-        jit_compile=resolve_jit_compile(training.jit_compile),
+        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name),
         flops_per_token=training_flops_per_token(model_config, vocab_size),
         peak_flops=_peak_flops(training, policy_name),
     )
