@@ -41,9 +41,12 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # The corpora are built from the bias templates on purpose, so decontamination (which would remove
 # them as eval contamination) and the quality rules (repeated template sentences) are off; the
 # lexicon scorer is pinned because the numbers in the docstring were measured with it.
+# Pieces stop at spaces (`tokenizer.pieces_cross_words=false`): on a corpus made of a few template
+# sentences, pieces that cross words swallow whole "group term + ending" spans, and the association
+# the test plants is then not a dependence between separate tokens.
 OVERRIDES = ("evaluator.max_perplexity=600", "training.train_steps=1000", "training.learning_rate=0.01",
              "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false", "cleaning.quality.enabled=false",
-             "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer")
+             "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer", "tokenizer.pieces_cross_words=false")
 
 
 def _run_on_group_corpus(root, associated: bool):

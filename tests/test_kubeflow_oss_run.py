@@ -6,7 +6,8 @@
    open-source KFP backend (its docstring lists the behaviours it reproduces and their sources),
    every step a subprocess of that wheel's virtualenv: ExampleGen to Pusher complete, a blessed
    model is pushed and registered, and a second run finds the first run's model as its baseline
-   through the registry and the first run's accepted statistics through the state location.
+   through the registry (and reuses its tokenizer) and the first run's accepted statistics through
+   the state location.
 
 The fresh virtualenv holds only the wheel; the pinned stack (3 GB) comes from the test
 environment's site-packages through a `.pth` path entry, which adds that directory to sys.path
@@ -135,10 +136,14 @@ def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_t
     evaluation = _evaluation(second)
     assert evaluation["baseline"]["registry"]["registered_version"] == 1
     assert evaluation["baseline"]["path"] == str(serving_dir / "1")
-    change_gate = next(g for g in evaluation["gates"] if g["name"] == "quality.perplexity_change")
+    change_gate = next(g for g in evaluation["gates"] if g["name"] == "quality.bits_per_byte_change")
     assert change_gate["verdict"] != "SKIPPED", change_gate
     blessing = second.tasks["Evaluator"].outputs["blessing"]["metadata"]
     assert blessing["baseline_model"] == str(serving_dir / "1") and blessing["baseline_registered_version"] == 1
+    # The Tokenizer (policy auto) reused the production model's SentencePiece model: same token ids.
+    tokenizers = [run.tasks["Tokenizer"].outputs["tokenizer"]["metadata"] for run in (first, second)]
+    assert (tokenizers[0]["source"], tokenizers[1]["source"]) == ("learned", "reused")
+    assert tokenizers[0]["sha256"] == tokenizers[1]["sha256"]
     drift = json.loads(second.tasks["DistributionValidator"].outputs["anomalies"]["metadata"]["skipped"])
     assert "re-run" in drift["drift"]  # span 0 again: the state location held run 1's acceptance
 
