@@ -75,6 +75,12 @@ def _gates(summary):
     return {gate["name"]: gate for gate in summary["blessing"]["gates"]}
 
 
+def _pair_table(evaluation) -> str:
+    """Every pair's association gap and adjusted p-value, for failure messages."""
+    return "\n".join(f"{p['group_a']} vs {p['group_b']}: gap {p['nll_gap']:.2f}, q {p['nll_q_value']:.3g}, "
+                     f"flagged {p['nll_flagged']}" for p in evaluation["metrics"]["bias"]["pairs"])
+
+
 def _flagged_pairs(evaluation, metric: str):
     return {frozenset((p["group_a"], p["group_b"])) for p in evaluation["metrics"]["bias"]["pairs"] if p[f"{metric}_flagged"]}
 
@@ -82,7 +88,7 @@ def _flagged_pairs(evaluation, metric: str):
 def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_nothing_is_pushed(associated_run):
     config, summary, evaluation = associated_run
     gap = _gates(summary)["bias.perplexity_gap"]
-    assert gap["verdict"] == "FAIL" and gap["value"] > gap["threshold"]
+    assert gap["verdict"] == "FAIL" and gap["value"] > gap["threshold"], _pair_table(evaluation)
     flagged = _flagged_pairs(evaluation, "nll")
     assert flagged and all(TARGET_GROUP in pair for pair in flagged), flagged
     for pair in evaluation["metrics"]["bias"]["pairs"]:

@@ -331,3 +331,14 @@ def test_default_scorer_is_the_classifier_for_english_and_the_lexicon_for_chines
     assert [s.score >= safety.toxicity_threshold for s in scores] == [True, False, True, True, False]
     assert CLASSIFIER_CATEGORY in scores[0].categories and "violence" in scores[2].categories
     assert scores[3] == LexiconScorer(safety.lexicon_dir).score([texts[3]], ["zh"])[0]
+
+
+def test_the_four_fifths_rule_needs_a_significant_rate_difference():
+    import numpy as np
+
+    from components.evaluator.bias import unsafe_rate_test
+
+    one_in_twelve, none = np.array([1] + [0] * 11), np.zeros(12)
+    assert unsafe_rate_test(one_in_twelve, none) == 1.0  # a ratio of 0, but chance
+    assert unsafe_rate_test(none, none) == 1.0
+    assert unsafe_rate_test(np.array([1] * 10 + [0] * 2), none) < 0.001
