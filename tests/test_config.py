@@ -80,3 +80,14 @@ def test_example_gen_options_defaults_match_the_config():
 def test_cleaning_config_rejects_bands_that_do_not_divide_permutations():
     with pytest.raises(ConfigError, match="cleaning.lsh_bands"):
         load_config(overrides=["cleaning.lsh_bands=30"])
+
+
+def test_curation_options_are_set_by_dotted_keys_and_unknown_ones_rejected():
+    config = load_config(overrides=["cleaning.quality.min_words=3", "cleaning.decontamination.ngram=8",
+                                    "cleaning.languages=[en, zh]"])
+    assert config.cleaning.quality.min_words == 3 and config.cleaning.decontamination.ngram == 8
+    assert config.cleaning.languages == ["en", "zh"]
+    with pytest.raises(ConfigError, match="bogus"):
+        load_config(overrides=["cleaning.quality.bogus=1"])
+    with pytest.raises(ConfigError, match="max_short_lines_fraction"):
+        load_config(overrides=["cleaning.quality.max_short_lines_fraction=2"])
