@@ -8,6 +8,7 @@ environment or holds a tunable constant of its own.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from typing import Any, Dict, List, Literal, Optional, Sequence
@@ -569,6 +570,9 @@ def describe_options() -> List[str]:
             value = getattr(instance, name)
             if isinstance(value, BaseModel):
                 walk(type(value), value, f"{prefix}{name}.")
+                continue
+            if dataclasses.is_dataclass(value):  # component-owned option groups (documented at their class)
+                lines.extend(f"{prefix}{name}.{item.name} = {getattr(value, item.name)!r}" for item in dataclasses.fields(value))
                 continue
             doc = f"  {field.description}" if field.description else ""
             lines.append(f"{prefix}{name} = {value!r}{doc}")

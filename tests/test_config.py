@@ -91,3 +91,14 @@ def test_moved_keys_name_their_new_place():
     assert (config.tokenizer.vocab_size, config.tokenizer.policy) == (2048, "learn")
     with pytest.raises(ConfigError, match="tokenizer"):
         load_config(overrides=["tokenizer.policy=pinned"])
+
+
+def test_curation_options_are_set_by_dotted_keys_and_unknown_ones_rejected():
+    config = load_config(overrides=["cleaning.quality.min_words=3", "cleaning.decontamination.ngram=8",
+                                    "cleaning.languages=[en, zh]"])
+    assert config.cleaning.quality.min_words == 3 and config.cleaning.decontamination.ngram == 8
+    assert config.cleaning.languages == ["en", "zh"]
+    with pytest.raises(ConfigError, match="bogus"):
+        load_config(overrides=["cleaning.quality.bogus=1"])
+    with pytest.raises(ConfigError, match="max_short_lines_fraction"):
+        load_config(overrides=["cleaning.quality.max_short_lines_fraction=2"])

@@ -1,6 +1,5 @@
 """Curation filters: quality rules, language identification, decontamination and the toxicity
 classifier, each in both directions, plus the whole step on Beam's DirectRunner."""
-import os
 
 import apache_beam as beam
 import pytest
