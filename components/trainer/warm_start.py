@@ -7,13 +7,16 @@ import tensorflow as tf
 import tf_keras as keras
 
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
+# The serving copy's untied output projection (serving_weights.py): derived from the embedding,
+# not a trained weight. An int8 export's kernels have other dtypes and shapes: no warm start.
+_SERVING_ONLY_PREFIX = "backbone/output_projection/"
 
 
 def _saved_backbone_shapes(variables_prefix: str) -> collections.Counter:
     return collections.Counter(
         tuple(shape)
         for name, shape in tf.train.list_variables(variables_prefix)
-        if name.startswith("backbone/") and name.endswith(_VALUE_SUFFIX)
+        if name.startswith("backbone/") and name.endswith(_VALUE_SUFFIX) and not name.startswith(_SERVING_ONLY_PREFIX)
     )
 
 
