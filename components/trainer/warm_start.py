@@ -7,16 +7,13 @@ import tensorflow as tf
 import tf_keras as keras
 
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
-# The serving copy's untied output projection (serving_weights.py): derived from the embedding,
-# not a trained weight. An int8 export's kernels have other dtypes and shapes: no warm start.
-_SERVING_ONLY_PREFIX = "backbone/output_projection/"
 
 
 def _saved_backbone_shapes(variables_prefix: str) -> collections.Counter:
     return collections.Counter(
         tuple(shape)
         for name, shape in tf.train.list_variables(variables_prefix)
-        if name.startswith("backbone/") and name.endswith(_VALUE_SUFFIX) and not name.startswith(_SERVING_ONLY_PREFIX)
+        if name.startswith("backbone/") and name.endswith(_VALUE_SUFFIX)
     )
 
 
@@ -29,7 +26,11 @@ def warm_start_from(backbone: keras.Model, saved_model_dir: str) -> bool:
     variables_prefix = os.path.join(saved_model_dir, "variables", "variables")
     saved = _saved_backbone_shapes(variables_prefix)
     expected = collections.Counter(tuple(weight.shape) for weight in backbone.weights)
-    if saved != expected:
+    # The serving copy adds one [model_dim, vocab] output projection derived from the embedding
+    # (serving_weights.py), saved after the trained weights; it is not read back. An int8
+    # export's kernels have other shapes: no warm start from it.
+    projection = collections.Counter({(backbone.architecture.model_dim, backbone.vocab_size): 1})
+    if saved != expected and saved != expected + projection:
         logging.warning("Not warm-starting from %s: its weights have other shapes (model or vocabulary changed)", saved_model_dir)
         return False
     tf.train.Checkpoint(backbone=backbone).read(variables_prefix).assert_existing_objects_matched()
