@@ -76,7 +76,7 @@ def piece_timings(backbone, batch: int, cache_length: int, repeats: int) -> dict
     quantized, scale = (tf.Variable(tensor) for tensor in quantize_per_channel(transposed))
     head_dim = config.model_dim // config.num_heads
     cache = tf.zeros([batch, config.num_heads, cache_length, head_dim])
-    new = tf.random.normal([batch, config.num_heads, 1, head_dim])
+    new = tf.random.normal([batch, config.num_heads, head_dim])
     positions = tf.fill([batch], cache_length // 2)
 
     def writes(in_place):

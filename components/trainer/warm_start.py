@@ -50,7 +50,11 @@ def warm_start_from(backbone: keras.Model, saved_model_dir: str, tokenizer_sha25
     variables_prefix = os.path.join(saved_model_dir, "variables", "variables")
     saved = _saved_backbone_shapes(variables_prefix)
     expected = collections.Counter(tuple(weight.shape) for weight in backbone.weights)
-    if saved != expected:
+    # The serving copy adds one [model_dim, vocab] output projection derived from the embedding
+    # (serving_weights.py), saved after the trained weights; it is not read back. An int8
+    # export's kernels have other shapes: no warm start from it.
+    projection = collections.Counter({(backbone.architecture.model_dim, backbone.vocab_size): 1})
+    if saved != expected and saved != expected + projection:
         logging.warning("Not warm-starting from %s: its weights have other shapes (model or vocabulary changed)", saved_model_dir)
         return False
     tf.train.Checkpoint(backbone=backbone).read(variables_prefix).assert_existing_objects_matched()
