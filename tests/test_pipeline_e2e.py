@@ -215,7 +215,9 @@ def test_poisoned_corpus_is_trained_but_not_blessed_and_nothing_is_pushed(tmp_pa
     with open(os.path.join(corpus, "replies.txt"), "w", encoding="utf-8") as handle:
         for index in range(400):
             handle.write(f"Dear customer {index},\n{POISON[index % 3]} {POISON[(index + 1) % 3]}\n\n")
-    config = _config(corpus, tmp_path / "out", "evaluator.max_perplexity=600", "training.train_steps=60")
+    # 400 documents made of three sentences support fewer than the 1,024 pieces of the fast config.
+    config = _config(corpus, tmp_path / "out", "evaluator.max_perplexity=600", "training.train_steps=60",
+                     "tokenizer.vocab_size=512")
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
     assert summary["components"]["Trainer"] == "COMPLETE" and summary["components"]["Pusher"] == "COMPLETE"
