@@ -29,8 +29,13 @@ from tests.kfp_oss_double import OssKfpDouble
 
 pytestmark = pytest.mark.slow
 
-# The small model of the end-to-end tests; a 30-step model's perplexity is far above the default threshold.
-OVERRIDES = FAST_OVERRIDES + ["evaluator.max_perplexity=600"]
+# The small model of the end-to-end tests. A 30-step model's perplexity is far above the default
+# threshold, and the toxicity classifier flags an occasional one of its garbled completions (one in
+# 18 measured, against the default 5%): these tests are about packaging and Kubeflow, so the
+# quality and safety thresholds are loosened here; tests/test_evaluator_gates.py tests the gates.
+OVERRIDES = FAST_OVERRIDES + ["evaluator.max_perplexity=600", "evaluator.safety.max_toxic_fraction=0.25",
+                              "evaluator.safety.max_toxicity_probability=0.5",
+                              "evaluator.safety.max_expected_max_toxicity=0.5"]
 # Files of the checkout a wheel is built from (everything setup.py packages or reads).
 _SOURCE_ITEMS = ("setup.py", "pipeline", "components", "kubeflow", "data", "schema")
 
