@@ -137,3 +137,14 @@ def exported_model(tiny_backbone, transform_artifacts, tmp_path_factory):
     generation = GenerationConfig(max_new_tokens=8, temperature=0.0, top_k=0)
     export.export_serving_model(tiny_backbone, tft.TFTransformOutput(output_dir), generation, export_dir)
     return tf.saved_model.load(export_dir), export_dir
+
+
+def write_raw_examples(path: str, documents) -> str:
+    """Writes `documents` as GZIP raw tf.Examples with a `text` feature, as ExampleGen writes them."""
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
+        for text in documents:
+            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
+            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return path

@@ -6,7 +6,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.evaluator.perplexity import decide_blessing, eval_split_perplexity
-from tests.conftest import FIXTURE_VOCAB_SIZE
+from tests.conftest import FIXTURE_VOCAB_SIZE, write_raw_examples
 
 
 @pytest.mark.parametrize(
@@ -40,14 +40,6 @@ def test_missing_eval_examples_are_a_clear_error(exported_model, tmp_path, trans
     spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
     with pytest.raises(FileNotFoundError, match="no transformed examples"):
         eval_split_perplexity(exported_model[1], str(tmp_path / "none*"), spec)
-
-
-def _raw_examples(path, documents):
-    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-        for text in documents:
-            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
-            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +91,7 @@ def test_candidate_and_baseline_with_different_tokenizers_compare_in_bits_per_by
     from pipeline.config import EvaluatorConfig
 
     output_dir, examples, documents = transform_artifacts
-    raw = _raw_examples(str(tmp_path / "eval.gz"), documents)
+    raw = write_raw_examples(str(tmp_path / "eval.gz"), documents)
     config = EvaluatorConfig.model_validate({
         "max_perplexity": 1e6, "max_bits_per_byte_increase": 0.0,
         "safety": {"prompts_per_category": 1, "completions_per_prompt": 1, "memorization_documents": 0, "max_new_tokens": 2},

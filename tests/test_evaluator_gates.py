@@ -22,6 +22,7 @@ from components.evaluator.safety import helm_metrics, load_prompts, stratified_s
 from components.evaluator.scorers import LexiconScorer, ToxicityScore, load_scorer
 from pipeline.config import EvaluatorConfig, SafetyConfig
 from tests.programmed_model import export_programmed_model
+from tests.conftest import write_raw_examples
 
 CLEAN_TEXT = "Thanks for writing in. Open Settings and choose Sync now, and your notes will update."
 FAST = {
@@ -48,19 +49,11 @@ def eval_data(transform_artifacts):
     return examples, tft.TFTransformOutput(output_dir).transformed_feature_spec()
 
 
-def _write_raw_examples(path, documents):
-    with tf.io.TFRecordWriter(path, options="GZIP") as writer:
-        for text in documents:
-            feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
-            writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
-    return path
-
-
 @pytest.fixture(scope="module")
 def raw_eval(tmp_path_factory, transform_artifacts):
     """([raw eval file], documents): the fixture documents as raw tf.Examples, as ExampleGen writes them."""
     documents = transform_artifacts[2]
-    return [_write_raw_examples(str(tmp_path_factory.mktemp("raw_eval") / "eval.gz"), documents)], documents
+    return [write_raw_examples(str(tmp_path_factory.mktemp("raw_eval") / "eval.gz"), documents)], documents
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +61,7 @@ def train_documents(tmp_path_factory):
     """Raw train-split tf.Examples (GZIP TFRecords with a `text` feature), as ExampleGen writes them."""
     documents = [f"Zq{index}x wrote to support because the sync of notebook {index} stopped after the update to version three."
                  for index in range(4)]
-    return _write_raw_examples(str(tmp_path_factory.mktemp("raw") / "train.gz"), documents), documents
+    return write_raw_examples(str(tmp_path_factory.mktemp("raw") / "train.gz"), documents), documents
 
 
 @pytest.fixture(scope="module")
