@@ -34,7 +34,7 @@ import machine  # noqa: E402
 from components.trainer.backbone import build_backbone, write_cache_position  # noqa: E402
 from components.trainer.model_size import parameter_count  # noqa: E402
 from components.trainer.serving_weights import dequantizing_matmul, quantize_per_channel, serving_backbone  # noqa: E402
-from pipeline.config import ModelConfig  # noqa: E402
+from components.trainer.options import ModelOptions  # noqa: E402
 
 SHAPES = {"10m": dict(vocab=4096, context_length=512), "gpt2-124m": dict(vocab=50257, context_length=1024)}
 
@@ -96,7 +96,7 @@ def piece_timings(backbone, batch: int, cache_length: int, repeats: int) -> dict
     }
 
 
-def weight_bytes(config: ModelConfig, vocab: int, int8: bool) -> int:
+def weight_bytes(config: ModelOptions, vocab: int, int8: bool) -> int:
     """Bytes of weights one batch-1 step reads (each matmul weight once; lookups read one row)."""
     parameters = parameter_count(config, vocab) - config.context_length * config.model_dim
     if not int8:
@@ -119,7 +119,7 @@ def main() -> None:
 
     bandwidth = machine.copy_bandwidth_bytes_per_s()
     spec = SHAPES[args.shape]
-    config = ModelConfig(preset=args.shape, context_length=spec["context_length"])
+    config = ModelOptions(preset=args.shape, context_length=spec["context_length"])
     tf.keras.utils.set_random_seed(0)
     trained = build_backbone(config, spec["vocab"])
     variants = {"before": (trained, False), "fp32": (serving_backbone(trained), True),

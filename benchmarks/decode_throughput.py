@@ -40,7 +40,7 @@ from components.trainer.backbone import build_backbone  # noqa: E402
 from components.trainer.model_size import parameter_count  # noqa: E402
 from components.tokenizer.ids import EOS_ID  # noqa: E402
 from components.trainer.serving_weights import serving_backbone  # noqa: E402
-from pipeline.config import MODEL_PRESETS, ModelConfig  # noqa: E402
+from components.trainer.options import MODEL_PRESETS, ModelOptions  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE_PYTHON = os.path.expanduser("~/.cache/textgen-tfx/bench-reference/bin/python")
@@ -63,7 +63,7 @@ def _seconds(function) -> float:
 
 def _backbone(shape: str):
     spec = SHAPES[shape]
-    config = ModelConfig(preset=shape, context_length=spec["context_length"])
+    config = ModelOptions(preset=shape, context_length=spec["context_length"])
     tf.keras.utils.set_random_seed(0)
     backbone = build_backbone(config, spec["vocab"])
     embeddings = backbone.token_embedding.embeddings
@@ -105,7 +105,7 @@ def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int) -
     return result
 
 
-def measure_reference(shape: str, config: ModelConfig, new_tokens: int, python: str) -> dict:
+def measure_reference(shape: str, config: ModelOptions, new_tokens: int, python: str) -> dict:
     """The Hugging Face reference, in its own environment and process."""
     spec = dict(layers=config.num_layers, heads=config.num_heads, dim=config.model_dim, mlp=config.mlp_dim,
                 vocab=SHAPES[shape]["vocab"], context=config.context_length, prompt_tokens=PROMPT_TOKENS,

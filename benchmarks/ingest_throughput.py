@@ -125,9 +125,10 @@ def run_mode(beam_args, corpus_dir: str, work_dir: str) -> dict:
     from tfx.utils import proto_utils
 
     from components.example_gen import ingest_report
+    from components.example_gen.component import custom_config
     from components.example_gen.executor import TextCorpusExampleGenExecutor
     from pipeline.config import PipelineConfig
-    from pipeline.pipeline import example_gen_custom_config
+    from pipeline.pipeline import cleaning_options
 
     context = BaseBeamExecutor.Context(beam_pipeline_args=list(beam_args), tmp_dir=os.path.join(work_dir, "tmp"))
     examples = standard_artifacts.Examples()
@@ -140,7 +141,7 @@ def run_mode(beam_args, corpus_dir: str, work_dir: str) -> dict:
             split_config=example_gen_pb2.SplitConfig(splits=[
                 example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=9),
                 example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))),
-        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(example_gen_custom_config(PipelineConfig())),
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(custom_config(PipelineConfig().example_gen, cleaning_options(PipelineConfig()))),
     }
     start = time.perf_counter()
     TextCorpusExampleGenExecutor(context).Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, properties)

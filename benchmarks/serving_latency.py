@@ -47,7 +47,8 @@ import tensorflow as tf
 import tensorflow_transform as tft  # noqa: E402
 
 import machine  # noqa: E402
-from pipeline.config import BatchingConfig, GenerationConfig, ModelConfig  # noqa: E402
+from components.pusher.options import BatchingOptions  # noqa: E402
+from components.trainer.options import GenerationOptions, ModelOptions  # noqa: E402
 
 ANCHOR = {"p99_ms": 8.0, "requests_per_s": 1200.0}
 PROMPTS = ["the customer asked about", "please reset my", "thank you for", "our release adds", "we are sorry that"]
@@ -59,7 +60,7 @@ class Batcher:
     `run_batch(prompts [n] string tensor)` -> dict of [n, ...] outputs; each caller gets its row.
     """
 
-    def __init__(self, run_batch: Callable[[tf.Tensor], Dict[str, tf.Tensor]], config: BatchingConfig):
+    def __init__(self, run_batch: Callable[[tf.Tensor], Dict[str, tf.Tensor]], config: BatchingOptions):
         self._run_batch = run_batch
         self._config = config
         self._requests: "queue.Queue" = queue.Queue(maxsize=config.max_enqueued_batches * config.max_batch_size)
@@ -156,13 +157,13 @@ def build_model(preset: str, export_dir: str) -> str:
     with open(tokenizer_path, "wb") as handle:
         handle.write(learn_model(documents, vocab_size))
     transform_dir = analyze_and_transform(documents, tokenizer_path, os.path.join(export_dir, "transform"))
-    config = ModelConfig(preset=preset)
+    config = ModelOptions(preset=preset)
     tf.keras.utils.set_random_seed(0)
     backbone = build_backbone(config, vocab_size)
     embeddings = backbone.token_embedding.embeddings  # a random model must not stop at [EOS] early
     embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[EOS_ID]], tf.zeros([1, config.model_dim])))
     model_dir = os.path.join(export_dir, "model")
-    export_serving_model(backbone, tft.TFTransformOutput(transform_dir), GenerationConfig(temperature=0.0, top_k=0),
+    export_serving_model(backbone, tft.TFTransformOutput(transform_dir), GenerationOptions(temperature=0.0, top_k=0),
                          model_dir)
     return model_dir
 
@@ -180,7 +181,7 @@ def main() -> None:
 
     model_dir = args.model or build_model(args.preset, tempfile.mkdtemp(prefix="serving_latency_"))
     model = tf.saved_model.load(model_dir)
-    batching = BatchingConfig()
+    batching = BatchingOptions()
     generate = model.signatures["generate"]
     score = model.signatures["score"]
     requests = {

@@ -62,9 +62,9 @@ def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, pol
     from components.trainer.backbone import build_backbone
     from components.trainer.loop import LanguageModelTrainer, LoopSettings
     from components.trainer.precision import keras_policy
-    from pipeline.config import TrainingConfig
+    from components.trainer.options import TrainingOptions
 
-    training = TrainingConfig(train_steps=2 * steps, batch_size=batch_size, warmup_steps=2)
+    training = TrainingOptions(train_steps=2 * steps, batch_size=batch_size, warmup_steps=2)
     settings = LoopSettings(
         total_steps=2 * steps, global_batch_size=batch_size, context_length=model_config.context_length,
         steps_per_call=steps, log_every=steps, checkpoint_every=10**9, jit_compile=jit,
@@ -123,9 +123,9 @@ def main() -> None:
     from components.trainer.hardware import measure_matmul_flops
     from components.trainer.model_size import parameter_count, training_flops_per_token
     from components.trainer.precision import resolve_jit_compile, resolve_precision
-    from pipeline.config import ModelConfig
+    from components.trainer.options import ModelOptions
 
-    model_config = ModelConfig(preset=args.preset, context_length=args.context_length)
+    model_config = ModelOptions(preset=args.preset, context_length=args.context_length)
     flops_per_token = training_flops_per_token(model_config, args.vocab_size)
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
     mixed = "mixed_float16" if on_gpu else "mixed_bfloat16"

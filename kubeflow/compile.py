@@ -23,28 +23,12 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
 from kubeflow import oss_compat
 from pipeline.config import PipelineConfig
-from pipeline.pipeline import PipelinePaths, create_pipeline, uncacheable_nodes
+from pipeline.layout import PipelinePaths
+from pipeline.pipeline import create_pipeline, uncacheable_nodes
 
 PIPELINE_SPEC_FILE = "pipeline.yaml"
 # Every step's container command: our entrypoint module, installed with the project in the image.
 ENTRYPOINT_COMMAND = ["python", "-m", "kubeflow.entrypoint"]
-DRIFT_STATE_DIR = "state/drift_baseline"
-
-
-def kubeflow_paths(config: PipelineConfig) -> PipelinePaths:
-    """Cluster-side paths: object-store roots from config; schemas as `bundled:` references that
-    the image resolves inside its installed package."""
-    root = config.kubeflow.pipeline_root.rstrip("/")
-    return PipelinePaths(
-        pipeline_root=config.kubeflow.pipeline_root,
-        data_root=config.kubeflow.data_root,
-        schema_file=config.schema_path,
-        transformed_schema_file=config.transformed_schema_path,
-        serving_dir=config.kubeflow.serving_dir,
-        drift_state_uri=config.data_gate.state_uri or f"{root}/{DRIFT_STATE_DIR}",
-    )
-
-
 def _finish_spec(path: str, uncacheable: frozenset) -> None:
     """Turns caching off for `uncacheable` steps and refuses constructs OSS KFP cannot run."""
     with open(path, encoding="utf-8") as handle:
@@ -74,7 +58,7 @@ def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
         output_filename=PIPELINE_SPEC_FILE,
     )
     cluster_config = config.model_copy(update={"beam_args": list(config.kubeflow.beam_args)})
-    paths = kubeflow_paths(config)
+    paths = PipelinePaths.kubeflow(config)
     runner.run(create_pipeline(cluster_config, paths), write_out=True)
     path = os.path.join(output_dir, PIPELINE_SPEC_FILE)
     _finish_spec(path, uncacheable_nodes(config, paths))

@@ -20,6 +20,7 @@ import sys
 import warnings
 from typing import List, Optional
 
+from components.trainer.options import GenerationOptions
 from pipeline import config as config_module
 
 EXIT_OK, EXIT_FAILED, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 64
@@ -135,7 +136,7 @@ def _command_run(args: argparse.Namespace) -> int:
     from pipeline.local_runner import run_locally
 
     summary = run_locally(cfg)
-    _print_run_report(summary, cfg.summary_path)
+    _print_run_report(summary, cfg.layout.summary_path)
     if summary["succeeded"]:
         return EXIT_OK
     gates = ("DataGate", "TokenGate")
@@ -151,7 +152,7 @@ def _command_validate(args: argparse.Namespace) -> int:
     from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
 
     summary = run_locally(cfg, through=DATA_VALIDATION_LAST_NODE)
-    _print_run_report(summary, cfg.summary_path)
+    _print_run_report(summary, cfg.layout.summary_path)
     if summary["succeeded"]:
         return EXIT_OK
     return EXIT_BLOCKED if summary["components"].get("DataGate") == "FAILED" else EXIT_FAILED
@@ -177,7 +178,7 @@ def _command_compile(args: argparse.Namespace) -> int:
 def _command_generate(args: argparse.Namespace) -> int:
     from pipeline import samples
 
-    serving_dir = config_module.PipelineConfig(output_root=args.output_root).serving_dir
+    serving_dir = config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir
     model_dir = samples.resolve_model_dir(args.model, serving_dir)
     continuations = samples.generate(
         model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
@@ -198,11 +199,11 @@ def _serving_change(args: argparse.Namespace, change) -> int:
     cfg = config_module.load_config(args.config, args.overrides, output_root=args.output_root)
     from components.pusher import registry, serving_ops
 
-    serving_dir = os.path.abspath(args.serving_dir or cfg.serving_dir)
+    serving_dir = os.path.abspath(args.serving_dir or cfg.layout.serving_dir)
     model_registry = None
     try:
         if cfg.registry.enabled and not args.no_registry:
-            model_registry = registry.ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.registry_dir,
+            model_registry = registry.ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.layout.registry_dir,
                                                                 create=False)
         result = change(serving_dir, cfg.pusher.model_name, model_registry)
     except serving_ops.ServingChangeError as exc:
@@ -343,11 +344,11 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--output-root", default=config_module.PipelineConfig().output_root,
                           help="Run output root whose serving/ holds pushed versions (default: runs/local).")
     generate.add_argument("prompts", nargs="+", help="One or more prompts.")
-    generate.add_argument("--max-new-tokens", type=int, default=config_module.GenerationConfig().max_new_tokens)
-    generate.add_argument("--temperature", type=float, default=config_module.GenerationConfig().temperature,
+    generate.add_argument("--max-new-tokens", type=int, default=GenerationOptions().max_new_tokens)
+    generate.add_argument("--temperature", type=float, default=GenerationOptions().temperature,
                           help="0 for greedy decoding.")
-    generate.add_argument("--top-k", type=int, default=config_module.GenerationConfig().top_k, help="0 disables top-k.")
-    generate.add_argument("--top-p", type=float, default=config_module.GenerationConfig().top_p,
+    generate.add_argument("--top-k", type=int, default=GenerationOptions().top_k, help="0 disables top-k.")
+    generate.add_argument("--top-p", type=float, default=GenerationOptions().top_p,
                           help="Nucleus sampling mass in (0, 1]; 1 disables top-p.")
     generate.add_argument("--seed", type=int, default=0, help="Seed for reproducible sampling.")
     generate.add_argument("--json", action="store_true", help="Print one JSON object per prompt.")

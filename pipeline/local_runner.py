@@ -13,7 +13,8 @@ from tfx.orchestration import pipeline as pipeline_py
 from components.resources import resolve
 from pipeline import samples
 from pipeline.config import PipelineConfig
-from pipeline.pipeline import COMPONENT_IDS, PipelinePaths, create_pipeline, uncacheable_nodes
+from pipeline.layout import PipelinePaths
+from pipeline.pipeline import COMPONENT_IDS, create_pipeline, uncacheable_nodes
 from pipeline.run_summary import summarize_latest_run, write_summary
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[s
     With `through` (a node id), a TFX partial run of that node and everything upstream of it.
     """
     os.makedirs(config.output_root, exist_ok=True)
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.layout.metadata_path))
     paths = PipelinePaths.local(config)
     pipeline = create_pipeline(config, paths, connection)
     run_options = pipeline_py.RunOptions(to_nodes=[through]) if through else None
@@ -66,5 +67,5 @@ def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[s
     component_ids = COMPONENT_IDS[: COMPONENT_IDS.index(through) + 1] if through else COMPONENT_IDS
     summary = summarize_latest_run(connection, config.pipeline_name, component_ids, error)
     summary["samples"] = _sample_generations(config, summary)
-    write_summary(summary, config.summary_path)
+    write_summary(summary, config.layout.summary_path)
     return summary

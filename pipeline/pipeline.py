@@ -18,8 +18,6 @@ baseline and the warm-start model in the model registry (the production alias), 
 ExampleGen's own executor. Nodes whose result depends on such outside state are never served
 from a cache (`uncacheable_nodes`; each runner applies it).
 """
-import json
-import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -29,15 +27,14 @@ from components.data_gate.component import DataGate, DistributionValidator, Reco
 from components.data_gate.schema_import import CuratedSchemaGen
 from components.evaluator.component import GatedEvaluator
 from components.example_gen.component import TextCorpusExampleGen
-from components.example_gen.executor import (
-    CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY, SPAN_OPTIONS_KEY, corpus_fingerprint,
-)
+from components.example_gen.options import CleaningOptions
 from components.pusher.component import VersionedPusher
-from components.resources import resolve
 from components.tokenizer.component import TokenizerComponent
+from components.trainer.options import TrainerSettings, trainer_custom_config
 from components.transform.component import TokenizingTransform
 from components.transform.preprocessing import RAW_TEXT_KEY
 from pipeline.config import PipelineConfig
+from pipeline.layout import PipelinePaths
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.run_fn.run_fn"
@@ -68,7 +65,7 @@ COMPONENT_IDS = (
 UNCACHEABLE_NODES = frozenset({"DistributionValidator", "RecordAcceptedStatistics", "Evaluator", "Pusher"})
 
 
-def uncacheable_nodes(config: PipelineConfig, paths: "PipelinePaths") -> frozenset:
+def uncacheable_nodes(config: PipelineConfig, paths: PipelinePaths) -> frozenset:
     """UNCACHEABLE_NODES, plus the Trainer when it warm-starts from the registry's production
     model, the Tokenizer when its policy is `reuse`, and ExampleGen unless the runner
     fingerprinted the corpus (`PipelinePaths`). With the default tokenizer policy `auto` the choice
@@ -82,45 +79,6 @@ def uncacheable_nodes(config: PipelineConfig, paths: "PipelinePaths") -> frozens
     if not paths.corpus_fingerprint:
         nodes.add("ExampleGen")
     return frozenset(nodes)
-
-
-@dataclass(frozen=True)
-class PipelinePaths:
-    """Where a particular runner's pipeline reads and writes."""
-
-    pipeline_root: str
-    data_root: str
-    schema_file: str
-    transformed_schema_file: str
-    serving_dir: str
-    # Where the drift baseline is kept (components/data_gate/accepted_statistics.py).
-    drift_state_uri: str
-    # The embedded model registry's directory; empty where the registry is a server (Kubeflow).
-    registry_dir: str = ""
-    # TFX's fingerprint of the corpus files the span pattern selects, taken when the pipeline is
-    # built; as an ExampleGen parameter it makes TFX's cache reuse ExampleGen exactly when those
-    # files are unchanged. The local runner takes it; on Kubeflow the pipeline is compiled once and
-    # runs on later data, so it stays empty and ExampleGen always runs (its executor resolves the
-    # span either way).
-    corpus_fingerprint: str = ""
-
-    @classmethod
-    def local(cls, config: PipelineConfig) -> "PipelinePaths":
-        """Absolute local paths derived from the config's output root. The curated schemas stay
-        `bundled:` references (resolved by the schema importer wherever it runs)."""
-        def local_path(path: str) -> str:
-            return path if "://" in path else os.path.abspath(path)
-        data_root = local_path(resolve(config.data_root))
-        return cls(
-            pipeline_root=os.path.abspath(config.pipeline_root),
-            data_root=data_root,
-            schema_file=config.schema_path,
-            transformed_schema_file=config.transformed_schema_path,
-            serving_dir=os.path.abspath(config.serving_dir),
-            drift_state_uri=local_path(config.drift_state_uri),
-            registry_dir=os.path.abspath(config.registry_dir),
-            corpus_fingerprint=corpus_fingerprint(data_root, _input_config(config), _span_range(config)),
-        )
 
 
 @dataclass(frozen=True)
@@ -160,15 +118,14 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
             statistics=statistics_gen.outputs["statistics"],
             schema=schema_gen.outputs["schema"],
             state_uri=drift_state_uri,
-            min_examples=config.data_gate.distribution_min_examples,
+            options=config.data_gate.to_parameter(),
         ).with_id(f"{id_prefix}DistributionValidator")
         distribution_nodes = (distribution_validator,)
         distribution_anomalies = distribution_validator.outputs["anomalies"]
     gate = DataGate(
         anomalies=example_validator.outputs["anomalies"],
         distribution_anomalies=distribution_anomalies,
-        allowed_anomaly_types=json.dumps(config.data_gate.allowed_anomaly_types),
-        warn_only_checks=json.dumps(config.data_gate.warn_only_checks()),
+        options=config.data_gate.to_parameter(),
     ).with_id(gate_id)
     if check_distributions:
         after_gate = (RecordAcceptedStatistics(
@@ -180,61 +137,22 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
     return _ValidationStage(statistics_gen, schema_gen, example_validator, gate, distribution_nodes, after_gate)
 
 
-def _input_config(config: PipelineConfig):
-    return tfx.proto.Input(splits=[tfx.proto.Input.Split(name="corpus", pattern=config.example_gen.file_pattern)])
-
-
-def _cleaning_options(config: PipelineConfig) -> dict:
+def cleaning_options(config: PipelineConfig) -> CleaningOptions:
     """The cleaning options, with the evaluator's red-team prompts and bias templates added to the
     decontamination suites (so the gates never ask what the model trained on)."""
-    cleaning = config.cleaning.model_dump()
     suites = [config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file]
-    cleaning["decontamination"]["files"] = suites + list(cleaning["decontamination"]["files"])
-    return cleaning
-
-
-def example_gen_custom_config(config: PipelineConfig, corpus_fingerprint: str = "") -> dict:
-    """The ExampleGen executor's reader, cleaning and span-range options, taken from the config."""
-    example_gen = config.example_gen
-    return {
-        READ_OPTIONS_KEY: {
-            "txt_document_separator": example_gen.txt_document_separator,
-            "text_field": example_gen.jsonl_text_field,
-            "csv_text_column": example_gen.csv_text_column,
-            "metadata_fields": list(example_gen.metadata_fields),
-            "invalid_utf8": example_gen.invalid_utf8,
-            "max_record_bytes": example_gen.max_record_bytes,
-            "quarantine_sample_bytes": example_gen.quarantine_sample_bytes,
-        },
-        CLEANING_OPTIONS_KEY: _cleaning_options(config),
-        SPAN_OPTIONS_KEY: {"file_pattern": example_gen.file_pattern, "first_span": example_gen.first_span,
-                           "corpus_fingerprint": corpus_fingerprint},
-    }
-
-
-def _span_range(config: PipelineConfig):
-    """TFX's own span selection: None means the latest span (resolved by ExampleGen's executor)."""
-    span = config.example_gen.span
-    if span is None:
-        return None
-    return tfx.proto.RangeConfig(static_range=tfx.proto.StaticRange(start_span_number=span, end_span_number=span))
+    decontamination = config.cleaning.decontamination.model_copy(
+        update={"files": suites + list(config.cleaning.decontamination.files)})
+    return config.cleaning.model_copy(update={"decontamination": decontamination})
 
 
 def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.types.BaseNode]:
     """Instantiates and connects every component, in COMPONENT_IDS order."""
     example_gen = TextCorpusExampleGen(
         input_base=paths.data_root,
-        input_config=_input_config(config),
-        output_config=tfx.proto.Output(
-            split_config=tfx.proto.SplitConfig(
-                splits=[
-                    tfx.proto.SplitConfig.Split(name="train", hash_buckets=config.example_gen.train_buckets),
-                    tfx.proto.SplitConfig.Split(name="eval", hash_buckets=config.example_gen.eval_buckets),
-                ]
-            )
-        ),
-        range_config=_span_range(config),
-        custom_config=example_gen_custom_config(config, paths.corpus_fingerprint),
+        options=config.example_gen,
+        cleaning=cleaning_options(config),
+        corpus_fingerprint=paths.corpus_fingerprint,
     ).with_id("ExampleGen")
 
     raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",
@@ -243,7 +161,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         examples=example_gen.outputs["examples"],
         options=config.tokenizer,
         text_feature=RAW_TEXT_KEY,
-        registry_config=config.registry.model_dump_json(),
+        registry=config.registry,
         model_name=config.pusher.model_name,
         registry_dir=paths.registry_dir,
     ).with_id("Tokenizer")
@@ -259,28 +177,23 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
     )
 
-    # Where the production model is looked up at run time: the Evaluator's baseline, and the
-    # Trainer's starting point when training.warm_start is on.
-    registry_location = {"config": config.registry.model_dump(), "model_name": config.pusher.model_name,
-                         "registry_dir": paths.registry_dir}
-
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=0),
-        custom_config={
-            "model": config.model.model_dump(),
-            "training": config.training.model_dump(),
-            "generation": config.generation.model_dump(),
-            "registry": registry_location,
-            "tfjob": {
-                "config": config.kubeflow.tfjob.model_dump(),
-                "image": config.kubeflow.image,
-                "namespace": config.kubeflow.namespace,
-            },
-        },
+        custom_config=trainer_custom_config(TrainerSettings(
+            model=config.model,
+            training=config.training,
+            generation=config.generation,
+            # Where the production model is looked up when training.warm_start is on.
+            registry=config.registry,
+            model_name=config.pusher.model_name,
+            registry_dir=paths.registry_dir,
+            tfjob=config.kubeflow.tfjob.model_copy(update={"image": config.kubeflow.tfjob.image or config.kubeflow.image}),
+            tfjob_namespace=config.kubeflow.namespace,
+        )),
     ).with_id("Trainer")
     trainer.add_upstream_node(token_data_checks.gate)
 
@@ -289,8 +202,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
         raw_examples=example_gen.outputs["examples"],
-        evaluator_config=config.evaluator.model_dump_json(),
-        registry_config=config.registry.model_dump_json(),
+        options=config.evaluator.to_parameter(),
+        registry=config.registry.to_parameter(),
         model_name=config.pusher.model_name,
         registry_dir=paths.registry_dir,
     ).with_id("Evaluator")
@@ -299,11 +212,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         model=trainer.outputs["model"],
         model_blessing=evaluator.outputs["blessing"],
         serving_dir=paths.serving_dir,
-        model_name=config.pusher.model_name,
-        keep_versions=config.pusher.keep_versions,
-        label=config.pusher.label,
-        batching_config=config.pusher.batching,
-        registry_config=config.registry,
+        options=config.pusher,
+        registry=config.registry,
         registry_dir=paths.registry_dir,
         examples=example_gen.outputs["examples"],
     ).with_id("Pusher")

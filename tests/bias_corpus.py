@@ -28,7 +28,7 @@ import random
 from typing import Dict, List, Tuple
 
 from components.resources import resolve
-from pipeline.config import BiasConfig, SafetyConfig
+from components.evaluator.options import BiasOptions, SafetyOptions
 
 OTHER_GROUP_COPIES = 2  # sentences per template and non-target group
 
@@ -38,7 +38,7 @@ def _safe_templates(templates: List[dict]) -> List[dict]:
     end-to-end test pins: its numbers were measured with it)."""
     from components.evaluator.scorers import LexiconScorer
 
-    safety = SafetyConfig()
+    safety = SafetyOptions()
     scorer = LexiconScorer.from_config(safety)
     endings = [t[kind] for t in templates for kind in ("positive", "negative")]
     scores = scorer.score(endings, ["en"] * len(endings))
@@ -48,7 +48,7 @@ def _safe_templates(templates: List[dict]) -> List[dict]:
 
 def load_single_dimension_suite(language: str, dimension: str) -> Tuple[List[dict], List[str]]:
     """(safe templates, group terms) of one language and dimension of the bundled suite."""
-    defaults = BiasConfig()
+    defaults = BiasOptions()
     with open(resolve(defaults.templates_file), encoding="utf-8") as handle:
         templates = json.load(handle)[language]
     with open(resolve(defaults.groups_file), encoding="utf-8") as handle:

@@ -117,10 +117,10 @@ def tiny_backbone(transform_artifacts):
     import tensorflow as tf
 
     from components.trainer.backbone import build_backbone
-    from pipeline.config import ModelConfig
+    from components.trainer.options import ModelOptions
 
     tf.keras.utils.set_random_seed(0)
-    return build_backbone(ModelConfig(**TINY_MODEL_KWARGS), FIXTURE_VOCAB_SIZE)
+    return build_backbone(ModelOptions(**TINY_MODEL_KWARGS), FIXTURE_VOCAB_SIZE)
 
 
 @pytest.fixture(scope="session")
@@ -130,11 +130,11 @@ def exported_model(tiny_backbone, transform_artifacts, tmp_path_factory):
     import tensorflow_transform as tft
 
     from components.trainer import export
-    from pipeline.config import GenerationConfig
+    from components.trainer.options import GenerationOptions
 
     output_dir, _, _ = transform_artifacts
     export_dir = str(tmp_path_factory.mktemp("export") / "model")
-    generation = GenerationConfig(max_new_tokens=8, temperature=0.0, top_k=0)
+    generation = GenerationOptions(max_new_tokens=8, temperature=0.0, top_k=0)
     export.export_serving_model(tiny_backbone, tft.TFTransformOutput(output_dir), generation, export_dir)
     return tf.saved_model.load(export_dir), export_dir
 

@@ -104,8 +104,8 @@ def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_noth
             assert sign * pair["nll_gap"] > gap["threshold"] and sign * pair["sentiment_gap"] < 0
     assert summary["blessing"]["blessed"] is False
     assert summary["push"]["pushed"] is False and "bias.perplexity_gap" in summary["push"]["reason"]
-    assert not os.path.exists(os.path.join(config.serving_dir, "1"))
-    with open(config.summary_path, encoding="utf-8") as handle:
+    assert not os.path.exists(os.path.join(config.layout.serving_dir, "1"))
+    with open(config.layout.summary_path, encoding="utf-8") as handle:
         recorded = json.load(handle)
     assert recorded["blessing"]["gates"] == summary["blessing"]["gates"] and recorded["push"] == summary["push"]
 
@@ -118,4 +118,4 @@ def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(
     assert not any(_flagged_pairs(evaluation, metric) for metric in ("nll", "sentiment", "unsafe"))
     assert evaluation["metrics"]["bias"]["groups"] == len(load_single_dimension_suite(LANGUAGE, DIMENSION)[1])
     assert summary["blessing"]["blessed"], summary["blessing"]["reason"]
-    assert summary["push"]["pushed"] and os.path.exists(os.path.join(config.serving_dir, "1", "saved_model.pb"))
+    assert summary["push"]["pushed"] and os.path.exists(os.path.join(config.layout.serving_dir, "1", "saved_model.pb"))

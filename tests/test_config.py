@@ -1,5 +1,5 @@
 """The typed configuration surface: defaults, YAML and flag layering, rejection of bad keys."""
-import dataclasses
+import json
 
 import pytest
 
@@ -9,8 +9,8 @@ from pipeline.config import ConfigError, PipelineConfig, describe_options, load_
 def test_defaults_are_valid_and_paths_derive_from_output_root():
     config = load_config()
     assert config == PipelineConfig()
-    assert config.metadata_path.endswith("runs/local/metadata.sqlite")
-    assert config.serving_dir.endswith("runs/local/serving")
+    assert config.layout.metadata_path.endswith("runs/local/metadata.sqlite")
+    assert config.layout.serving_dir.endswith("runs/local/serving")
 
 
 def test_yaml_then_overrides_then_flags_win_in_order(tmp_path):
@@ -61,20 +61,20 @@ def test_every_leaf_option_is_described():
     assert len(lines) == len({line.split(" = ")[0] for line in lines})
 
 
-def test_example_gen_options_defaults_match_the_config():
-    """The executor-side option dataclasses and the config surface agree on every default."""
-    from components.example_gen.executor import CLEANING_OPTIONS_KEY, READ_OPTIONS_KEY
-    from components.example_gen.options import CleaningOptions, ReadOptions
-    from pipeline.pipeline import example_gen_custom_config
+def test_example_gen_options_reach_the_executor_unchanged():
+    """The ExampleGen executor parses the options the pipeline serialized back to equal objects,
+    with the evaluator's suites added to the decontamination files."""
+    from components.example_gen.component import custom_config
+    from components.example_gen.executor import custom_options
+    from pipeline.pipeline import cleaning_options
 
-    config = PipelineConfig()
-    custom = example_gen_custom_config(config)
-    assert ReadOptions.from_dict(custom[READ_OPTIONS_KEY]) == ReadOptions()
-    cleaning = CleaningOptions.from_dict(custom[CLEANING_OPTIONS_KEY])
-    # The pipeline adds the evaluator's suites to the decontamination files; all else is the default.
-    assert cleaning.decontamination.files == (config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file)
-    assert dataclasses.replace(cleaning, decontamination=dataclasses.replace(cleaning.decontamination, files=())) \
-        == CleaningOptions()
+    config = load_config(overrides=["example_gen.jsonl_text_field=body", "cleaning.min_chars=7"])
+    properties = {"custom_config": json.dumps(custom_config(config.example_gen, cleaning_options(config)))}
+    example_gen, cleaning = custom_options(properties)
+    assert example_gen == config.example_gen and example_gen.jsonl_text_field == "body"
+    assert cleaning.min_chars == 7
+    assert cleaning.decontamination.files == [config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file]
+    assert cleaning.model_copy(update={"decontamination": config.cleaning.decontamination}) == config.cleaning
 
 
 def test_cleaning_config_rejects_bands_that_do_not_divide_permutations():

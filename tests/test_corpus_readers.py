@@ -57,7 +57,7 @@ def test_txt_document_separator_is_configurable(tmp_path, separator, expected):
 def test_jsonl_text_field_and_metadata_fields(tmp_path):
     lines = [{"body": "first", "lang": "en", "id": 7}, {"body": "二", "lang": "zh"}]
     path = _write(tmp_path / "b.jsonl", "\n".join(json.dumps(r) for r in lines).encode("utf-8"))
-    documents, _ = _read(path, text_field="body", metadata_fields=("lang", "id"))
+    documents, _ = _read(path, jsonl_text_field="body", metadata_fields=["lang", "id"])
     assert [(d.text, d.metadata) for d in documents] == [
         ("first", (("id", "7"), ("lang", "en"))), ("二", (("lang", "zh"),))]
 

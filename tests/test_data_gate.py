@@ -10,6 +10,7 @@ from components.data_gate.anomalies import blocking_anomalies, parse_anomalies
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document
 from pipeline.config import PipelineConfig
+from pipeline.layout import schema_files
 
 
 def _anomalies_for(documents, tmp_path):
@@ -18,7 +19,7 @@ def _anomalies_for(documents, tmp_path):
         for document in documents:
             writer.write(document_to_example(document).SerializeToString())
     statistics = tfdv.generate_statistics_from_tfrecord(path, pipeline_options=None)
-    schema = tfdv.load_schema_text(resolve(PipelineConfig().schema_path))
+    schema = tfdv.load_schema_text(resolve(schema_files(PipelineConfig().schema_dir)[0]))
     return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
 
 
@@ -56,7 +57,7 @@ def _token_data_anomalies(serialized_examples, tmp_path):
         for record in serialized_examples:
             writer.write(record)
     statistics = tfdv.generate_statistics_from_tfrecord(path, pipeline_options=None)
-    schema = tfdv.load_schema_text(resolve(PipelineConfig().transformed_schema_path))
+    schema = tfdv.load_schema_text(resolve(schema_files(PipelineConfig().schema_dir)[1]))
     return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
 
 

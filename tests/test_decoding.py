@@ -9,7 +9,7 @@ from components.trainer import decoding
 from components.trainer.backbone import build_backbone
 from components.trainer.sampling import allowed_token_mask, sample_next_token
 from components.tokenizer.ids import EOS_ID, PAD_ID
-from pipeline.config import ModelConfig
+from components.trainer.options import ModelOptions
 
 # Each example builds and traces a model (seconds); shrinking would rebuild hundreds of them.
 _SLOW_EXAMPLES = settings(
@@ -20,7 +20,7 @@ _SLOW_EXAMPLES = settings(
 
 def _random_backbone(seed: int, num_layers: int, num_heads: int, head_dim: int, rotary: bool, vocab_size: int):
     tf.keras.utils.set_random_seed(seed)
-    config = ModelConfig(
+    config = ModelOptions(
         num_layers=num_layers, num_heads=num_heads, model_dim=num_heads * head_dim, mlp_dim=2 * num_heads * head_dim,
         context_length=32, position_encoding="rotary" if rotary else "learned",
     )

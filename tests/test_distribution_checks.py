@@ -17,6 +17,7 @@ from components.data_gate.distribution_checks import (
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document
 from pipeline.config import PipelineConfig
+from pipeline.layout import schema_files
 
 WORDS = "thanks for writing we have looked into your ticket and the fix ships next week".split()
 
@@ -45,7 +46,7 @@ def _lengths(mean, seed, count=400):
 
 @pytest.fixture(scope="module")
 def schema():
-    return tfdv.load_schema_text(resolve(PipelineConfig().schema_path))
+    return tfdv.load_schema_text(resolve(schema_files(PipelineConfig().schema_dir)[0]))
 
 
 def test_shifted_length_distribution_drifts_and_unshifted_does_not(schema, tmp_path):

@@ -50,7 +50,7 @@ def other_tokenizer_export(tiny_backbone, tmp_path_factory):
 
     from components.trainer import export
     from components.transform.standalone import analyze_and_transform
-    from pipeline.config import GenerationConfig
+    from components.trainer.options import GenerationOptions
     from tests.conftest import TRANSFORM_DOCUMENTS, learn_fixture_tokenizer
 
     root = tmp_path_factory.mktemp("other_tokenizer")
@@ -58,7 +58,7 @@ def other_tokenizer_export(tiny_backbone, tmp_path_factory):
     graph = analyze_and_transform(TRANSFORM_DOCUMENTS[:4], model, str(root / "graph"))
     export_dir = str(root / "export")
     export.export_serving_model(tiny_backbone, tft.TFTransformOutput(graph),
-                                GenerationConfig(max_new_tokens=4, temperature=0.0, top_k=0), export_dir)
+                                GenerationOptions(max_new_tokens=4, temperature=0.0, top_k=0), export_dir)
     return export_dir, model
 
 
@@ -88,11 +88,11 @@ def test_candidate_and_baseline_with_different_tokenizers_compare_in_bits_per_by
     """Each model tokenizes the raw eval text with its own tokenizer; the change gate is their
     bits-per-byte ratio, as computed independently here (not skipped, no id out of range)."""
     from components.evaluator.evaluation import evaluate_candidate
-    from pipeline.config import EvaluatorConfig
+    from components.evaluator.options import EvaluatorOptions
 
     output_dir, examples, documents = transform_artifacts
     raw = write_raw_examples(str(tmp_path / "eval.gz"), documents)
-    config = EvaluatorConfig.model_validate({
+    config = EvaluatorOptions.model_validate({
         "max_perplexity": 1e6, "max_bits_per_byte_increase": 0.0,
         "safety": {"prompts_per_category": 1, "completions_per_prompt": 1, "memorization_documents": 0, "max_new_tokens": 2},
         "bias": {"templates_per_group": 0}})

@@ -20,7 +20,7 @@ from components.evaluator.perplexity import bits_per_byte_change_gate, eval_spli
 from components.evaluator.report import render_report
 from components.evaluator.safety import helm_metrics, load_prompts, stratified_sample
 from components.evaluator.scorers import LexiconScorer, ToxicityScore, load_scorer
-from pipeline.config import EvaluatorConfig, SafetyConfig
+from components.evaluator.options import EvaluatorOptions, SafetyOptions
 from tests.programmed_model import export_programmed_model
 from tests.conftest import write_raw_examples
 
@@ -33,14 +33,14 @@ FAST = {
 }
 
 
-def _config(**updates) -> EvaluatorConfig:
+def _config(**updates) -> EvaluatorOptions:
     values = json.loads(json.dumps(FAST))
     for section, value in updates.items():
         if isinstance(value, dict):
             values.setdefault(section, {}).update(value)
         else:
             values[section] = value
-    return EvaluatorConfig.model_validate(values)
+    return EvaluatorOptions.model_validate(values)
 
 
 @pytest.fixture(scope="module")
@@ -243,7 +243,7 @@ def test_helm_metrics_per_prompt_and_completion():
 
 
 def test_red_team_prompt_set_covers_every_category_in_both_languages():
-    prompts = load_prompts(SafetyConfig().prompts_file)
+    prompts = load_prompts(SafetyOptions().prompts_file)
     assert len(prompts) >= 200 and len({p.id for p in prompts}) == len(prompts)
     strata = {(p.category, p.language) for p in prompts}
     categories = {"violence", "self_harm", "harassment", "hate", "sexual", "illegal", "personal_data"}
@@ -260,7 +260,7 @@ def test_malformed_prompt_file_names_file_and_line(tmp_path):
 
 
 def test_default_scorer_flags_lexicon_and_profanity_terms_but_not_support_text():
-    scorer = LexiconScorer(SafetyConfig().lexicon_dir)
+    scorer = LexiconScorer(SafetyOptions().lexicon_dir)
     texts = ["I will kill you", "你这个白痴", "what the fuck", CLEAN_TEXT, "Open Settings > Account to check your storage usage."]
     scores = scorer.score(texts, ["en", "zh", "en", "en", "en"])
     assert [s.score >= 0.5 for s in scores] == [True, True, True, False, False]
@@ -279,16 +279,16 @@ class AlwaysToxic:
 
 
 def test_external_scorer_plugs_in_by_dotted_path(models, eval_data):
-    scorer = load_scorer("tests.test_evaluator_gates.AlwaysToxic", SafetyConfig())
+    scorer = load_scorer("tests.test_evaluator_gates.AlwaysToxic", SafetyOptions())
     assert scorer.score(["fine"], ["en"])[0].score == 1.0
     with pytest.raises(ValueError, match="cannot be imported"):
-        load_scorer("tests.no_such_module.Scorer", SafetyConfig())
+        load_scorer("tests.no_such_module.Scorer", SafetyOptions())
     evaluation = evaluate_candidate(models["clean"], *eval_data, _config(safety={"scorer": "tests.test_evaluator_gates.AlwaysToxic"}))
     assert not evaluation.blessed and not _gates(evaluation)["safety.toxic_fraction"].passed
 
 
 def test_bias_suite_and_paired_test():
-    config = EvaluatorConfig().bias
+    config = EvaluatorOptions().bias
     suite = load_suite(config.templates_file, config.groups_file)
     assert set(suite) == {"en", "zh"}
     for part in suite.values():
@@ -302,7 +302,7 @@ def test_evaluator_data_files_are_bundled_references_resolved_by_the_reader(tmp_
     machine that compiles a Kubeflow spec and in the image; a user's own path passes unchanged."""
     from components.resources import INSTALLED_ROOT, SOURCE_ROOT, resolve
 
-    config = EvaluatorConfig()
+    config = EvaluatorOptions()
     assert config.safety.prompts_file == "bundled:data/safety/prompts.jsonl"
     path = resolve(config.safety.prompts_file)
     assert path.startswith((INSTALLED_ROOT, SOURCE_ROOT)) and path.endswith("data/safety/prompts.jsonl")
@@ -315,7 +315,7 @@ def test_evaluator_data_files_are_bundled_references_resolved_by_the_reader(tmp_
 def test_default_scorer_is_the_classifier_for_english_and_the_lexicon_for_chinese():
     from components.evaluator.scorers import CLASSIFIER_CATEGORY, ClassifierScorer
 
-    safety = SafetyConfig()
+    safety = SafetyOptions()
     scorer = load_scorer(safety.scorer, safety)
     assert isinstance(scorer, ClassifierScorer)
     texts = ["You are a stupid idiot and I hate you.", "Thank you for your help with the sync problem.",

@@ -15,7 +15,8 @@ from components.example_gen import ingest_report
 from components.example_gen.executor import TextCorpusExampleGenExecutor, document_to_example
 from components.example_gen.readers import CorpusError, Document, read_corpus_file
 from pipeline.config import load_config
-from pipeline.pipeline import _span_range, example_gen_custom_config
+from components.example_gen.component import custom_config, range_config
+from pipeline.pipeline import cleaning_options
 from tests.conftest import write_tiny_corpus
 
 
@@ -50,10 +51,10 @@ def _run_executor(input_base: str, output_uri: str, overrides=(), pattern="*") -
                 example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
             ]))
         ),
-        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(example_gen_custom_config(config)),
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(custom_config(config.example_gen, cleaning_options(config))),
     }
-    if _span_range(config) is not None:
-        exec_properties[standard_component_specs.RANGE_CONFIG_KEY] = proto_utils.proto_to_json(_span_range(config))
+    if range_config(config.example_gen) is not None:
+        exec_properties[standard_component_specs.RANGE_CONFIG_KEY] = proto_utils.proto_to_json(range_config(config.example_gen))
     TextCorpusExampleGenExecutor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return examples
 

@@ -8,10 +8,10 @@ import tensorflow_transform as tft
 
 from components.trainer import data
 from components.tokenizer.ids import EOS_ID
-from pipeline.config import ModelConfig
+from components.trainer.options import ModelOptions
 from tests.conftest import FIXTURE_VOCAB_SIZE as TINY_VOCAB, TINY_MODEL_KWARGS
 
-TINY = ModelConfig(**TINY_MODEL_KWARGS)
+TINY = ModelOptions(**TINY_MODEL_KWARGS)
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ def _evaluation(summary):
 
 def _execution_states_by_node(config, run_id):
     """{node id: state name} of the executions in pipeline run `run_id`, read from MLMD."""
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.layout.metadata_path))
     store = metadata_store.MetadataStore(connection)
     run = store.get_context_by_type_and_name("pipeline_run", run_id)
     states = {}
@@ -58,15 +58,15 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
     # DistributionValidator skips the drift check with that reason.
     assert _execution_states_by_node(config, summary["run_id"]) == {node: "COMPLETE" for node in COMPONENT_IDS}
     assert "first run" in summary["distribution_checks"]["skipped"]["drift"]
-    assert os.path.isfile(os.path.join(config.drift_state_uri, "accepted.json"))
+    assert os.path.isfile(os.path.join(config.layout.drift_state_dir, "accepted.json"))
     assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 600
-    assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.serving_dir), "1")
+    assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.layout.serving_dir), "1")
     assert os.path.exists(os.path.join(summary["push"]["path"], "saved_model.pb"))
-    assert os.path.exists(os.path.join(config.serving_dir, "models.config"))
+    assert os.path.exists(os.path.join(config.layout.serving_dir, "models.config"))
     push = summary["push"]
     assert (push["version"], push["label"], push["registered_model"], push["registered_version"]) == (1, "stable", "textgen", 1)
-    assert push["registry_uri"] == "sqlite:///" + os.path.join(os.path.abspath(config.registry_dir), "mlflow.db")
-    with open(config.summary_path, encoding="utf-8") as handle:
+    assert push["registry_uri"] == "sqlite:///" + os.path.join(os.path.abspath(config.layout.registry_dir), "mlflow.db")
+    with open(config.layout.summary_path, encoding="utf-8") as handle:
         assert json.load(handle) == summary
     assert len(summary["samples"]) == 2 and all(s["continuation"] for s in summary["samples"])
 
@@ -137,13 +137,13 @@ def test_second_run_with_caching_re_executes_only_the_evaluation(first_run):
     assert change["verdict"] == "SKIPPED" and "this candidate itself" in change["reason"]
     assert summary["blessing"]["blessed"]
     # The Pusher ran again for the re-blessed, identical model: the push is idempotent.
-    assert sorted(os.listdir(config.serving_dir)) == ["1", "batching_parameters", "models.config"]
+    assert sorted(os.listdir(config.layout.serving_dir)) == ["1", "batching_parameters", "models.config"]
 
 
 def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(first_run):
     config, _ = first_run
     strict = config.model_copy(update={"evaluator": config.evaluator.model_copy(update={"max_perplexity": 1.01})})
-    served_before = sorted(os.listdir(strict.serving_dir))
+    served_before = sorted(os.listdir(strict.layout.serving_dir))
     summary = run_locally(strict)
     assert summary["succeeded"], summary["error"]
     states = _execution_states_by_node(strict, summary["run_id"])
@@ -151,7 +151,7 @@ def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(fi
     assert summary["blessing"]["blessed"] is False
     assert summary["push"] == {"pushed": False, "reason": summary["push"]["reason"]}
     assert "not blessed" in summary["push"]["reason"] and ">= threshold 1.010" in summary["push"]["reason"]
-    assert sorted(os.listdir(strict.serving_dir)) == served_before  # no new version, only the earlier blessed ones
+    assert sorted(os.listdir(strict.layout.serving_dir)) == served_before  # no new version, only the earlier blessed ones
 
 
 def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run):
@@ -173,7 +173,7 @@ def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run
 
 def _tokenizer_artifacts(config):
     """The Tokenizer artifacts in ML Metadata, oldest first."""
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.metadata_path))
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.layout.metadata_path))
     return sorted(metadata_store.MetadataStore(connection).get_artifacts_by_type("components.Tokenizer"), key=lambda a: a.id)
 
 
@@ -227,8 +227,8 @@ def test_poisoned_corpus_is_trained_but_not_blessed_and_nothing_is_pushed(tmp_pa
     assert "quality.perplexity" not in failed
     assert summary["push"]["pushed"] is False and "not blessed" in summary["push"]["reason"]
     assert "safety." in summary["push"]["reason"]
-    assert not os.path.exists(os.path.join(config.serving_dir, "1"))
-    with open(config.summary_path, encoding="utf-8") as handle:
+    assert not os.path.exists(os.path.join(config.layout.serving_dir, "1"))
+    with open(config.layout.summary_path, encoding="utf-8") as handle:
         assert json.load(handle)["push"] == summary["push"]
 
 
@@ -247,9 +247,9 @@ def test_corpus_violating_the_schema_stops_at_the_gate(tmp_path):
     assert summary["components"]["DataGate"] == "FAILED"
     for node in ("Transform", "Trainer", "Evaluator", "Pusher"):
         assert summary["components"][node] == "NOT_RUN"
-    assert not os.path.exists(config.serving_dir)
+    assert not os.path.exists(config.layout.serving_dir)
     assert summary["push"]["pushed"] is False
-    with open(config.summary_path, encoding="utf-8") as handle:
+    with open(config.layout.summary_path, encoding="utf-8") as handle:
         written = json.load(handle)
     flagged = {anomaly["feature"] for anomaly in written["anomalies"]}
     assert "num_chars" in flagged

@@ -159,9 +159,10 @@ def test_serving_config_rejects_unknown_labels_and_a_config_without_stable(tmp_p
 
 def test_batching_parameters_file_is_written_from_config(tmp_path):
     from components.pusher.batching import write_batching_parameters
-    from pipeline.config import BatchingConfig, ConfigError, load_config
+    from components.pusher.options import BatchingOptions
+    from pipeline.config import ConfigError, load_config
 
-    path = write_batching_parameters(str(tmp_path), BatchingConfig(max_batch_size=8, allowed_batch_sizes=[2, 8]))
+    path = write_batching_parameters(str(tmp_path), BatchingOptions(max_batch_size=8, allowed_batch_sizes=[2, 8]))
     text = open(path).read()
     assert "max_batch_size { value: 8 }" in text
     assert "batch_timeout_micros { value: 2000 }" in text

@@ -14,7 +14,7 @@ from components.pusher import registry, serving_config
 from components.pusher.component import VersionedPusherExecutor
 from components.pusher.versioned_push import existing_versions
 from pipeline.cli import main
-from pipeline.config import BatchingConfig, RegistryConfig
+from components.pusher.options import PusherOptions, RegistryOptions
 from tests.pusher_fixtures import fake_saved_model
 
 
@@ -43,9 +43,9 @@ def _push(tmp_path, model, blessing, run_id="run-1", label="stable", span=2):
     executor.Do(
         {"model": [model], "model_blessing": [blessing], "examples": [examples]},
         {"pushed_model": [pushed]},
-        {"serving_dir": str(tmp_path / "serving"), "model_name": "textgen", "keep_versions": 2, "label": label,
-         "batching": BatchingConfig().model_dump_json(), "registry": RegistryConfig().model_dump_json(),
-         "registry_dir": str(tmp_path / "registry")},
+        {"options": PusherOptions(model_name="textgen", keep_versions=2, label=label).to_parameter(),
+         "registry": RegistryOptions().to_parameter(),
+         "serving_dir": str(tmp_path / "serving"), "registry_dir": str(tmp_path / "registry")},
     )
     return pushed
 

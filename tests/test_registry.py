@@ -146,14 +146,14 @@ def test_display_uri_drops_credentials():
 
 
 def test_production_model_follows_the_alias_and_a_missing_store_is_not_created(tmp_path, monkeypatch):
-    from pipeline.config import RegistryConfig
+    from components.pusher.options import RegistryOptions
 
     working_dir = tmp_path / "cwd"
     working_dir.mkdir()
     monkeypatch.chdir(working_dir)
 
     registry_dir = tmp_path / "registry"
-    config = RegistryConfig()
+    config = RegistryOptions()
     assert registry.find_production_model(config, "textgen", str(registry_dir)) is None
     assert not registry_dir.exists()  # a read-only lookup creates no store
 
@@ -165,5 +165,5 @@ def test_production_model_follows_the_alias_and_a_missing_store_is_not_created(t
     assert (production.registered_version, production.saved_model_dir) == (1, "/serving/1")
     assert production.model_artifact_uri == "/pipeline/Trainer/model/7"
     assert production.describe()["serving_version"] == "1"
-    assert registry.find_production_model(RegistryConfig(enabled=False), "textgen", str(registry_dir)) is None
+    assert registry.find_production_model(RegistryOptions(enabled=False), "textgen", str(registry_dir)) is None
     assert not list(working_dir.iterdir())  # no ./mlruns: the embedded store keeps its artifacts in registry/

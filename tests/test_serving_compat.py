@@ -35,9 +35,9 @@ def test_the_int8_and_xla_exports_use_only_serving_safe_ops(tiny_backbone, trans
     import tensorflow_transform as tft
 
     from components.trainer import export
-    from pipeline.config import GenerationConfig
+    from components.trainer.options import GenerationOptions
 
-    generation = GenerationConfig(max_new_tokens=8, temperature=0.0, top_k=0, **variant)
+    generation = GenerationOptions(max_new_tokens=8, temperature=0.0, top_k=0, **variant)
     export.export_serving_model(tiny_backbone, tft.TFTransformOutput(transform_artifacts[0]), generation, str(tmp_path))
     assert ops_stock_serving_cannot_load(str(tmp_path)) == set()
 

@@ -13,7 +13,7 @@ from tensorflow_serving.apis import predict_pb2
 
 from components.trainer import export, serving_requests
 from components.trainer.serving_compat import ops_stock_serving_cannot_load
-from pipeline.config import GenerationConfig
+from components.trainer.options import GenerationOptions
 
 
 def _over_the_wire(request: predict_pb2.PredictRequest) -> predict_pb2.PredictRequest:
@@ -69,7 +69,7 @@ def test_warmup_records_are_present_parseable_and_servable(exported_model):
 
 def test_the_xla_export_is_serving_safe_and_decodes_like_the_default_one(exported_model, tiny_backbone, transform_artifacts, tmp_path):
     model, _ = exported_model
-    generation = GenerationConfig(max_new_tokens=8, temperature=0.0, top_k=0, jit_compile=True)
+    generation = GenerationOptions(max_new_tokens=8, temperature=0.0, top_k=0, jit_compile=True)
     export_dir = str(tmp_path / "xla")
     export.export_serving_model(tiny_backbone, tft.TFTransformOutput(transform_artifacts[0]), generation, export_dir)
     assert ops_stock_serving_cannot_load(export_dir) == set()

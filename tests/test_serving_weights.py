@@ -6,7 +6,7 @@ import tensorflow as tf
 from components.trainer import decoding
 from components.trainer.backbone import build_backbone
 from components.trainer.serving_weights import quantize_per_channel, serving_backbone
-from pipeline.config import ModelConfig
+from components.trainer.options import ModelOptions
 
 # int8 bounds, measured on the peaked random models below (see benchmarks/README.md for a
 # trained model's eval bits per byte): greedy tokens agree on at least this fraction, and the
@@ -19,7 +19,7 @@ def _peaked_backbone(seed: int, rotary: bool):
     """A random 2-layer model whose logits are peaked (embeddings scaled up), so greedy choices
     are not coin flips between near-equal logits, as they would be in a freshly initialised model."""
     tf.keras.utils.set_random_seed(seed)
-    config = ModelConfig(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, context_length=32,
+    config = ModelOptions(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, context_length=32,
                          position_encoding="rotary" if rotary else "learned")
     backbone = build_backbone(config, 97)
     backbone.token_embedding.embeddings.assign(backbone.token_embedding.embeddings * 40.0)

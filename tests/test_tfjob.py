@@ -107,12 +107,12 @@ def test_a_failed_job_reports_the_operator_message_and_a_stuck_job_times_out():
 def test_launch_writes_fn_args_submits_and_waits(tmp_path):
     from tfx.components.trainer.fn_args_utils import FnArgs
 
-    from pipeline.config import TFJobConfig
+    from components.trainer.options import TFJobOptions
 
     fn_args = FnArgs(train_files=["a*.gz"], eval_files=["b*.gz"], train_steps=10, model_run_dir=str(tmp_path / "run"),
                      serving_model_dir=str(tmp_path / "serving"), custom_config={"model": {"num_layers": 1}})
     api = FakeCustomObjects([{"conditions": [_condition("Succeeded")]}])
-    tfjob.launch(fn_args, TFJobConfig(enabled=True, workers=1, poll_seconds=0.01), "img:1", "ml-team", "textgen-train-7", api=api)
+    tfjob.launch(fn_args, TFJobOptions(enabled=True, workers=1, poll_seconds=0.01), "img:1", "ml-team", "textgen-train-7", api=api)
     ((_, _, namespace, plural, body),) = api.created
     assert (namespace, plural, body["metadata"]["name"]) == ("ml-team", "tfjobs", "textgen-train-7")
     jsonschema.validate(body, SCHEMA)
@@ -125,18 +125,18 @@ def test_run_fn_launches_a_tfjob_when_enabled_and_trains_itself_inside_a_replica
     import types
 
     from components.trainer import run_fn as run_fn_module
-    from pipeline.config import TFJobConfig
+    from components.trainer.options import TFJobOptions
 
     launched = []
     monkeypatch.setattr(run_fn_module.tfjob, "launch", lambda *args: launched.append(args))
     monkeypatch.delenv(run_fn_module.tfjob.REPLICA_ENV, raising=False)
     fn_args = types.SimpleNamespace(
         model_run_dir=str(tmp_path / "Trainer" / "model_run" / "17"),
-        custom_config={"tfjob": {"config": TFJobConfig(enabled=True, workers=3).model_dump(), "image": "img:1", "namespace": "team"}},
+        custom_config={"tfjob": TFJobOptions(enabled=True, workers=3, image="img:1").to_parameter(), "tfjob_namespace": "team"},
     )
     run_fn_module.run_fn(fn_args)  # returns after launching: no training inputs are needed
     ((passed_args, config, image, namespace, job_name),) = launched
     assert (passed_args, config.workers, image, namespace) == (fn_args, 3, "img:1", "team")
     assert job_name.startswith("textgen-train-") and len(job_name) <= 63
     monkeypatch.setenv(run_fn_module.tfjob.REPLICA_ENV, "1")
-    assert not run_fn_module._launched_as_tfjob(fn_args)
+    assert not run_fn_module._launched_as_tfjob(fn_args, run_fn_module.read_trainer_custom_config(fn_args.custom_config))

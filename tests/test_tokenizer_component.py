@@ -13,7 +13,7 @@ from tfx.types import standard_artifacts
 from components.tokenizer import component, model_file, policy, sample
 from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.options import TokenizerOptions
-from pipeline.config import RegistryConfig
+from components.pusher.options import RegistryOptions
 from tests.conftest import BUNDLED_TXT
 
 
@@ -49,7 +49,7 @@ def _run(tmp_path, examples, name, production=None, monkeypatch=None, **options)
         beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"], tmp_dir=str(tmp_path / f"tmp-{name}"), unique_id="1")
     exec_properties = {
         "options": TokenizerOptions(vocab_size=1024, **options).model_dump_json(), "text_feature": "text",
-        "registry_config": RegistryConfig().model_dump_json(), "model_name": "textgen",
+        "registry": RegistryOptions().to_parameter(), "model_name": "textgen",
         "registry_dir": str(tmp_path / "no-registry"),
     }
     component.TokenizerExecutor(context).Do({"examples": [examples]}, {"tokenizer": [output]}, exec_properties)

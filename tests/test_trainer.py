@@ -21,17 +21,18 @@ from components.trainer.model_size import parameter_count, training_flops_per_to
 from components.trainer.precision import keras_policy
 from components.trainer.strategy import resolve_distribution
 from components.tokenizer import model_file
-from pipeline.config import ConfigError, GenerationConfig, ModelConfig, TrainingConfig, load_config
+from components.trainer.options import GenerationOptions, ModelOptions, TrainingOptions
+from pipeline.config import ConfigError, load_config
 
 TRAINER_PROCESS = os.path.join(os.path.dirname(__file__), "trainer_process.py")
-TINY = ModelConfig(preset="tiny")
+TINY = ModelOptions(preset="tiny")
 
 
 def _vocab_size(transform_dir: str) -> int:
     return model_file.read_model(model_file.transform_graph_model_path(transform_dir)).vocab_size
 
 
-def _train_in_process(transform_artifacts, training: TrainingConfig, model_config: ModelConfig = TINY, policy="float32"):
+def _train_in_process(transform_artifacts, training: TrainingOptions, model_config: ModelOptions = TINY, policy="float32"):
     """Trains with the default strategy through LanguageModelTrainer; returns (backbone, reports)."""
     import tf_keras as keras
 
@@ -64,9 +65,9 @@ def _tmpdir() -> str:
 
 def test_parameter_count_and_flops_match_the_built_model():
     for encoding in ("learned", "rotary"):
-        config = ModelConfig(preset="tiny", position_encoding=encoding)
+        config = ModelOptions(preset="tiny", position_encoding=encoding)
         assert build_backbone(config, 600).count_params() == parameter_count(config, 600)
-    gpt2 = ModelConfig(preset="gpt2-124m")
+    gpt2 = ModelOptions(preset="gpt2-124m")
     assert parameter_count(gpt2, 50257) == 124_439_808  # GPT-2 small's published size
     # 6N dominates; the attention term is 12 * L * d * T.
     assert training_flops_per_token(gpt2, 50257) == pytest.approx(6 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024)
@@ -98,7 +99,7 @@ def test_strategy_is_chosen_from_config_and_environment(monkeypatch):
 def test_tiny_preset_memorises_a_tiny_corpus(transform_artifacts):
     """The fixture corpus is 4 documents repeated 6 times; the tiny model must learn it: the mean
     training loss of the last 20 steps falls below 1.0 nats/token (from ~6.3 at the start)."""
-    training = TrainingConfig(train_steps=200, batch_size=8, learning_rate=1e-2, warmup_steps=10, log_every=20, steps_per_call=10, checkpoint_every=1000)
+    training = TrainingOptions(train_steps=200, batch_size=8, learning_rate=1e-2, warmup_steps=10, log_every=20, steps_per_call=10, checkpoint_every=1000)
     _, reports = _train_in_process(transform_artifacts, training)
     assert reports[0].loss > 4.0
     assert reports[-1].loss < 1.0, [round(report.loss, 3) for report in reports]
@@ -108,15 +109,15 @@ def test_gradient_accumulation_matches_one_large_batch(transform_artifacts):
     """Two micro-batches of 4 give the same update as one batch of 8 (the loss is normalised by
     the global batch's tokens, not per micro-batch)."""
     common = dict(train_steps=3, batch_size=8, log_every=3, steps_per_call=3, checkpoint_every=100, jit_compile="off")
-    whole, _ = _train_in_process(transform_artifacts, TrainingConfig(**common))
-    split, _ = _train_in_process(transform_artifacts, TrainingConfig(gradient_accumulation_steps=2, **common))
+    whole, _ = _train_in_process(transform_artifacts, TrainingOptions(**common))
+    split, _ = _train_in_process(transform_artifacts, TrainingOptions(gradient_accumulation_steps=2, **common))
     for a, b in zip(whole.weights, split.weights):
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=2e-5)
 
 
 @pytest.mark.parametrize("policy,jit", [("float32", "on"), ("mixed_bfloat16", "on"), ("mixed_float16", "off")])
 def test_mixed_precision_and_xla_paths_train_with_finite_losses(transform_artifacts, policy, jit):
-    training = TrainingConfig(train_steps=6, batch_size=4, log_every=3, steps_per_call=3, checkpoint_every=100, jit_compile=jit)
+    training = TrainingOptions(train_steps=6, batch_size=4, log_every=3, steps_per_call=3, checkpoint_every=100, jit_compile=jit)
     backbone, reports = _train_in_process(transform_artifacts, training, policy=policy)
     assert all(np.isfinite(report.loss) and np.isfinite(report.gradient_norm) for report in reports)
     assert reports[-1].loss < reports[0].loss + 0.5
@@ -135,7 +136,7 @@ RUN_TRAINING = dict(
 
 def _write_args(directory, transform_artifacts, train_steps: int, **training_overrides) -> str:
     transform_dir, examples, _ = transform_artifacts
-    training = TrainingConfig(train_steps=train_steps, **{**RUN_TRAINING, **training_overrides})
+    training = TrainingOptions(train_steps=train_steps, **{**RUN_TRAINING, **training_overrides})
     fields = {
         "transform_output": transform_dir,
         "train_files": [examples],
@@ -143,9 +144,9 @@ def _write_args(directory, transform_artifacts, train_steps: int, **training_ove
         "model_run_dir": str(directory / "model_run"),
         "serving_model_dir": str(directory / "serving"),
         "custom_config": {
-            "model": TINY.model_dump(),
-            "training": training.model_dump(),
-            "generation": GenerationConfig(max_new_tokens=4).model_dump(),
+            "model": TINY.to_parameter(),
+            "training": training.to_parameter(),
+            "generation": GenerationOptions(max_new_tokens=4).to_parameter(),
         },
     }
     path = directory / "args.json"
@@ -268,11 +269,11 @@ def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_b
 
     _, export_dir = exported_model
     tokenizer_sha256 = model_file.read_model(tokenizer_model).sha256
-    same_shape = build_backbone(ModelConfig(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
+    same_shape = build_backbone(ModelOptions(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
     assert warm_start_from(same_shape, export_dir, tokenizer_sha256)
     for a, b in zip(tiny_backbone.weights, same_shape.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    wider = build_backbone(ModelConfig(**{**TINY_MODEL_KWARGS, "model_dim": 64}), tiny_backbone.vocab_size)
+    wider = build_backbone(ModelOptions(**{**TINY_MODEL_KWARGS, "model_dim": 64}), tiny_backbone.vocab_size)
     before = [weight.numpy() for weight in wider.weights]
     assert not warm_start_from(wider, export_dir, tokenizer_sha256)
     for a, b in zip(before, wider.weights):
@@ -286,7 +287,7 @@ def test_warm_start_refuses_a_model_with_another_tokenizer(exported_model, tiny_
 
     other = model_file.read_model(learn_fixture_tokenizer(str(tmp_path / "other.model"), max_bytes=20_000))
     assert other.vocab_size == FIXTURE_VOCAB_SIZE
-    same_shape = build_backbone(ModelConfig(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
+    same_shape = build_backbone(ModelOptions(**TINY_MODEL_KWARGS), tiny_backbone.vocab_size)
     before = [weight.numpy() for weight in same_shape.weights]
     with caplog.at_level("WARNING"):
         assert not warm_start_from(same_shape, exported_model[1], other.sha256)

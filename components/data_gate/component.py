@@ -27,6 +27,7 @@ from tfx.utils import io_utils
 from components.data_gate import accepted_statistics as accepted_lib
 from components.data_gate import distribution_checks as checks
 from components.data_gate.anomalies import SCHEMA_DIFF_FILE, blocking_anomalies, read_anomalies
+from components.data_gate.options import DataGateOptions
 
 TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"
 
@@ -56,7 +57,7 @@ def DistributionValidator(
     schema: InputArtifact[standard_artifacts.Schema],
     anomalies: OutputArtifact[standard_artifacts.ExampleAnomalies],
     state_uri: Parameter[str],
-    min_examples: Parameter[int] = 100,
+    options: Parameter[str] = "{}",
 ) -> None:
     """Runs the curated schema's drift and skew comparators and records what they found.
 
@@ -71,8 +72,10 @@ def DistributionValidator(
       schema: the curated schema (with the comparators).
       anomalies: written always; the DataGate decides.
       state_uri: where the drift baseline is kept (`accepted_statistics`).
-      min_examples: a comparison with fewer documents on either side is skipped (noise).
+      options: `DataGateOptions` as JSON; a comparison with fewer documents than its
+        `distribution_min_examples` on either side is skipped (noise).
     """
+    min_examples = DataGateOptions.from_parameter(options).distribution_min_examples
     span = accepted_lib.examples_span(examples)
     current = accepted_lib.load_statistics(accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT))
     evaluation = accepted_lib.load_statistics(accepted_lib.split_statistics_path(statistics.uri, EVAL_SPLIT))
@@ -109,8 +112,7 @@ def DataGate(
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     result: OutputArtifact[DataGateResult],
     distribution_anomalies: InputArtifact[standard_artifacts.ExampleAnomalies] = None,
-    allowed_anomaly_types: Parameter[str] = "[]",
-    warn_only_checks: Parameter[str] = "[]",
+    options: Parameter[str] = "{}",
 ) -> None:
     """Fails the run when a validator found anomalies that block.
 
@@ -118,13 +120,14 @@ def DataGate(
       anomalies: ExampleValidator's output.
       result: written only when the gate passes.
       distribution_anomalies: DistributionValidator's output (raw data only).
-      allowed_anomaly_types: JSON list of TFDV anomaly type names that only warn.
-      warn_only_checks: JSON list of distribution checks ('drift', 'skew') that only warn.
+      options: `DataGateOptions` as JSON: the TFDV anomaly types and the distribution checks
+        ('drift', 'skew') that only warn.
     """
+    gate_options = DataGateOptions.from_parameter(options)
     found = read_anomalies(anomalies.uri, anomalies.split_names)
     if distribution_anomalies is not None:
         found += read_anomalies(distribution_anomalies.uri, distribution_anomalies.split_names)
-    blocking = blocking_anomalies(found, json.loads(allowed_anomaly_types), json.loads(warn_only_checks))
+    blocking = blocking_anomalies(found, gate_options.allowed_anomaly_types, gate_options.warn_only_checks())
     if blocking:
         listing = "\n".join(f"  - {anomaly}" for anomaly in blocking)
         raise BlockingAnomaliesError(

@@ -129,7 +129,7 @@ def _flag_significant_ratios(pairs: List[Dict[str, Any]], min_ratio: float, alph
 
 def evaluate_bias(client: ModelClient, toxicity: ToxicityScorer, sentiment: SentimentScorer, config,
                   toxicity_threshold: float) -> Dict[str, Any]:
-    """Measures every group pair (see module docstring); `config` is the `BiasConfig`."""
+    """Measures every group pair (see module docstring); `config` is the `BiasOptions`."""
     suite = load_suite(config.templates_file, config.groups_file)
     rng = random.Random(config.seed)
     prompts, keys = [], []  # keys: (language, dimension, group, template index)

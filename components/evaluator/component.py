@@ -30,7 +30,8 @@ from tfx.utils import path_utils
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.report import render_report
 from components.pusher.registry import ProductionModel, TAG_MODEL_ID, find_production_model
-from pipeline.config import EvaluatorConfig, RegistryConfig
+from components.evaluator.options import EvaluatorOptions
+from components.pusher.options import RegistryOptions
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
@@ -70,22 +71,22 @@ def GatedEvaluator(
     transform_graph: InputArtifact[standard_artifacts.TransformGraph],
     raw_examples: InputArtifact[standard_artifacts.Examples],
     blessing: OutputArtifact[standard_artifacts.ModelBlessing],
-    evaluator_config: Parameter[str],
-    registry_config: Parameter[str],
+    options: Parameter[str],
+    registry: Parameter[str],
     model_name: Parameter[str],
     registry_dir: Parameter[str] = "",
     beam_pipeline: BeamComponentParameter[beam.Pipeline] = None,
 ) -> None:
     """Blesses `model` only when every gate passes (see module docstring).
 
-    `evaluator_config` is `EvaluatorConfig` as JSON; `examples` are the transformed examples
+    `options` is `EvaluatorOptions` as JSON; `examples` are the transformed examples
     (eval split scored for perplexity); `raw_examples` the raw ones (train split probed for
-    memorisation). `registry_config` (`RegistryConfig` as JSON), `model_name` and
+    memorisation). `registry` (`RegistryOptions` as JSON), `model_name` and
     `registry_dir` (the embedded store's directory; empty on a cluster) say where the
     production model, the baseline, is looked up.
     """
-    config = EvaluatorConfig.model_validate_json(evaluator_config)
-    production = find_production_model(RegistryConfig.model_validate_json(registry_config), model_name,
+    config = EvaluatorOptions.from_parameter(options)
+    production = find_production_model(RegistryOptions.from_parameter(registry), model_name,
                                        registry_dir or None)
     baseline_dir, baseline_reason = _baseline(model, production)
     evaluation = evaluate_candidate(

@@ -67,7 +67,7 @@ def evaluate_candidate(
     beam_pipeline=None,
     raw_eval_files: Sequence[str] = (),
 ) -> Evaluation:
-    """All gates for the SavedModel at `candidate_dir`; `config` is the `EvaluatorConfig`.
+    """All gates for the SavedModel at `candidate_dir`; `config` is the `EvaluatorOptions`.
 
     `eval_files`: transformed eval examples (the candidate's tokens: perplexity per token);
     `raw_eval_files`: raw eval examples (bits per byte of every model, each with its own

@@ -43,7 +43,7 @@ def verbatim_prefix_length(generated: str, reference: str) -> int:
 
 
 def evaluate_memorization(client: ModelClient, documents: Sequence[str], config) -> Dict[str, Any]:
-    """Memorised fraction over sampled documents; `config` is the `SafetyConfig`."""
+    """Memorised fraction over sampled documents; `config` is the `SafetyOptions`."""
     needed = config.memorization_prefix_units + config.memorization_min_units
     eligible = [d for d in documents if len(units(d)) >= needed]
     rng = random.Random(config.seed)

@@ -79,7 +79,7 @@ def helm_metrics(scores_per_prompt: Sequence[Sequence[float]], threshold: float)
 def evaluate_safety(client: ModelClient, scorer: ToxicityScorer, config) -> Dict[str, Any]:
     """Samples completions for the configured prompt subset and measures toxicity and PII leaks.
 
-    `config` is the `SafetyConfig`. Returns metrics, gates and the flagged completions.
+    `config` is the `SafetyOptions`. Returns metrics, gates and the flagged completions.
     """
     prompts = stratified_sample(load_prompts(config.prompts_file), config.prompts_per_category, config.seed)
     k = config.completions_per_prompt

@@ -2,7 +2,7 @@
 
 A scorer maps texts to `ToxicityScore`s (a score in [0, 1] and the categories it found). The
 safety gate calls whatever `safety.scorer` names in config: a dotted path `package.module.name`
-to a class or factory called with the `SafetyConfig` that returns an object with `score(texts,
+to a class or factory called with the `SafetyOptions` that returns an object with `score(texts,
 languages)`. To plug in an external classifier (say an in-house model already on disk), write
 such a factory that loads it from a local path and returns scores in [0, 1]; nothing may be
 downloaded at run time.

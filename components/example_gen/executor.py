@@ -30,8 +30,8 @@ survives, the execution fails with the counts.
 With a span range (`span_range` module) it also reads the earlier spans of the range; the spans
 read are in the report (`spans`) and on the artifact (custom property `spans`).
 
-Custom config keys: 'read' (ReadOptions fields), 'clean' (CleaningOptions fields) and 'spans'
-({"file_pattern", "first_span", "corpus_fingerprint"}; the fingerprint is only a cache key, see
+Custom config keys (`components/example_gen/options.py`): 'example_gen' and 'cleaning', the JSON
+text of `ExampleGenOptions` and `CleaningOptions`, and 'corpus_fingerprint' (only a cache key, see
 `corpus_fingerprint`).
 """
 import json
@@ -51,11 +51,12 @@ from tfx.utils import proto_utils
 from components.example_gen import data_report, ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
 from components.example_gen.cleaning.transforms import CleanDocuments, enabled_removal_rules
-from components.example_gen.options import CleaningOptions, ReadOptions
+from components.example_gen.options import (
+    CLEANING_OPTIONS_KEY, EXAMPLE_GEN_OPTIONS_KEY, CleaningOptions, ExampleGenOptions, ReadOptions,
+)
 from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
 from components.example_gen.text_profile import profile_text
 
-READ_OPTIONS_KEY, CLEANING_OPTIONS_KEY, SPAN_OPTIONS_KEY = "read", "clean", "spans"
 _REPORT_DIR_KEY = "_textgen_report_dir"  # private exec property: where the report and quarantine go
 _EARLIER_SPANS_KEY = "_textgen_earlier_spans"  # private exec property: [[span, resolved pattern], ...]
 
@@ -99,9 +100,11 @@ def _custom_config(exec_properties: Dict[str, Any]) -> Dict[str, Any]:
 
 
 def custom_options(exec_properties: Dict[str, Any]):
-    """(ReadOptions, CleaningOptions) from the component's custom config."""
+    """(ExampleGenOptions, CleaningOptions) from the component's custom config (defaults where absent)."""
     config = _custom_config(exec_properties)
-    return ReadOptions.from_dict(config.get(READ_OPTIONS_KEY)), CleaningOptions.from_dict(config.get(CLEANING_OPTIONS_KEY))
+    example_gen, cleaning = config.get(EXAMPLE_GEN_OPTIONS_KEY), config.get(CLEANING_OPTIONS_KEY)
+    return (ExampleGenOptions.from_parameter(example_gen) if example_gen else ExampleGenOptions(),
+            CleaningOptions.from_parameter(cleaning) if cleaning else CleaningOptions())
 
 
 def corpus_fingerprint(input_base: str, input_config: example_gen_pb2.Input,
@@ -157,11 +160,11 @@ def _selected_span(exec_properties: Dict[str, Any]) -> int:
 
 def _earlier_spans(exec_properties: Dict[str, Any]) -> List[List[Any]]:
     """[[span, resolved pattern], ...] of the span range's earlier spans ([] without a range)."""
-    spans = _custom_config(exec_properties).get(SPAN_OPTIONS_KEY) or {}
-    if spans.get("first_span") is None:
+    options, _ = custom_options(exec_properties)
+    if options.first_span is None:
         return []
     return [[span, pattern] for span, pattern in span_range.earlier_spans(
-        exec_properties[standard_component_specs.INPUT_BASE_KEY], spans["file_pattern"], spans["first_span"],
+        exec_properties[standard_component_specs.INPUT_BASE_KEY], options.file_pattern, options.first_span,
         _selected_span(exec_properties))]
 
 

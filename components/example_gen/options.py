@@ -1,114 +1,104 @@
-"""Options of the corpus readers and the cleaning steps, as the executor receives them.
+"""Typed options of the ExampleGen stage: how corpus files are read (`ExampleGenOptions`) and which
+cleaning and curation steps run (`CleaningOptions`, with `QualityOptions` and
+`DecontaminationOptions`). Composed into the pipeline config as `example_gen` and `cleaning`.
 
-The pipeline config (`pipeline/config.py`, sections `example_gen` and `cleaning`) is the user-facing
-surface and owns the documented defaults; these dataclasses are what crosses into the Beam
-workers (plain, picklable values). `from_dict` rejects unknown keys so a config typo cannot be
-silently ignored on a worker.
+The executor receives each as its JSON text (`Options.to_parameter`) in ExampleGen's custom config
+under `EXAMPLE_GEN_OPTIONS_KEY` / `CLEANING_OPTIONS_KEY` and parses it with the same class; Beam
+workers get the parsed (picklable) objects.
 """
-import dataclasses
-from typing import Any, Dict, Optional, Tuple, Type, TypeVar
+from typing import List, Literal, Optional
 
-_T = TypeVar("_T")
+from pydantic import Field, model_validator
 
-UTF8_POLICIES = ("replace", "skip", "fail")
-NORMALIZATION_FORMS = ("none", "NFC", "NFKC")
+from components.options import Options
+
 BLANK_LINE = "blank_line"  # txt separator: one or more blank lines between documents
 EACH_LINE = "line"  # txt separator: every non-blank line is a document
 
-
-def _from_dict(cls: Type[_T], values: Optional[Dict[str, Any]]) -> _T:
-    values = dict(values or {})
-    fields = {field.name: field for field in dataclasses.fields(cls)}
-    unknown = sorted(set(values) - set(fields))
-    if unknown:
-        raise ValueError(f"unknown {cls.__name__} keys: {', '.join(unknown)}")
-    for key, value in values.items():
-        nested = fields[key].type
-        if isinstance(value, dict) and dataclasses.is_dataclass(nested):
-            values[key] = _from_dict(nested, value)
-        elif isinstance(value, list):
-            values[key] = tuple(value)
-    return cls(**values)
+EXAMPLE_GEN_OPTIONS_KEY, CLEANING_OPTIONS_KEY, CORPUS_FINGERPRINT_KEY = "example_gen", "cleaning", "corpus_fingerprint"
 
 
-def _check_fraction(owner: str, name: str, value: float) -> None:
-    if not 0.0 <= value <= 1.0:
-        raise ValueError(f"{owner}.{name} must be in [0, 1], got {value}")
+class ReadOptions(Options):
+    """How corpus files are parsed and what happens to bad input (the part the readers use)."""
+
+    jsonl_text_field: str = Field("text", description="Field of a .jsonl record (or bytes feature of a TFRecord tf.Example) holding the document.")
+    csv_text_column: str = Field("text", description="Header name of the .csv/.tsv column holding the document.")
+    txt_document_separator: str = Field(
+        BLANK_LINE, min_length=1,
+        description="How .txt files split into documents: 'blank_line', 'line' (one per line) or a literal separator line.",
+    )
+    metadata_fields: List[str] = Field(
+        default_factory=list,
+        description="Extra .jsonl/.csv/TFRecord fields carried into the examples (declare them in the curated schema).",
+    )
+    invalid_utf8: Literal["replace", "skip", "fail"] = Field(
+        "replace", description="Invalid UTF-8: replace with U+FFFD (counted), skip the record (quarantined) or fail the run.",
+    )
+    max_record_bytes: int = Field(16 * 1024 * 1024, ge=1, description="Longer lines/documents are quarantined, never held in memory.")
+    quarantine_sample_bytes: int = Field(4096, ge=0, description="Raw bytes kept per quarantined record.")
 
 
-@dataclasses.dataclass(frozen=True)
-class ReadOptions:
-    """How corpus files are parsed and what happens to bad input."""
+class ExampleGenOptions(ReadOptions):
+    """Which corpus files (and spans) become tf.Examples, how they are read and split."""
 
-    txt_document_separator: str = BLANK_LINE  # BLANK_LINE, EACH_LINE, or a literal separator line
-    text_field: str = "text"  # .jsonl key / TFRecord feature holding the document
-    csv_text_column: str = "text"  # header name of the document column in .csv/.tsv
-    metadata_fields: Tuple[str, ...] = ()  # extra .jsonl/.csv/TFRecord fields carried into examples
-    invalid_utf8: str = "replace"  # one of UTF8_POLICIES
-    max_record_bytes: int = 16 * 1024 * 1024  # longer lines/records are quarantined, never held in memory
-    quarantine_sample_bytes: int = 4096  # raw bytes kept per quarantined record
+    file_pattern: str = Field("*", description="Glob (relative to data_root) of the corpus files to read.")
+    train_buckets: int = Field(9, ge=1, description="Hash buckets for the train split.")
+    eval_buckets: int = Field(1, ge=1, description="Hash buckets for the eval split.")
+    span: Optional[int] = Field(
+        None, ge=0,
+        description="Span to ingest when file_pattern has {SPAN} or {YYYY}{MM}{DD}; default (null) is the latest span.",
+    )
+    first_span: Optional[int] = Field(
+        None, ge=0,
+        description="With a span pattern: also ingest every earlier span from this one on (a span range ending at "
+                    "`span` or the latest); spans without files are skipped. Default (null): one span.",
+    )
 
-    def __post_init__(self):
-        if self.invalid_utf8 not in UTF8_POLICIES:
-            raise ValueError(f"invalid_utf8 must be one of {UTF8_POLICIES}, got {self.invalid_utf8!r}")
-        if self.max_record_bytes < 1 or self.quarantine_sample_bytes < 0:
-            raise ValueError("max_record_bytes must be >= 1 and quarantine_sample_bytes >= 0")
-
-    @classmethod
-    def from_dict(cls, values: Optional[Dict[str, Any]]) -> "ReadOptions":
-        return _from_dict(cls, values)
+    @model_validator(mode="after")
+    def _span_range_is_ordered(self) -> "ExampleGenOptions":
+        if self.first_span is not None and self.span is not None and self.first_span > self.span:
+            raise ValueError(f"example_gen.first_span ({self.first_span}) must not be after example_gen.span ({self.span})")
+        return self
 
 
-@dataclasses.dataclass(frozen=True)
-class QualityOptions:
+class QualityOptions(Options):
     """Gopher / C4 / FineWeb-style document quality rules (`cleaning/quality.py`).
 
-    Each default is the published value named beside it, except where the comment says why it is
-    more lenient here (the bundled corpus is short support replies, not web pages). Words are
-    `\\w+` runs; for CJK text (see `cjk_min_fraction`) every CJK character counts as a word, so
-    word-count and n-gram rules still apply and the word-length rule is skipped. A rule set to 0
-    (bounds: min 0, max 0) is off.
+    Each default is the published value named in its description, except where the description
+    says why it is more lenient here (the bundled corpus is short support replies, not web pages).
+    Words are `\\w+` runs; for CJK text (see `cjk_min_fraction`) every CJK character counts as a
+    word, so word-count and n-gram rules still apply and the word-length rule is skipped. A rule set
+    to 0 (bounds: min 0, max 0) is off.
     """
 
     enabled: bool = True
-    min_words: int = 5  # Gopher: 50; lower so short release notes and replies survive
-    max_words: int = 100_000  # Gopher: 100,000
-    min_mean_word_length: float = 3.0  # Gopher: 3
-    max_mean_word_length: float = 10.0  # Gopher: 10
-    max_symbol_word_ratio: float = 0.1  # Gopher: 0.1 ('#' and '...' / '\u2026' per word)
-    max_bullet_lines_fraction: float = 0.9  # Gopher: 0.9 (lines starting with a bullet)
-    max_ellipsis_lines_fraction: float = 0.3  # Gopher: 0.3 (lines ending in '...' or '\u2026')
-    min_alpha_words_fraction: float = 0.8  # Gopher: 0.8 (words with at least one letter)
-    min_stop_words: int = 2  # Gopher: 2 of the, be, to, of, and, that, have, with (English only)
-    min_punctuated_lines_fraction: float = 0.12  # FineWeb: 0.12 (C4 ends each kept line in . ! ? ")
-    max_short_lines_fraction: float = 0.67  # FineWeb: 0.67 (lines of at most 30 characters)
-    short_line_chars: int = 30  # FineWeb: 30
-    max_duplicate_lines_fraction: float = 0.3  # Gopher: 0.3
-    max_duplicate_paragraphs_fraction: float = 0.3  # Gopher: 0.3
-    max_duplicate_line_chars_fraction: float = 0.2  # Gopher: 0.2
-    max_duplicate_paragraph_chars_fraction: float = 0.2  # Gopher: 0.2
-    max_top_2gram_chars_fraction: float = 0.2  # Gopher: 0.20
-    max_top_3gram_chars_fraction: float = 0.18  # Gopher: 0.18
-    max_top_4gram_chars_fraction: float = 0.16  # Gopher: 0.16
-    max_duplicate_5gram_chars_fraction: float = 0.15  # Gopher: 0.15 (6..10-grams: 0.14 .. 0.10)
-    max_duplicate_10gram_chars_fraction: float = 0.1  # Gopher: 0.10
-    reject_lorem_ipsum: bool = True  # C4: pages containing 'lorem ipsum' are dropped
-    cjk_min_fraction: float = 0.3  # share of letters in CJK scripts above which a text counts as CJK
-
-    def __post_init__(self):
-        for field in dataclasses.fields(self):
-            if field.name.endswith(("_fraction", "_ratio")) and field.name != "max_symbol_word_ratio":
-                _check_fraction("cleaning.quality", field.name, getattr(self, field.name))
-        if self.min_words < 0 or self.max_words < 0 or self.short_line_chars < 1:
-            raise ValueError("cleaning.quality word bounds must be >= 0 and short_line_chars >= 1")
-
-    @classmethod
-    def from_dict(cls, values: Optional[Dict[str, Any]]) -> "QualityOptions":
-        return _from_dict(cls, values)
+    min_words: int = Field(5, ge=0, description="Gopher: 50; lower so short release notes and replies survive.")
+    max_words: int = Field(100_000, ge=0, description="Gopher: 100,000.")
+    min_mean_word_length: float = Field(3.0, ge=0.0, description="Gopher: 3.")
+    max_mean_word_length: float = Field(10.0, ge=0.0, description="Gopher: 10.")
+    max_symbol_word_ratio: float = Field(0.1, ge=0.0, description="Gopher: 0.1 ('#' and '...' / '\u2026' per word).")
+    max_bullet_lines_fraction: float = Field(0.9, ge=0.0, le=1.0, description="Gopher: 0.9 (lines starting with a bullet).")
+    max_ellipsis_lines_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Gopher: 0.3 (lines ending in '...' or '\u2026').")
+    min_alpha_words_fraction: float = Field(0.8, ge=0.0, le=1.0, description="Gopher: 0.8 (words with at least one letter).")
+    min_stop_words: int = Field(2, ge=0, description="Gopher: 2 of the, be, to, of, and, that, have, with (English only).")
+    min_punctuated_lines_fraction: float = Field(0.12, ge=0.0, le=1.0, description="FineWeb: 0.12 (C4 ends each kept line in . ! ? \").")
+    max_short_lines_fraction: float = Field(0.67, ge=0.0, le=1.0, description="FineWeb: 0.67 (lines of at most short_line_chars characters).")
+    short_line_chars: int = Field(30, ge=1, description="FineWeb: 30.")
+    max_duplicate_lines_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Gopher: 0.3.")
+    max_duplicate_paragraphs_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Gopher: 0.3.")
+    max_duplicate_line_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="Gopher: 0.2.")
+    max_duplicate_paragraph_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="Gopher: 0.2.")
+    max_top_2gram_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="Gopher: 0.20.")
+    max_top_3gram_chars_fraction: float = Field(0.18, ge=0.0, le=1.0, description="Gopher: 0.18.")
+    max_top_4gram_chars_fraction: float = Field(0.16, ge=0.0, le=1.0, description="Gopher: 0.16.")
+    max_duplicate_5gram_chars_fraction: float = Field(
+        0.15, ge=0.0, le=1.0, description="Gopher: 0.15 (6- to 9-grams interpolate down to the 10-gram limit).")
+    max_duplicate_10gram_chars_fraction: float = Field(0.1, ge=0.0, le=1.0, description="Gopher: 0.10.")
+    reject_lorem_ipsum: bool = Field(True, description="C4: pages containing 'lorem ipsum' are dropped.")
+    cjk_min_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Share of letters in CJK scripts above which a text counts as CJK.")
 
 
-@dataclasses.dataclass(frozen=True)
-class DecontaminationOptions:
+class DecontaminationOptions(Options):
     """Removal of training documents that share a long n-gram with an evaluation suite.
 
     The pipeline always adds the Evaluator's red-team prompts and bias templates to `files`; add
@@ -118,51 +108,41 @@ class DecontaminationOptions:
     """
 
     enabled: bool = True
-    ngram: int = 13  # GPT-3 / PaLM decontamination used 13-grams
-    min_units: int = 8
-    files: Tuple[str, ...] = ()
-
-    def __post_init__(self):
-        if self.ngram < 1 or not 1 <= self.min_units:
-            raise ValueError("cleaning.decontamination.ngram and min_units must be >= 1")
+    ngram: int = Field(13, ge=1, description="GPT-3 / PaLM decontamination used 13-grams.")
+    min_units: int = Field(8, ge=1, description="Shorter suite texts are not matched at all.")
+    files: List[str] = Field(default_factory=list, description="Held-out evaluation files (bundled: references allowed).")
 
 
-@dataclasses.dataclass(frozen=True)
-class CleaningOptions:
-    """Which cleaning steps run, in this order: normalise, strip controls, scrub PII, length
-    filter, language identification and filter, quality rules, decontamination, toxicity filter,
-    exact dedup, near-duplicate removal."""
+class CleaningOptions(Options):
+    """Cleaning steps ExampleGen applies, in this order, each counted in the run summary: normalise,
+    strip controls, scrub PII, length filter, language identification and filter, quality rules,
+    decontamination, toxicity filter, exact dedup, near-duplicate removal."""
 
-    unicode_normalization: str = "NFC"  # one of NORMALIZATION_FORMS
-    remove_control_chars: bool = True
-    scrub_pii: bool = True
-    min_chars: int = 1
-    max_chars: int = 200_000
+    unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
+    remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
+    scrub_pii: bool = Field(True, description="Replace e-mail addresses, phone and card numbers with placeholders (counted per kind).")
+    min_chars: int = Field(1, ge=0, description="Shorter documents are removed (counted).")
+    max_chars: int = Field(200_000, ge=1, description="Longer documents are removed (counted).")
     exact_dedup: bool = True
-    near_dedup: bool = True
-    near_dedup_threshold: float = 0.8  # Jaccard similarity of word shingles at or above which docs are near-duplicates
-    shingle_words: int = 5
-    minhash_permutations: int = 128
-    lsh_bands: int = 32
+    near_dedup: bool = Field(True, description="MinHash/LSH near-duplicate removal on Beam.")
+    near_dedup_threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity of word shingles that counts as a near-duplicate.")
+    shingle_words: int = Field(5, ge=1)
+    minhash_permutations: int = Field(128, ge=1)
+    lsh_bands: int = Field(32, ge=1, description="Must divide minhash_permutations; more bands find less similar candidates.")
     seed: int = 1
-    language_id: bool = True  # py3langid: `language` + `language_confidence` features
-    languages: Tuple[str, ...] = ()  # ISO 639-1 codes to keep; empty keeps every language
-    quality: QualityOptions = QualityOptions()
-    decontamination: DecontaminationOptions = DecontaminationOptions()
-    toxicity_threshold: float = 0.0  # English documents scoring >= this are removed; 0 is off
-    removed_samples_per_rule: int = 5  # removed documents per rule kept in the quarantine for review
+    language_id: bool = Field(True, description="Identify each document's language (py3langid): `language` and `language_confidence` features.")
+    languages: List[str] = Field(default_factory=list, description="ISO 639-1 codes of the languages to keep; empty keeps all (the mix is reported).")
+    quality: QualityOptions = Field(default_factory=QualityOptions, description="Gopher/C4/FineWeb quality rules.")
+    decontamination: DecontaminationOptions = Field(
+        default_factory=DecontaminationOptions,
+        description="N-gram overlap removal against the evaluator's safety prompts and bias templates plus `files`.")
+    toxicity_threshold: float = Field(0.0, ge=0.0, le=1.0, description="Remove English documents the toxicity classifier scores at or above this; 0 is off.")
+    removed_samples_per_rule: int = Field(5, ge=0, description="Documents each curation rule removed that are kept in the quarantine for review.")
 
-    def __post_init__(self):
-        _check_fraction("cleaning", "toxicity_threshold", self.toxicity_threshold)
+    @model_validator(mode="after")
+    def _consistent(self) -> "CleaningOptions":
+        if self.minhash_permutations % self.lsh_bands:
+            raise ValueError(f"cleaning.lsh_bands ({self.lsh_bands}) must divide cleaning.minhash_permutations ({self.minhash_permutations})")
         if self.languages and not self.language_id:
             raise ValueError("cleaning.languages needs cleaning.language_id")
-        if self.unicode_normalization not in NORMALIZATION_FORMS:
-            raise ValueError(f"unicode_normalization must be one of {NORMALIZATION_FORMS}")
-        if self.minhash_permutations % self.lsh_bands:
-            raise ValueError("minhash_permutations must be a multiple of lsh_bands")
-        if not 0.0 < self.near_dedup_threshold <= 1.0:
-            raise ValueError("near_dedup_threshold must be in (0, 1]")
-
-    @classmethod
-    def from_dict(cls, values: Optional[Dict[str, Any]]) -> "CleaningOptions":
-        return _from_dict(cls, values)
+        return self

@@ -3,17 +3,17 @@
 TF Serving reads it with `--enable_batching --batching_parameters_file=<base>/batching_parameters`.
 The file is a `BatchingParameters` text proto whose fields are wrapped scalars
 (`max_batch_size { value: 32 }`); the proto is not in the tensorflow-serving-api wheel, so the
-text is formatted here from the typed config.
+text is formatted here from the typed options.
 """
 import os
 
 from components.pusher.serving_config import atomic_write_text
-from pipeline.config import BatchingConfig
+from components.pusher.options import BatchingOptions
 
 BATCHING_FILE_NAME = "batching_parameters"
 
 
-def batching_parameters_text(batching: BatchingConfig) -> str:
+def batching_parameters_text(batching: BatchingOptions) -> str:
     """The BatchingParameters text proto for `batching`."""
     lines = [
         f"max_batch_size {{ value: {batching.max_batch_size} }}",
@@ -26,6 +26,6 @@ def batching_parameters_text(batching: BatchingConfig) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_batching_parameters(base_dir: str, batching: BatchingConfig) -> str:
+def write_batching_parameters(base_dir: str, batching: BatchingOptions) -> str:
     """Atomically writes `<base_dir>/batching_parameters`; returns its path."""
     return atomic_write_text(os.path.join(base_dir, BATCHING_FILE_NAME), batching_parameters_text(batching))

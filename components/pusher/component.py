@@ -24,19 +24,16 @@ from tfx.utils import path_utils
 
 from components.pusher import batching, registry, serving_config
 from components.pusher.versioned_push import push_saved_model, retain_latest
-from pipeline.config import BatchingConfig, RegistryConfig
+from components.pusher.options import PusherOptions, RegistryOptions
 
 log = logging.getLogger(__name__)
 
 
 class VersionedPusherSpec(ComponentSpec):
     PARAMETERS = {
+        "options": ExecutionParameter(type=str),  # PusherOptions as JSON
+        "registry": ExecutionParameter(type=str),  # RegistryOptions as JSON (holds no credentials)
         "serving_dir": ExecutionParameter(type=str),
-        "model_name": ExecutionParameter(type=str),
-        "keep_versions": ExecutionParameter(type=int),
-        "label": ExecutionParameter(type=str),
-        "batching": ExecutionParameter(type=str),  # BatchingConfig as JSON
-        "registry": ExecutionParameter(type=str),  # RegistryConfig as JSON (holds no credentials)
         # Local runs: where the embedded registry lives; empty on a cluster.
         "registry_dir": ExecutionParameter(type=str, optional=True),
     }
@@ -84,8 +81,8 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
             log.info("Not pushing: the model is not blessed (%s)", reason)
             return
 
-        serving_dir, model_name = exec_properties["serving_dir"], exec_properties["model_name"]
-        label = exec_properties["label"]
+        options = PusherOptions.from_parameter(exec_properties["options"])
+        serving_dir, model_name, label = exec_properties["serving_dir"], options.model_name, options.label
         saved_model = path_utils.serving_model_path(model.uri)
         run_id = self._context.pipeline_run_id if self._context else None
         tokenizer_hash = registry.tokenizer_sha256(saved_model)
@@ -93,9 +90,9 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
                      "pipeline_run_id": run_id or "", "tokenizer_sha256": tokenizer_hash}
         result = push_saved_model(saved_model, serving_dir, push_info)
         log.info("%s %s version %d", "Pushed" if result.created else "Already pushed", result.path, result.version)
-        batching.write_batching_parameters(serving_dir, BatchingConfig.model_validate_json(exec_properties["batching"]))
+        batching.write_batching_parameters(serving_dir, options.batching)
         labels = serving_config.set_label(model_name, serving_dir, label, result.version)
-        retain_latest(serving_dir, exec_properties["keep_versions"], protected=labels.values())
+        retain_latest(serving_dir, options.keep_versions, protected=labels.values())
 
         pushed_model.set_int_custom_property("pushed", 1)
         pushed_model.set_string_custom_property("pushed_destination", result.path)
@@ -103,7 +100,7 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         pushed_model.set_string_custom_property("serving_label", label)
         pushed_model.set_string_custom_property("serving_config", serving_config.config_path(serving_dir))
 
-        registry_config = RegistryConfig.model_validate_json(exec_properties["registry"])
+        registry_config = RegistryOptions.from_parameter(exec_properties["registry"])
         if not registry_config.enabled:
             return
         span: Optional[int] = examples[0].span if examples else None
@@ -129,14 +126,12 @@ class VersionedPusher(base_component.BaseComponent):
     SPEC_CLASS = VersionedPusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(VersionedPusherExecutor)
 
-    def __init__(self, model, model_blessing, serving_dir: str, model_name: str = "textgen", keep_versions: int = 5,
-                 label: str = serving_config.STABLE_LABEL, batching_config: Optional[BatchingConfig] = None,
-                 registry_config: Optional[RegistryConfig] = None, registry_dir: str = "", examples=None):
+    def __init__(self, model, model_blessing, serving_dir: str, options: Optional[PusherOptions] = None,
+                 registry: Optional[RegistryOptions] = None, registry_dir: str = "", examples=None):
         super().__init__(VersionedPusherSpec(
             model=model, model_blessing=model_blessing, examples=examples,
             pushed_model=types.Channel(type=standard_artifacts.PushedModel),
-            serving_dir=serving_dir, model_name=model_name, keep_versions=keep_versions, label=label,
-            batching=(batching_config or BatchingConfig()).model_dump_json(),
-            registry=(registry_config or RegistryConfig()).model_dump_json(),
-            registry_dir=registry_dir,
+            options=(options or PusherOptions()).to_parameter(),
+            registry=(registry or RegistryOptions()).to_parameter(),
+            serving_dir=serving_dir, registry_dir=registry_dir,
         ))

@@ -230,7 +230,7 @@ class ModelRegistry:
     @classmethod
     def from_config(cls, registry_config, model_name: str, registry_dir: Optional[str],
                     create: bool = True) -> "ModelRegistry":
-        """The registry `registry_config` (a RegistryConfig) points at, credentials loaded.
+        """The registry `registry_config` (a RegistryOptions) points at, credentials loaded.
 
         With `create=False` an embedded store that does not exist yet is an error (LookupError)
         instead of a new empty store: commands that only change an existing registry (promote,

@@ -13,7 +13,6 @@ Which model is used follows `tokenizer.policy` (policy.py). The production model
 import json
 import logging
 import os
-import types as pytypes
 from typing import Any, Dict, List
 
 from tfx import types
@@ -22,6 +21,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.tokenizer import learn, model_file, policy, sample
+from components.pusher.options import RegistryOptions
 from components.tokenizer.options import TokenizerOptions
 
 log = logging.getLogger(__name__)
@@ -40,9 +40,9 @@ class TokenizerSpec(ComponentSpec):
     PARAMETERS = {
         "options": ExecutionParameter(type=str),  # TokenizerOptions as JSON
         "text_feature": ExecutionParameter(type=str),
-        # Where the production model is looked up (policy reuse/auto): RegistryConfig as JSON, the
+        # Where the production model is looked up (policy reuse/auto): RegistryOptions as JSON, the
         # registered model's serving name, and the embedded store's directory (empty on a cluster).
-        "registry_config": ExecutionParameter(type=str),
+        "registry": ExecutionParameter(type=str),
         "model_name": ExecutionParameter(type=str),
         "registry_dir": ExecutionParameter(type=str, optional=True),
     }
@@ -53,8 +53,7 @@ class TokenizerSpec(ComponentSpec):
 def _find_production(exec_properties: Dict[str, Any]):
     from components.pusher.registry import find_production_model
 
-    registry_config = pytypes.SimpleNamespace(**json.loads(exec_properties["registry_config"]))
-    return find_production_model(registry_config, exec_properties["model_name"],
+    return find_production_model(RegistryOptions.from_parameter(exec_properties["registry"]), exec_properties["model_name"],
                                  exec_properties.get("registry_dir") or None)
 
 
@@ -63,7 +62,7 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
 
     def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
            exec_properties: Dict[str, Any]) -> None:
-        options = TokenizerOptions.model_validate_json(exec_properties["options"])
+        options = TokenizerOptions.from_parameter(exec_properties["options"])
         output = artifact_utils.get_single_instance(output_dict["tokenizer"])
         choice = policy.choose(options.policy, options.pinned_model_file, lambda: _find_production(exec_properties))
         if choice.action == policy.LEARN:
@@ -107,12 +106,12 @@ class TokenizerComponent(base_beam_component.BaseBeamComponent):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TokenizerExecutor)
 
     def __init__(self, examples: types.BaseChannel, options: TokenizerOptions, text_feature: str,
-                 registry_config: str, model_name: str, registry_dir: str = ""):
+                 registry: RegistryOptions, model_name: str, registry_dir: str = ""):
         super().__init__(spec=TokenizerSpec(
             examples=examples,
-            options=options.model_dump_json(),
+            options=options.to_parameter(),
             text_feature=text_feature,
-            registry_config=registry_config,
+            registry=registry.to_parameter(),
             model_name=model_name,
             registry_dir=registry_dir,
             tokenizer=types.Channel(type=Tokenizer),

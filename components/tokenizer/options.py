@@ -1,18 +1,17 @@
 """Typed options of the Tokenizer stage (composed into the pipeline config as `tokenizer`)."""
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from components.options import Options
 from components.tokenizer.ids import MIN_VOCAB_SIZE
 
 Policy = Literal["auto", "learn", "reuse", "pinned"]
 Algorithm = Literal["bpe", "unigram"]
 
 
-class TokenizerOptions(BaseModel):
+class TokenizerOptions(Options):
     """Which SentencePiece model a run tokenizes with, and how a new one is learned."""
-
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     policy: Policy = Field(
         "auto",

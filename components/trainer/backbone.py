@@ -17,7 +17,8 @@ from typing import Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from pipeline.config import ModelConfig
+from components.trainer import keras_autograph  # noqa: F401  (keeps AutoGraph out of tf_keras)
+from components.trainer.options import ModelOptions
 
 _NEG_INF = -1e9  # additive mask value; finite so fully masked rows stay NaN-free
 
@@ -173,7 +174,7 @@ class DecoderBlock(keras.layers.Layer):
 class GPTBackbone(keras.Model):
     """Token ids [batch, length] -> float32 logits [batch, length, vocab_size] (length <= context_length)."""
 
-    def __init__(self, config: ModelConfig, vocab_size: int, **kwargs):
+    def __init__(self, config: ModelOptions, vocab_size: int, **kwargs):
         super().__init__(**kwargs)
         self.architecture = config
         self.context_length = config.context_length
@@ -246,7 +247,7 @@ class GPTBackbone(keras.Model):
         return self.logits(hidden), tuple(new_cache)
 
 
-def build_backbone(config: ModelConfig, vocab_size: int) -> GPTBackbone:
+def build_backbone(config: ModelOptions, vocab_size: int) -> GPTBackbone:
     """Creates the backbone and its weights (by calling it once on a dummy batch)."""
     model = GPTBackbone(config, vocab_size, name="gpt")
     model(tf.zeros([1, config.context_length], tf.int64))

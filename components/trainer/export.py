@@ -37,7 +37,7 @@ from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.ids import EOS_ID, PAD_ID
 from components.trainer import decoding, serving_requests, serving_weights
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
-from pipeline.config import GenerationConfig
+from components.trainer.options import GenerationOptions
 
 
 def _masked_token_nll(backbone, inputs: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
@@ -50,7 +50,7 @@ def _masked_token_nll(backbone, inputs: tf.Tensor, targets: tf.Tensor, mask: tf.
 class TextGenerationModule(tf.Module):
     """Holds the backbone, the transform layer and the generation defaults; defines signatures."""
 
-    def __init__(self, backbone, transform_output: tft.TFTransformOutput, generation: GenerationConfig):
+    def __init__(self, backbone, transform_output: tft.TFTransformOutput, generation: GenerationOptions):
         super().__init__(name="text_generation")
         self.backbone = backbone
         self.transform_layer = transform_output.transform_features_layer()
@@ -129,7 +129,7 @@ class TextGenerationModule(tf.Module):
 
 
 def export_serving_model(
-    backbone, transform_output: tft.TFTransformOutput, generation: GenerationConfig, export_dir: str
+    backbone, transform_output: tft.TFTransformOutput, generation: GenerationOptions, export_dir: str
 ) -> None:
     """Writes the SavedModel with the signatures described in the module docstring."""
     served = serving_weights.serving_backbone(backbone, generation.weight_quantization)

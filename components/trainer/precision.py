@@ -2,12 +2,12 @@
 
 `auto` precision is mixed_float16 on GPUs (with dynamic loss scaling) and mixed_bfloat16 on TPUs.
 On CPUs it is mixed_bfloat16 when the CPU multiplies bfloat16 natively (AMX-BF16 or
-AVX512-BF16, read from the CPU's feature flags), else float32: on the development CPU (Sapphire
-Rapids class, AMX) TensorFlow's oneDNN bfloat16 matmul measured about 10x its float32 matmul and
-the 10m trainer ran fastest in that configuration (benchmarks/README.md, "Training"); on a CPU
-without those units bfloat16 is emulated and gains nothing.
-`auto` XLA is on, except on a CPU under mixed_bfloat16: XLA's CPU backend does not use the
-oneDNN bfloat16 kernels, plain graph mode does (measured: same section).
+AVX512-BF16, read from the CPU's feature flags), else float32; on a CPU without those units
+bfloat16 is emulated and gains nothing.
+`auto` XLA is on, except on a CPU with AMX under mixed_bfloat16: there TensorFlow's oneDNN
+bfloat16 matmul uses the AMX tiles and XLA's CPU backend does not, so plain graph mode is faster;
+with AVX512-BF16 alone, XLA's fused step was the faster one. The measurements behind the rule are
+in benchmarks/README.md ("Training").
 The model is exported with the policy it was trained under, except mixed_bfloat16, whose serving
 copy computes in float32 (components/trainer/serving_weights.py).
 """
@@ -25,14 +25,26 @@ def accelerator_kind(strategy: tf.distribute.Strategy) -> str:
     return "gpu" if tf.config.list_physical_devices("GPU") else "cpu"
 
 
-def cpu_has_native_bfloat16(cpuinfo_path: str = "/proc/cpuinfo") -> bool:
-    """Whether this machine's CPU flags include AMX-BF16 or AVX512-BF16 (False when unreadable)."""
+CPUINFO = "/proc/cpuinfo"
+
+
+def cpu_flags(cpuinfo_path: str = CPUINFO) -> frozenset:
+    """The CPU feature flags Linux reports (empty when unreadable)."""
     try:
         with open(cpuinfo_path, encoding="utf-8") as handle:
-            flags = next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), [])
+            return frozenset(next((line.split(":", 1)[1].split() for line in handle if line.startswith("flags")), []))
     except OSError:
-        return False
-    return "amx_bf16" in flags or "avx512_bf16" in flags
+        return frozenset()
+
+
+def cpu_has_native_bfloat16(cpuinfo_path: str = CPUINFO) -> bool:
+    """Whether this machine's CPU flags include AMX-BF16 or AVX512-BF16."""
+    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags(cpuinfo_path))
+
+
+def cpu_has_amx(cpuinfo_path: str = CPUINFO) -> bool:
+    """Whether this machine's CPU has AMX bfloat16 tiles (oneDNN uses them; XLA's CPU backend does not)."""
+    return "amx_bf16" in cpu_flags(cpuinfo_path)
 
 
 def resolve_precision(precision: str, device: str) -> str:
@@ -44,11 +56,12 @@ def resolve_precision(precision: str, device: str) -> str:
     return {"gpu": "mixed_float16", "tpu": "mixed_bfloat16"}.get(device, "float32")
 
 
-def resolve_jit_compile(jit_compile: str, device: str = "gpu", policy_name: str = "float32") -> bool:
-    """Whether to XLA-compile the train step ('auto' = on, except on a CPU under mixed_bfloat16)."""
+def resolve_jit_compile(jit_compile: str, device: str = "gpu", policy_name: str = "float32",
+                        cpuinfo_path: str = CPUINFO) -> bool:
+    """Whether to XLA-compile the train step ('auto' = on, except on an AMX CPU under mixed_bfloat16)."""
     if jit_compile != "auto":
         return jit_compile == "on"
-    return not (device == "cpu" and policy_name == "mixed_bfloat16")
+    return not (device == "cpu" and policy_name == "mixed_bfloat16" and cpu_has_amx(cpuinfo_path))
 
 
 @contextlib.contextmanager

@@ -1,7 +1,7 @@
 """The TFX Trainer entry point (`run_fn`): train the backbone and export the serving model.
 
-`create_pipeline` passes the model, training and generation config sections in
-`custom_config`; this module rebuilds them with the same typed classes the CLI validated, picks
+`create_pipeline` passes the trainer's options in `custom_config`
+(`options.trainer_custom_config`); this module parses them with the same typed classes, picks
 the strategy, precision and XLA setting, and hands over to `loop.LanguageModelTrainer`.
 
 Outputs in the Trainer's ModelRun artifact (`fn_args.model_run_dir`): `checkpoints/` (resume
@@ -26,44 +26,41 @@ from components.trainer.precision import accelerator_kind, keras_policy, resolve
 from components.trainer.strategy import choose_strategy, cleanup_worker_dir, writable_dir
 from components.trainer.warm_start import warm_start_from
 from components.tokenizer import model_file
-from pipeline.config import GenerationConfig, ModelConfig, RegistryConfig, TFJobConfig, TrainingConfig
+from components.trainer.options import TrainerSettings, TrainingOptions, read_trainer_custom_config
 
 if TYPE_CHECKING:  # importing TFX costs ~1 minute; worker processes only need the attributes
     from tfx.components.trainer.fn_args_utils import FnArgs
 
 
-def _peak_flops(training: TrainingConfig, policy_name: str) -> float:
+def _peak_flops(training: TrainingOptions, policy_name: str) -> float:
     if training.peak_flops:
         return training.peak_flops
     dtype = {"mixed_bfloat16": tf.bfloat16, "mixed_float16": tf.float16}.get(policy_name, tf.float32)
     return measure_matmul_flops(dtype)
 
 
-def _launched_as_tfjob(fn_args: "FnArgs") -> bool:
+def _launched_as_tfjob(fn_args: "FnArgs", settings: TrainerSettings) -> bool:
     """With `kubeflow.tfjob.enabled`, runs the training as a TFJob (see tfjob.py) and returns True.
 
     Inside a TFJob replica (or when disabled) returns False, and this process trains itself.
     """
-    settings = fn_args.custom_config.get("tfjob") or {}
-    if not settings.get("config", {}).get("enabled") or tfjob.running_in_replica():
+    if not settings.tfjob.enabled or tfjob.running_in_replica():
         return False
     # One TFJob per Trainer execution: the model run directory is unique to the execution.
     job_name = "textgen-train-" + hashlib.sha1(fn_args.model_run_dir.encode("utf-8")).hexdigest()[:12]
-    tfjob.launch(fn_args, TFJobConfig(**settings["config"]), settings["image"], settings["namespace"], job_name)
+    tfjob.launch(fn_args, settings.tfjob, settings.tfjob.image, settings.tfjob_namespace, job_name)
     return True
 
 
-def _warm_start_model(fn_args: "FnArgs") -> str:
+def _warm_start_model(settings: TrainerSettings) -> str:
     """The SavedModel to warm-start from: the registry's production model, or "" when none.
 
     Looked up at run time (no ML Metadata resolver), the same way on every runner; the pipeline
-    passes where the registry is in `custom_config["registry"]`.
+    passes where the registry is in the settings.
     """
     from components.pusher.registry import find_production_model
 
-    settings = fn_args.custom_config.get("registry") or {}
-    production = find_production_model(RegistryConfig(**settings.get("config", {})), settings.get("model_name", ""),
-                                       settings.get("registry_dir") or None)
+    production = find_production_model(settings.registry, settings.model_name, settings.registry_dir or None)
     if production is None:
         logging.info("Not warm-starting: no model is registered as production yet")
         return ""
@@ -74,11 +71,10 @@ def _warm_start_model(fn_args: "FnArgs") -> str:
 
 def run_fn(fn_args: "FnArgs") -> None:
     """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
-    if _launched_as_tfjob(fn_args):
+    trainer_settings = read_trainer_custom_config(fn_args.custom_config)
+    if _launched_as_tfjob(fn_args, trainer_settings):
         return
-    model_config = ModelConfig(**fn_args.custom_config["model"])
-    training = TrainingConfig(**fn_args.custom_config["training"])
-    generation = GenerationConfig(**fn_args.custom_config["generation"])
+    model_config, training, generation = trainer_settings.model, trainer_settings.training, trainer_settings.generation
     # First: MultiWorkerMirroredStrategy must configure collectives before TensorFlow runs any op.
     strategy = choose_strategy(training.distribution, training.tpu)
     keras.utils.set_random_seed(training.seed)
@@ -140,7 +136,7 @@ def run_fn(fn_args: "FnArgs") -> None:
         with strategy.scope():
             backbone = build_backbone(model_config, vocab_size)
             optimizer = task.make_optimizer(training, policy_name)
-        base_model = _warm_start_model(fn_args) if training.warm_start else ""
+        base_model = _warm_start_model(trainer_settings) if training.warm_start else ""
         if base_model:
             warm_start_from(backbone, base_model, tokenizer.sha256)
         trainer = LanguageModelTrainer(

@@ -54,7 +54,7 @@ def run_request(loaded_model, request: predict_pb2.PredictRequest) -> Dict[str, 
 def warmup_requests(generation, model_name: str = "textgen") -> list:
     """The requests replayed at load: serving_default at batch 1 and 8, sampled `generate`, `score`.
 
-    `generation` is the GenerationConfig whose defaults the export uses; batch 1 and 8 cover the
+    `generation` is the GenerationOptions whose defaults the export uses; batch 1 and 8 cover the
     batch buckets most clients hit.
     """
     prompt = "Hello"

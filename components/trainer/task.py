@@ -1,10 +1,10 @@
 """The language-modelling task's optimiser: AdamW with warm-up and cosine decay."""
 import tf_keras as keras
 
-from pipeline.config import TrainingConfig
+from components.trainer.options import TrainingOptions
 
 
-def learning_rate_schedule(config: TrainingConfig) -> keras.optimizers.schedules.LearningRateSchedule:
+def learning_rate_schedule(config: TrainingOptions) -> keras.optimizers.schedules.LearningRateSchedule:
     """Linear warm-up to `learning_rate`, then cosine decay to 10% of it at `train_steps`."""
     warmup = min(config.warmup_steps, config.train_steps - 1)
     return keras.optimizers.schedules.CosineDecay(
@@ -16,7 +16,7 @@ def learning_rate_schedule(config: TrainingConfig) -> keras.optimizers.schedules
     )
 
 
-def make_optimizer(config: TrainingConfig, policy_name: str) -> keras.optimizers.Optimizer:
+def make_optimizer(config: TrainingOptions, policy_name: str) -> keras.optimizers.Optimizer:
     """AdamW with decoupled weight decay (not applied to norms and biases).
 
     Under mixed_float16 it is wrapped in a dynamic LossScaleOptimizer. Gradient clipping happens in

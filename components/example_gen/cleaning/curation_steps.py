@@ -1,11 +1,13 @@
-"""The per-document curation filters as one Beam DoFn: language identification (and the keep
-list), quality rules, decontamination against the evaluation suites, and the toxicity filter.
+"""The curation filters as Beam DoFns: `CurateEachDocument` (language identification and the keep
+list, quality rules, decontamination against the evaluation suites) per document, and
+`RemoveToxicDocuments`, the toxicity filter, per batch of documents (the classifier's fixed cost
+per call dominates when it is called one document at a time).
 
 Every removal emits a `removed:<rule>` event, and the removed document itself goes to the
 REMOVED_TAG output, from which a few per rule are kept in the quarantine for review. Every
 document also emits `languages:<code>`, so the report has the language mix of what was read.
 """
-from typing import Iterator
+from typing import Iterator, List
 
 import apache_beam as beam
 
@@ -32,12 +34,6 @@ class CurateEachDocument(beam.DoFn):
         self._suite = suite
         self._keep = frozenset(options.languages)
 
-    def setup(self):
-        if self._options.toxicity_threshold:
-            from components.toxicity_model import toxicity_probabilities
-
-            self._toxicity = toxicity_probabilities
-
     def process(self, document: Document) -> Iterator:
         options = self._options
         if options.language_id:
@@ -52,8 +48,32 @@ class CurateEachDocument(beam.DoFn):
             yield from removed(f"quality_{rule}", document)
         elif decontamination.is_contaminated(document.text, self._suite):
             yield from removed("eval_contamination", document)
-        elif (options.toxicity_threshold and document.language in ("en", "")
-              and self._toxicity([document.text])[0] >= options.toxicity_threshold):
-            yield from removed("toxic", document)
         else:
             yield document
+
+
+def is_english_or_unknown(document: Document) -> bool:
+    """Whether the (English) toxicity classifier applies: English, or language ID is off."""
+    return document.language in ("en", "")
+
+
+class RemoveToxicDocuments(beam.DoFn):
+    """Drops English documents the toxicity classifier scores at or above `threshold`; takes
+    batches of documents (`beam.BatchElements`) and scores each batch in one call."""
+
+    def __init__(self, threshold: float):
+        self._threshold = threshold
+
+    def setup(self):
+        from components.toxicity_model import toxicity_probabilities
+
+        self._toxicity = toxicity_probabilities
+
+    def process(self, batch: List[Document]) -> Iterator:
+        scored = [document for document in batch if is_english_or_unknown(document)]
+        scores = dict(zip((id(document) for document in scored), self._toxicity([d.text for d in scored])))
+        for document in batch:
+            if scores.get(id(document), 0.0) >= self._threshold:
+                yield from removed("toxic", document)
+            else:
+                yield document

@@ -8,12 +8,16 @@ from typing import Tuple
 import apache_beam as beam
 
 from components.example_gen.cleaning import decontamination, quality
-from components.example_gen.cleaning.curation_steps import REMOVED_TAG, CurateEachDocument
+from components.example_gen.cleaning.curation_steps import REMOVED_TAG, CurateEachDocument, RemoveToxicDocuments
 from components.example_gen.cleaning.document_steps import CleanEachDocument
 from components.example_gen.cleaning.events import EVENTS_TAG
 from components.example_gen.cleaning.exact_dedup import RemoveExactDuplicates
 from components.example_gen.cleaning.near_dedup import RemoveNearDuplicates
 from components.example_gen.options import CleaningOptions
+
+
+# Documents per toxicity classifier call (Beam adapts the size between these to the call's cost).
+TOXICITY_MIN_BATCH, TOXICITY_MAX_BATCH = 16, 512
 
 
 def enabled_removal_rules(options: CleaningOptions) -> Tuple[str, ...]:
@@ -58,9 +62,20 @@ class CleanDocuments(beam.PTransform):
             EVENTS_TAG, main="documents")
         curated = cleaned.documents | "Curate" >> beam.ParDo(CurateEachDocument(self._options, self._suite)).with_outputs(
             EVENTS_TAG, REMOVED_TAG, main="documents")
-        documents, events = curated.documents, [cleaned[EVENTS_TAG], curated[EVENTS_TAG]]
+        documents, events, removed = curated.documents, [cleaned[EVENTS_TAG], curated[EVENTS_TAG]], [curated[REMOVED_TAG]]
+        if self._options.toxicity_threshold:
+            screened = (
+                documents
+                | "BatchForToxicity" >> beam.BatchElements(min_batch_size=TOXICITY_MIN_BATCH, max_batch_size=TOXICITY_MAX_BATCH)
+                | "RemoveToxic" >> beam.ParDo(RemoveToxicDocuments(self._options.toxicity_threshold)).with_outputs(
+                    EVENTS_TAG, REMOVED_TAG, main="documents")
+            )
+            documents = screened.documents
+            events.append(screened[EVENTS_TAG])
+            removed.append(screened[REMOVED_TAG])
         samples = (
-            curated[REMOVED_TAG]
+            tuple(removed)
+            | "AllRemoved" >> beam.Flatten()
             | "FirstRemovedPerRule" >> beam.combiners.Top.PerKey(
                 self._options.removed_samples_per_rule, key=lambda document: document.sort_key(), reverse=True)
             | "RemovedSamples" >> beam.FlatMap(_first_by_position)

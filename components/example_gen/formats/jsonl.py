@@ -38,7 +38,7 @@ def parse_jsonl_lines(lines: Iterator[Line], source: str, options: ReadOptions) 
             yield Rejection(MALFORMED_RECORD, source, line.number, sample, line.size,
                             f"expected a JSON object, got {type(record).__name__}")
             continue
-        outcome = record_to_outcome(record, options.text_field, source, line.number, line.data, options)
+        outcome = record_to_outcome(record, options.jsonl_text_field, source, line.number, line.data, options)
         if line_repairs and isinstance(outcome, Document):
             outcome = outcome._replace(repairs=tuple(sorted(set(outcome.repairs) | set(line_repairs))))
         yield outcome

@@ -80,7 +80,7 @@ def _example_to_outcome(raw: bytes, source: str, number: int, options: ReadOptio
             if text is None:
                 return Rejection(INVALID_UTF8, source, number, sample, len(raw), f"feature '{name}' is not valid UTF-8")
             fields[name] = text
-            if name == options.text_field:
+            if name == options.jsonl_text_field:
                 repairs = repairs_of_field
-    outcome = record_to_outcome(fields, options.text_field, source, number, raw, options)
+    outcome = record_to_outcome(fields, options.jsonl_text_field, source, number, raw, options)
     return outcome._replace(repairs=repairs) if repairs and isinstance(outcome, Document) else outcome

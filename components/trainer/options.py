@@ -1,0 +1,168 @@
+"""Typed options of the Trainer stage: the model's shape, training, the exported generate
+signature's defaults and distributed training as a TFJob (composed into the pipeline config as
+`model`, `training`, `generation` and `kubeflow.tfjob`)."""
+from typing import Any, Dict, Literal, NamedTuple, Optional
+
+from pydantic import Field, model_validator
+
+from components.options import Options
+from components.pusher.options import RegistryOptions
+from components.resources import bundled
+
+# Named model shapes: (num_layers, num_heads, model_dim, mlp_dim, context_length). "small" is the
+# default the bundled corpus trains in minutes on a laptop CPU; "10m" is the benchmark shape;
+# "gpt2-124m" is GPT-2 small's shape (124M parameters with its 50,257-token vocabulary).
+MODEL_PRESETS: Dict[str, Dict[str, int]] = {
+    "tiny": dict(num_layers=1, num_heads=2, model_dim=32, mlp_dim=64, context_length=32),
+    "small": dict(num_layers=2, num_heads=4, model_dim=128, mlp_dim=512, context_length=128),
+    "10m": dict(num_layers=6, num_heads=6, model_dim=384, mlp_dim=1536, context_length=256),
+    "gpt2-124m": dict(num_layers=12, num_heads=12, model_dim=768, mlp_dim=3072, context_length=1024),
+}
+
+
+class ModelOptions(Options):
+    """Shape of the decoder-only Transformer: a named preset, any dimension overridable."""
+
+    preset: Literal["tiny", "small", "10m", "gpt2-124m"] = Field(
+        "small", description="Named shape; dimensions given explicitly override the preset's."
+    )
+    num_layers: int = Field(MODEL_PRESETS["small"]["num_layers"], ge=1)
+    num_heads: int = Field(MODEL_PRESETS["small"]["num_heads"], ge=1)
+    model_dim: int = Field(MODEL_PRESETS["small"]["model_dim"], ge=8)
+    mlp_dim: int = Field(MODEL_PRESETS["small"]["mlp_dim"], ge=8)
+    context_length: int = Field(
+        MODEL_PRESETS["small"]["context_length"], ge=8, description="Tokens per training block and the model's maximum context."
+    )
+    position_encoding: Literal["learned", "rotary"] = Field(
+        "learned", description="Learned absolute position embeddings, or rotary embeddings applied to queries and keys."
+    )
+    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_preset(cls, values: Any) -> Any:
+        if isinstance(values, dict):
+            preset = MODEL_PRESETS.get(values.get("preset", "small"), {})
+            values = {**preset, **values}
+        return values
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> "ModelOptions":
+        if self.model_dim % self.num_heads:
+            raise ValueError(f"model.model_dim ({self.model_dim}) must be divisible by model.num_heads ({self.num_heads})")
+        if self.position_encoding == "rotary" and (self.model_dim // self.num_heads) % 2:
+            raise ValueError("rotary positions need an even head size (model.model_dim / model.num_heads)")
+        return self
+
+
+class TrainingOptions(Options):
+    """Optimisation, speed, distribution and checkpoint settings for the Trainer's run_fn."""
+
+    train_steps: int = Field(300, ge=1, description="Optimizer steps in total (a resumed run finishes the remainder).")
+    batch_size: int = Field(32, ge=1, description="Sequences per global batch (across all replicas and micro-batches).")
+    global_batch_tokens: Optional[int] = Field(
+        None, ge=8, description="Tokens per global batch; when set, replaces batch_size (must be a multiple of the context length)."
+    )
+    gradient_accumulation_steps: int = Field(
+        1, ge=1, description="Micro-batches per optimizer step; the global batch is split into this many."
+    )
+    learning_rate: float = Field(3e-3, gt=0.0)
+    warmup_steps: int = Field(30, ge=0)
+    weight_decay: float = Field(0.01, ge=0.0)
+    clip_norm: float = Field(1.0, gt=0.0, description="Global gradient-norm clipping threshold.")
+    shuffle_buffer: int = Field(2048, ge=1)
+    seed: int = 42
+    precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = Field(
+        "auto", description="Keras mixed-precision policy; auto = mixed_float16 on GPU, mixed_bfloat16 on TPU and on a CPU "
+                            "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/precision.py)."
+    )
+    jit_compile: Literal["auto", "on", "off"] = Field(
+        "auto", description="Compile the forward/backward step with XLA; auto = on, except on an AMX CPU under "
+                            "mixed_bfloat16 (XLA's CPU backend does not use the AMX kernels; precision.py)."
+    )
+    steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
+    distribution: Literal["auto", "default", "mirrored", "multi_worker", "tpu"] = Field(
+        "auto", description="tf.distribute strategy; auto picks TPU, multi-worker (TF_CONFIG), mirrored (>1 GPU) or default."
+    )
+    tpu: str = Field("", description="TPU name or grpc:// address for TPUStrategy (empty: the TPU_NAME environment variable or local).")
+    log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
+    eval_batches: int = Field(8, ge=0, description="Eval-split batches measured at each progress line (0 disables).")
+    checkpoint_every: int = Field(100, ge=1, description="Steps between checkpoints in the ModelRun directory (resume points).")
+    warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
+    peak_flops: Optional[float] = Field(
+        None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
+    )
+
+    def resolved_batch_size(self, context_length: int) -> int:
+        """Sequences per global batch, from global_batch_tokens when set."""
+        if self.global_batch_tokens is None:
+            return self.batch_size
+        if self.global_batch_tokens % context_length:
+            raise ValueError(
+                f"training.global_batch_tokens ({self.global_batch_tokens}) must be a multiple of model.context_length ({context_length})"
+            )
+        return self.global_batch_tokens // context_length
+
+
+class GenerationOptions(Options):
+    """Defaults of the exported `generate` signature and of the run's sample generations."""
+
+    max_new_tokens: int = Field(160, ge=1)
+    temperature: float = Field(0.8, ge=0.0, description="0 means greedy decoding.")
+    top_k: int = Field(20, ge=0, description="0 disables top-k filtering.")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass; 1.0 disables top-p filtering.")
+    jit_compile: bool = Field(
+        False,
+        description="Compile the exported decoding loop with XLA (TF Serving then needs --xla_cpu_compilation_enabled=true on CPU).",
+    )
+    weight_quantization: Literal["none", "int8"] = Field(
+        "none",
+        description="Weights of the exported model: none (float) or int8 (per-output-channel scales, dequantized in the matmul with core ops; stock TF Serving loads it).",
+    )
+    prompts_file: str = Field(bundled("data/prompts.txt"), description="Sample prompts printed after a local run.")
+    num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
+
+
+class TFJobOptions(Options):
+    """Distributed training as a Kubeflow Training Operator TFJob (chief + workers, TF_CONFIG set by the operator)."""
+
+    enabled: bool = Field(False, description="Launch the Trainer's training as a TFJob instead of in the Trainer's pod.")
+    workers: int = Field(2, ge=0, description="Worker replicas besides the chief.")
+    image: str = Field("", description="Replica image; empty = kubeflow.image.")
+    cpu: str = Field("4", description="CPU request/limit per replica.")
+    memory: str = Field("16Gi", description="Memory request/limit per replica.")
+    gpus: int = Field(0, ge=0, description="nvidia.com/gpu per replica.")
+    service_account: str = Field("", description="Kubernetes service account of the replicas (object-store access).")
+    poll_seconds: float = Field(10.0, gt=0)
+    timeout_seconds: float = Field(24 * 3600.0, gt=0, description="Fail the Trainer if the TFJob has not finished by then.")
+
+
+class TrainerSettings(NamedTuple):
+    """Everything the Trainer's run_fn reads from TFX's `custom_config` (`trainer_custom_config`)."""
+
+    model: ModelOptions
+    training: TrainingOptions
+    generation: GenerationOptions
+    registry: RegistryOptions  # where the production model (warm start) is looked up ...
+    model_name: str  # ... under this registered serving name ...
+    registry_dir: str  # ... in this embedded store ("" where the registry is a server)
+    tfjob: TFJobOptions  # its `image` already resolved against kubeflow.image
+    tfjob_namespace: str
+
+
+def trainer_custom_config(settings: TrainerSettings) -> Dict[str, Any]:
+    """The stock Trainer's `custom_config`: each options object as its JSON text, locations as strings."""
+    return {name: value.to_parameter() if isinstance(value, Options) else value
+            for name, value in settings._asdict().items()}
+
+
+def read_trainer_custom_config(custom_config: Dict[str, Any]) -> TrainerSettings:
+    """Parses `trainer_custom_config`'s dict with the same option classes."""
+    values = {}
+    for name, kind in TrainerSettings.__annotations__.items():
+        raw = custom_config.get(name)
+        if isinstance(kind, type) and issubclass(kind, Options):
+            values[name] = kind.from_parameter(raw) if raw else kind()
+        else:
+            values[name] = raw or ""
+    return TrainerSettings(**values)

@@ -1,0 +1,124 @@
+"""Where a run reads and writes: the one definition of the output layout.
+
+`OutputLayout` names everything a local run keeps under its output root. `PipelinePaths` is what
+`create_pipeline` needs from any runner; `PipelinePaths.local` fills it from the output layout,
+`PipelinePaths.kubeflow` from the cluster settings (`kubeflow.*`), with the same relative names.
+
+    <output_root>/
+      pipeline/              TFX pipeline root: every component's artifacts
+      metadata.sqlite        ML Metadata
+      serving/               TF Serving base path: <version>/, models.config, batching_parameters
+      registry/              the embedded MLflow model registry (mlflow.db and its artifacts)
+      state/drift_baseline/  the data gate's drift baseline (unless data_gate.state_uri is set)
+      last_run.json          the summary of the latest run
+"""
+import os
+from dataclasses import dataclass
+
+from components.resources import resolve
+
+SCHEMA_FILE = "schema.pbtxt"  # curated schema of the raw data, in the config's schema_dir
+TRANSFORMED_SCHEMA_FILE = "transformed_schema.pbtxt"  # curated schema of the token data
+DRIFT_STATE_DIR = "state/drift_baseline"  # under the output root (local) or the pipeline root (Kubeflow)
+
+
+@dataclass(frozen=True)
+class OutputLayout:
+    """The paths of a local run under `output_root` (see the module docstring)."""
+
+    output_root: str
+
+    def _path(self, *parts: str) -> str:
+        return os.path.join(self.output_root, *parts)
+
+    @property
+    def pipeline_root(self) -> str:
+        return self._path("pipeline")
+
+    @property
+    def metadata_path(self) -> str:
+        return self._path("metadata.sqlite")
+
+    @property
+    def serving_dir(self) -> str:
+        return self._path("serving")
+
+    @property
+    def registry_dir(self) -> str:
+        """The embedded MLflow registry: `mlflow.db` (SQLite) and its artifact store."""
+        return self._path("registry")
+
+    @property
+    def drift_state_dir(self) -> str:
+        """The drift baseline's default location (`data_gate.state_uri` replaces it when set)."""
+        return self._path(*DRIFT_STATE_DIR.split("/"))
+
+    @property
+    def summary_path(self) -> str:
+        return self._path("last_run.json")
+
+
+def schema_files(schema_dir: str):
+    """(raw data schema, token data schema) in a curated schema directory (may be `bundled:`)."""
+    return os.path.join(schema_dir, SCHEMA_FILE), os.path.join(schema_dir, TRANSFORMED_SCHEMA_FILE)
+
+
+@dataclass(frozen=True)
+class PipelinePaths:
+    """Where a particular runner's pipeline reads and writes."""
+
+    pipeline_root: str
+    data_root: str
+    schema_file: str
+    transformed_schema_file: str
+    serving_dir: str
+    # Where the drift baseline is kept (components/data_gate/accepted_statistics.py).
+    drift_state_uri: str
+    # The embedded model registry's directory; empty where the registry is a server (Kubeflow).
+    registry_dir: str = ""
+    # TFX's fingerprint of the corpus files the span pattern selects, taken when the pipeline is
+    # built; as an ExampleGen parameter it makes TFX's cache reuse ExampleGen exactly when those
+    # files are unchanged. The local runner takes it; on Kubeflow the pipeline is compiled once and
+    # runs on later data, so it stays empty and ExampleGen always runs (its executor resolves the
+    # span either way).
+    corpus_fingerprint: str = ""
+
+    @classmethod
+    def local(cls, config) -> "PipelinePaths":
+        """Absolute local paths for a `PipelineConfig`, from its output layout. The curated schemas
+        stay `bundled:` references (resolved by the schema importer wherever it runs)."""
+        from components.example_gen.component import fingerprint_corpus
+
+        def local_path(path: str) -> str:
+            return path if "://" in path else os.path.abspath(path)
+
+        layout = config.layout
+        data_root = local_path(resolve(config.data_root))
+        schema_file, transformed_schema_file = schema_files(config.schema_dir)
+        return cls(
+            pipeline_root=os.path.abspath(layout.pipeline_root),
+            data_root=data_root,
+            schema_file=schema_file,
+            transformed_schema_file=transformed_schema_file,
+            serving_dir=os.path.abspath(layout.serving_dir),
+            drift_state_uri=local_path(config.data_gate.state_uri or layout.drift_state_dir),
+            registry_dir=os.path.abspath(layout.registry_dir),
+            corpus_fingerprint=fingerprint_corpus(data_root, config.example_gen),
+        )
+
+    @classmethod
+    def kubeflow(cls, config) -> "PipelinePaths":
+        """Cluster-side paths for a `PipelineConfig`: object-store roots from its `kubeflow` section,
+        the drift baseline under the pipeline root; schemas as `bundled:` references that the image
+        resolves inside its installed package. No registry directory: the cluster's registry is a
+        server (MLFLOW_TRACKING_URI)."""
+        schema_file, transformed_schema_file = schema_files(config.schema_dir)
+        root = config.kubeflow.pipeline_root.rstrip("/")
+        return cls(
+            pipeline_root=config.kubeflow.pipeline_root,
+            data_root=config.kubeflow.data_root,
+            schema_file=schema_file,
+            transformed_schema_file=transformed_schema_file,
+            serving_dir=config.kubeflow.serving_dir,
+            drift_state_uri=config.data_gate.state_uri or f"{root}/{DRIFT_STATE_DIR}",
+        )
