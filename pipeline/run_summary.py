@@ -1,4 +1,5 @@
-"""Builds the machine-readable summary of the latest pipeline run from ML Metadata.
+"""The summary of the latest pipeline run: built from ML Metadata, written as `last_run.json`,
+and put in plain words for the terminal (`report_lines`).
 
 Everything in `last_run.json` comes from what the components recorded in MLMD (execution
 states, output artifacts and their custom properties), so the summary reports what happened,
@@ -195,3 +196,67 @@ def write_summary(summary: Dict[str, Any], path: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
+
+
+def _distribution_check_lines(checks: Optional[Dict[str, Any]]) -> List[str]:
+    """One line per drift/skew check: what it compared and the largest divergence, or why skipped."""
+    if not checks:
+        return []
+    lines = []
+    compared = {"drift": f"this span vs accepted span {checks.get('drift_baseline_span')}", "skew": "train vs eval"}
+    for check, description in compared.items():
+        if check in checks["skipped"]:
+            lines.append(f"{check} check skipped: {checks['skipped'][check]}")
+            continue
+        measured = [m for m in checks["measurements"] if m["check"] == check]
+        if measured:
+            worst = max(measured, key=lambda m: m["divergence"] / m["threshold"] if m["threshold"] else m["divergence"])
+            over = sum(m["divergence"] > m["threshold"] for m in measured)
+            lines.append(f"{check} check ({description}): {len(measured)} features compared, {over} over threshold; "
+                         f"largest Jensen-Shannon divergence {worst['divergence']:.3f} on {worst['feature']} "
+                         f"(threshold {worst['threshold']})")
+    return lines
+
+
+def _push_lines(summary: Dict[str, Any]) -> List[str]:
+    """Where the model was pushed and registered, or why not; nothing for a partial run."""
+    push = summary["push"]
+    if "Pusher" not in summary["components"]:
+        return []  # a partial run (`textgen validate`) has nothing to push
+    if not push["pushed"]:
+        return [f"nothing pushed: {push['reason']}"]
+    lines = [f"pushed model: {push['path']} (version {push['version']})"]
+    if push.get("registered_version") is not None:
+        lines.append(f"registered: {push['registered_model']} version {push['registered_version']} in {push['registry_uri']}")
+    return lines
+
+
+def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
+    """The run report the CLI prints after `run` and `validate`, from a summary as written to
+    `summary_path` (`last_run.json`). Printed one per line; a sample's prompt or continuation may
+    itself span several lines."""
+    lines = ["", "=== textgen run summary ===", f"run id: {summary['run_id']}"]
+    lines += [f"  {node:<28} {status}" for node, status in summary["components"].items()]
+    if summary.get("data_quality"):
+        from components.example_gen.ingest_report import summary_lines  # imports Beam: only when there is a report
+
+        spans = summary["data_quality"].get("spans") or [summary["data_quality"].get("span")]
+        lines.append(f"data quality (span{'s' if len(spans) > 1 else ''} {', '.join(map(str, spans))}):")
+        lines += [f"  {line}" for line in summary_lines(summary["data_quality"])]
+    lines += _distribution_check_lines(summary.get("distribution_checks"))
+    lines += [f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
+              f"{anomaly['short_description']} - {anomaly['description']}" for anomaly in summary["anomalies"]]
+    blessing = summary.get("blessing")
+    if blessing:
+        lines.append(f"evaluation: {'BLESSED' if blessing['blessed'] else 'NOT BLESSED'} ({blessing['reason']})")
+        lines += [f"  gate {gate['name']:<30} {gate['verdict']:<8} {gate['reason']}" for gate in blessing.get("gates", [])]
+    lines += _push_lines(summary)
+    if summary.get("error"):
+        lines.append(f"error: {summary['error']}")
+    for sample in summary.get("samples", []):
+        lines += ["", "--- prompt ---", sample["prompt"], "--- continuation ---", sample["continuation"]]
+    lines.append("")
+    if blessing and blessing.get("report"):
+        lines.append(f"evaluation report: {blessing['report']}")
+    lines.append(f"summary written to {summary_path}")
+    return lines

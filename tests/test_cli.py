@@ -1,7 +1,22 @@
-"""The `textgen` command line: documented options and clear configuration errors."""
+"""The `textgen` command line: documented options and exit codes, and expected failures reported
+as one line on stderr (no traceback, no echoed secret) that change nothing."""
+import os
+import re
+
 import pytest
 
-from pipeline.cli import EXIT_USAGE, build_parser, main
+from pipeline import errors
+from pipeline.cli import EXIT_FAILED, EXIT_USAGE, build_parser, main
+from pipeline.config import PROJECT_ROOT, ConfigError
+from tests.pusher_fixtures import fake_saved_model
+
+
+def _one_line_error(capsys) -> str:
+    """The command's stderr, checked to be exactly one `textgen: ...` line."""
+    err = capsys.readouterr().err
+    assert err.startswith("textgen: ") and err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
 
 
 def test_run_help_documents_every_flag_and_config_key(capsys):
@@ -13,36 +28,142 @@ def test_run_help_documents_every_flag_and_config_key(capsys):
     assert "training.train_steps" in text and "evaluator.max_perplexity" in text
 
 
+def test_help_and_readme_document_every_exit_code(capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--help"])
+    help_text = capsys.readouterr().out
+    with open(os.path.join(PROJECT_ROOT, "README.md"), encoding="utf-8") as handle:
+        readme_codes = {int(code) for code in re.findall(r"^\| (\d+) \|", handle.read(), re.MULTILINE)}
+    for code, _ in errors.EXIT_CODES:
+        assert re.search(rf"^  {code} ", help_text, re.MULTILINE), code
+    assert readme_codes == {code for code, _ in errors.EXIT_CODES}
+
+
+def test_a_usage_error_exits_64_not_the_data_gates_2(capsys):
+    with pytest.raises(SystemExit) as exited:
+        main(["rollback", "--to", "three"])
+    assert exited.value.code == EXIT_USAGE
+    assert "invalid int value: 'three'" in capsys.readouterr().err
+
+
+# --- the error mapping ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("exc,code,line", [
+    (ConfigError("invalid configuration (x.yaml):\n  unknown key 'a.b'\n  c.d: bad"), EXIT_USAGE,
+     "invalid configuration (x.yaml): unknown key 'a.b'; c.d: bad"),
+    (FileNotFoundError("spec.yaml does not exist; run `textgen compile` first"), EXIT_FAILED,
+     "spec.yaml does not exist; run `textgen compile` first"),
+    (FileNotFoundError(2, "No such file or directory", "/no/such"), EXIT_FAILED, "/no/such: No such file or directory"),
+    (NotADirectoryError(20, "Not a directory", "/etc/hostname/x"), EXIT_FAILED, "/etc/hostname/x: Not a directory"),
+    (errors.Refused("no complete pushed version 7"), EXIT_FAILED, "no complete pushed version 7"),
+    (errors.UsageError("'0 2 * * *' has 5 fields"), EXIT_USAGE, "'0 2 * * *' has 5 fields"),
+    (errors.CommandError("cannot reach https://alice:hunter2@kfp.example"), EXIT_FAILED,
+     "cannot reach https://***@kfp.example"),
+])
+def test_each_expected_failure_is_one_redacted_line_with_its_exit_code(exc, code, line, capsys):
+    assert errors.report(exc) == code
+    assert capsys.readouterr().err == f"textgen: {line}\n"
+
+
+@pytest.mark.parametrize("exc", [ValueError("x"), KeyError("x"), RuntimeError("x"), OSError("disk on fire")])
+def test_an_unexpected_error_is_not_mapped(exc, capsys):
+    assert errors.report(exc) is None
+    assert capsys.readouterr().err == ""
+
+
+def test_an_unexpected_error_keeps_its_traceback(monkeypatch):
+    from pipeline import commands
+
+    def broken(args):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(commands, "options", broken)
+    with pytest.raises(RuntimeError, match="a bug"):
+        main(["options"])
+
+
+# --- expected failures of each command, end to end -------------------------------------------------
+
 def test_unknown_config_key_exits_with_a_usage_error(capsys):
     assert main(["run", "--set", "training.stepz=3"]) == EXIT_USAGE
-    assert "unknown key 'training.stepz'" in capsys.readouterr().err
+    assert "unknown key 'training.stepz'" in _one_line_error(capsys)
 
 
-def test_generate_rejects_a_path_without_a_model(tmp_path):
-    with pytest.raises(FileNotFoundError, match="neither a SavedModel"):
-        main(["generate", "--model", str(tmp_path), "hello"])
+def test_a_refused_config_value_never_echoes_a_password(capsys):
+    assert main(["compile", "--set", "registry.tracking_uri=http://alice:hunter2@mlflow.example"]) == EXIT_USAGE
+    message = _one_line_error(capsys)
+    assert "must not embed credentials" in message and "http://***@mlflow.example" in message
+    assert "hunter2" not in message and "alice" not in message
 
 
-def test_generate_resolves_a_version_number_under_the_serving_dir(tmp_path):
+def test_an_override_that_is_not_yaml_never_echoes_a_password(capsys):
+    assert main(["compile", "--set", "registry.tracking_uri=[http://alice:hunter2@mlflow.example"]) == EXIT_USAGE
+    message = _one_line_error(capsys)
+    assert "a --set value is not valid YAML: while parsing a flow sequence; expected ',' or ']'" in message
+    assert "hunter2" not in message and "alice" not in message
+
+
+def test_run_on_a_missing_data_root_refuses_before_creating_anything(tmp_path, capsys):
+    output_root = tmp_path / "out"
+    assert main(["run", "--data-root", str(tmp_path / "no-corpus"), "--output-root", str(output_root)]) == EXIT_FAILED
+    assert f"data root {tmp_path / 'no-corpus'} is not a directory" in _one_line_error(capsys)
+    assert not output_root.exists()
+
+
+def test_generate_rejects_a_path_without_a_model(tmp_path, capsys):
+    assert main(["generate", "--model", str(tmp_path), "hello"]) == EXIT_FAILED
+    assert "is neither a SavedModel directory nor a serving directory" in _one_line_error(capsys)
+
+
+def test_generate_resolves_a_version_number_under_the_serving_dir(tmp_path, capsys):
     from pipeline.samples import resolve_model_dir
 
     serving = tmp_path / "serving"
     (serving / "2").mkdir(parents=True)
     (serving / "2" / "saved_model.pb").write_bytes(b"")
     assert resolve_model_dir("2", str(serving)) == str(serving / "2")
-    with pytest.raises(FileNotFoundError, match="no pushed model version 7"):
-        main(["generate", "--model", "7", "--output-root", str(tmp_path), "hello"])
+    assert main(["generate", "--model", "7", "--output-root", str(tmp_path), "hello"]) == EXIT_FAILED
+    assert "no pushed model version 7" in _one_line_error(capsys)
 
 
 def test_a_refused_rollback_creates_nothing(tmp_path, capsys):
     missing = tmp_path / "no" / "such" / "dir"
-    assert main(["rollback", "--output-root", str(missing)]) == 1
-    assert "no model registry at" in capsys.readouterr().err
+    assert main(["rollback", "--output-root", str(missing)]) == EXIT_FAILED
+    assert "no model registry at" in _one_line_error(capsys)
+    assert main(["rollback", "--no-registry", "--output-root", str(missing)]) == EXIT_FAILED
+    assert "has no models.config with a stable version" in _one_line_error(capsys)
     assert not (tmp_path / "no").exists()
 
 
-def test_a_refused_config_value_never_echoes_a_password(capsys):
-    assert main(["compile", "--set", "registry.tracking_uri=http://alice:hunter2@mlflow.example"]) == EXIT_USAGE
-    message = capsys.readouterr().err
-    assert "must not embed credentials" in message and "http://***@mlflow.example" in message
-    assert "hunter2" not in message and "alice" not in message
+class _RegistryWithoutVersions:
+    """Stands in for an existing MLflow registry that has no record of any pushed version
+    (`ModelRegistry.version_for_serving` raises this LookupError; test_registry checks it does).
+    A real store is not created here: MLflow's database migration reconfigures logging, closing
+    the stream absl captured at import, which inside a capturing test is pytest's own."""
+
+    def version_for_serving(self, serving_base, serving_version):
+        raise LookupError(f"no version of registered model 'textgen' was pushed as {serving_base}/{serving_version}")
+
+
+def test_a_version_the_registry_does_not_know_is_refused_and_nothing_changes(tmp_path, capsys, monkeypatch):
+    from components.pusher import registry, serving_config
+
+    monkeypatch.setattr(registry.ModelRegistry, "from_config",
+                        classmethod(lambda cls, *args, **kwargs: _RegistryWithoutVersions()))
+    fake_saved_model(tmp_path / "serving" / "3")
+    assert main(["promote", "3", "--output-root", str(tmp_path)]) == EXIT_FAILED
+    message = _one_line_error(capsys)
+    assert "no version of registered model 'textgen' was pushed as" in message and "nothing changed" in message
+    assert serving_config.read_labels(str(tmp_path / "serving")) == {}
+    assert main(["promote", "7", "--no-registry", "--output-root", str(tmp_path)]) == EXIT_FAILED
+    assert "holds no complete pushed version 7 (available: [3])" in _one_line_error(capsys)
+
+
+def test_refused_submit_and_schedule_exit_64_and_a_missing_spec_exits_1(tmp_path, capsys):
+    spec = str(tmp_path / "pipeline.yaml")
+    assert main(["schedule", "--spec", spec, "--cron", "0 2 * * *", "--pipeline-root", "gs://b/r"]) == EXIT_USAGE
+    assert "6 with seconds first" in _one_line_error(capsys)
+    assert main(["submit", "--spec", spec, "--pipeline-root", "/mnt/root", "--dry-run"]) == EXIT_USAGE
+    assert "is not a gs:// or s3:// URI" in _one_line_error(capsys)
+    assert main(["submit", "--spec", spec, "--pipeline-root", "gs://b/r", "--dry-run"]) == EXIT_FAILED
+    assert f"{spec} does not exist; run `textgen compile` first" in _one_line_error(capsys)

@@ -1,0 +1,190 @@
+"""The `textgen` commands: each takes the parsed arguments (see `pipeline.cli`) and returns an
+exit code, or raises an expected failure that `pipeline.errors` turns into one line.
+
+Heavy imports (TFX, TensorFlow, MLflow, kfp) happen inside the commands so `--help` is instant.
+"""
+import argparse
+import datetime
+import json
+import os
+from typing import Any, Callable, Dict, Optional
+
+import yaml
+
+from pipeline import config as config_module
+from pipeline import errors
+from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK
+
+# A failed gate means the data was refused (exit 2), not that the run broke (exit 1).
+BLOCKING_GATES = ("DataGate", "TokenGate")
+
+
+def _load_config(args: argparse.Namespace, **top_level: Any) -> config_module.PipelineConfig:
+    """The config from --config and --set, then the command's dedicated flags (`top_level`)."""
+    try:
+        return config_module.load_config(args.config, args.overrides, **top_level)
+    except yaml.YAMLError as exc:  # a --set value (config files are checked by load_config)
+        # Only what is wrong, not the YAML parser's quote of the value: it may hold a secret.
+        problem = "; ".join(filter(None, (getattr(exc, "context", None), getattr(exc, "problem", None))))
+        raise errors.UsageError(f"a --set value is not valid YAML{': ' + problem if problem else ''}") from exc
+
+
+def _require_local_directory(path: str, what: str) -> None:
+    """Refuses before anything is created when a local directory the command reads is missing."""
+    from components.resources import resolve
+
+    local = resolve(path)
+    if "://" not in local and not os.path.isdir(local):
+        raise FileNotFoundError(f"{what} {local} is not a directory")
+
+
+def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
+    """`run` (the whole pipeline) and `validate` (a partial run `through` the data validation):
+    runs locally, prints the report, and exits 0, 2 (a gate blocked) or 1 (any other failure)."""
+    cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
+                       enable_cache=False if args.no_cache else None)
+    _require_local_directory(cfg.data_root, "data root")
+    from pipeline.local_runner import run_locally
+    from pipeline.run_summary import report_lines
+
+    summary = run_locally(cfg, through=through)
+    print("\n".join(report_lines(summary, cfg.layout.summary_path)))
+    if summary["succeeded"]:
+        return EXIT_OK
+    return EXIT_BLOCKED if any(summary["components"].get(gate) == "FAILED" for gate in BLOCKING_GATES) else EXIT_FAILED
+
+
+def run(args: argparse.Namespace) -> int:
+    return _local_run(args, through=None)
+
+
+def validate(args: argparse.Namespace) -> int:
+    from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
+
+    return _local_run(args, through=DATA_VALIDATION_LAST_NODE)
+
+
+def compile_(args: argparse.Namespace) -> int:
+    kubeflow_overrides = {
+        key: value for key, value in {
+            "image": args.image, "pipeline_root": args.pipeline_root,
+            "data_root": args.data_root, "serving_dir": args.serving_dir,
+        }.items() if value is not None
+    }
+    if args.beam_args:
+        kubeflow_overrides["beam_args"] = args.beam_args
+    cfg = _load_config(args, kubeflow=kubeflow_overrides or None)
+    from kubeflow.compile import compile_pipeline
+
+    path = compile_pipeline(cfg, args.output_dir)
+    print(f"wrote KFP v2 pipeline spec: {path}")
+    return EXIT_OK
+
+
+def generate(args: argparse.Namespace) -> int:
+    from pipeline import samples
+
+    serving_dir = config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir
+    model_dir = samples.resolve_model_dir(args.model, serving_dir)  # FileNotFoundError: no such model
+    continuations = samples.generate(
+        model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
+    )
+    for prompt, continuation in zip(args.prompts, continuations):
+        print(json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False) if args.json
+              else f"{prompt}{continuation}\n")
+    return EXIT_OK
+
+
+def options(args: argparse.Namespace) -> int:
+    print("\n".join(config_module.describe_options()))
+    return EXIT_OK
+
+
+_NOTHING_CHANGED = "; nothing changed (--no-registry changes serving only)"
+
+
+def _existing_registry(cfg: config_module.PipelineConfig):
+    """The model registry of the output root; refuses (creating nothing) when there is none."""
+    from components.pusher.registry import ModelRegistry
+
+    try:
+        return ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.layout.registry_dir, create=False)
+    except LookupError as exc:  # no embedded store under this output root
+        raise errors.Refused(f"{exc}{_NOTHING_CHANGED}") from exc
+    except ValueError as exc:  # registry.credentials_file unreadable or malformed
+        raise errors.UsageError(str(exc)) from exc
+
+
+def _serving_change(args: argparse.Namespace, change: Callable) -> int:
+    """Runs a promote/rollback `change(serving_dir, model_name, registry)` and prints the result.
+
+    serving_ops checks the version (and the registry's record of it) before it rewrites anything,
+    so a refused change leaves models.config and the registry aliases as they were."""
+    cfg = _load_config(args, output_root=args.output_root)
+    from components.pusher import serving_ops
+
+    serving_dir = os.path.abspath(args.serving_dir or cfg.layout.serving_dir)
+    model_registry = _existing_registry(cfg) if cfg.registry.enabled and not args.no_registry else None
+    try:
+        result = change(serving_dir, cfg.pusher.model_name, model_registry)
+    except serving_ops.ServingChangeError as exc:  # no such pushed version, nothing to roll back to
+        raise errors.Refused(str(exc)) from exc
+    except (KeyError, IndexError):
+        raise  # a bug, not a version the registry does not know
+    except LookupError as exc:  # the registry has no version pushed as that serving version
+        raise errors.Refused(f"{exc}{_NOTHING_CHANGED}") from exc
+    print(json.dumps(dict(result, serving_dir=serving_dir), indent=2))
+    return EXIT_OK
+
+
+def promote(args: argparse.Namespace) -> int:
+    from components.pusher import serving_ops
+
+    return _serving_change(args, lambda d, name, reg: serving_ops.promote(d, name, args.version, args.label, reg))
+
+
+def rollback(args: argparse.Namespace) -> int:
+    from components.pusher import serving_ops
+
+    return _serving_change(args, lambda d, name, reg: serving_ops.rollback(d, name, args.to, reg))
+
+
+def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
+    """Runs `send(kubeflow.submit, config, KfpTarget, pipeline root)` for submit/schedule and prints
+    its JSON result. What kubeflow.submit refuses (a ValueError: cron, pipeline root, spec, host,
+    token file) is a usage error; a missing spec or an unreachable host is a failure."""
+    cfg = _load_config(args)
+    from kubeflow import submit as kfp_submit
+
+    target = kfp_submit.KfpTarget(
+        host=args.host or cfg.kubeflow.host, namespace=args.namespace or cfg.kubeflow.namespace,
+        experiment=args.experiment or cfg.kubeflow.experiment, token_env=args.token_env, token_file=args.token_file or "",
+    )
+    try:
+        result: Dict[str, Any] = send(kfp_submit, cfg, target, args.pipeline_root or cfg.kubeflow.pipeline_root)
+    except ValueError as exc:
+        raise errors.UsageError(str(exc)) from exc
+    except (FileNotFoundError, NotADirectoryError):
+        raise  # mapped by pipeline.errors
+    except OSError as exc:  # the host cannot be reached
+        raise errors.CommandError(str(exc)) from exc
+    print(json.dumps(result, indent=2, sort_keys=True))
+    return EXIT_OK
+
+
+def submit(args: argparse.Namespace) -> int:
+    def send(kfp_submit, cfg, target, pipeline_root):
+        run_name = args.run_name or f"{cfg.pipeline_name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
+        return kfp_submit.submit(target, args.spec, run_name, pipeline_root, dry=args.dry_run)
+
+    return _kfp_request(args, send)
+
+
+def schedule(args: argparse.Namespace) -> int:
+    def send(kfp_submit, cfg, target, pipeline_root):
+        trigger = kfp_submit.Schedule(cron=args.cron, max_concurrency=args.max_concurrency, catchup=args.catchup,
+                                      start_time=args.start_time, end_time=args.end_time)
+        return kfp_submit.schedule(target, args.spec, args.name or f"{cfg.pipeline_name} schedule", pipeline_root,
+                                   trigger, dry=args.dry_run)
+
+    return _kfp_request(args, send)

@@ -1,0 +1,84 @@
+"""The `textgen` exit codes, and the one place an expected failure becomes a one-line message.
+
+An expected failure (see `EXIT_CODES`) is printed as `textgen: <message>` on stderr, on one line,
+with every URL's user:password part redacted, and the command exits with its code. Any other
+exception is a bug and keeps its traceback.
+
+The commands raise `CommandError` subclasses where a library exception means different things in
+different places (a ValueError from a KFP submit is a refused request; a LookupError from the model
+registry is an unknown version); the few library exceptions that mean the same everywhere
+(`ConfigError`, a missing file or directory) are mapped here directly.
+"""
+import sys
+import textwrap
+from typing import Optional, TextIO
+
+from pipeline.config import ConfigError, redact_credentials
+
+EXIT_OK, EXIT_FAILED, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 64
+
+EXIT_CODES = (
+    (EXIT_OK, "success (`run`: the run completed, whether or not the model was blessed and pushed)"),
+    (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing; "
+                  "a promote/rollback was refused (unknown version, nothing to roll back to, no registry "
+                  "under the output root; nothing was changed); a KFP host could not be reached"),
+    (EXIT_BLOCKED, "a data gate (DataGate or TokenGate) stopped `run` or `validate`"),
+    (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
+                 "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host)"),
+)
+
+
+class CommandError(Exception):
+    """An expected failure a command reports in one line; `exit_code` says which (see EXIT_CODES)."""
+
+    exit_code = EXIT_FAILED
+
+
+class Refused(CommandError):
+    """A change the command will not make, e.g. a promotion to a version that was never pushed."""
+
+
+class UsageError(CommandError):
+    """Arguments or configuration the command cannot use, e.g. a schedule KFP would reject."""
+
+    exit_code = EXIT_USAGE
+
+
+def exit_code(exc: BaseException) -> Optional[int]:
+    """The exit code of an expected failure; None for an unexpected exception."""
+    if isinstance(exc, CommandError):
+        return exc.exit_code
+    if isinstance(exc, ConfigError):
+        return EXIT_USAGE
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+        return EXIT_FAILED
+    return None
+
+
+def one_line(exc: BaseException) -> str:
+    """`exc`'s message on one line (a multi-line message's lines joined), credentials redacted."""
+    if isinstance(exc, OSError) and exc.filename and exc.strerror:  # raised by the OS: "[Errno 2] ..." reads badly
+        message = f"{exc.filename}: {exc.strerror}"
+    else:
+        message = str(exc)
+    line = ""
+    for part in (part.strip() for part in message.splitlines()):
+        if part:
+            line += part if not line else (" " if line.endswith(":") else "; ") + part
+    return redact_credentials(line)
+
+
+def report(exc: BaseException, stream: Optional[TextIO] = None) -> Optional[int]:
+    """Prints an expected failure as `textgen: <message>` and returns its exit code; returns None
+    (printing nothing) for an unexpected exception, which the caller re-raises."""
+    code = exit_code(exc)
+    if code is not None:
+        print(f"textgen: {one_line(exc)}", file=stream or sys.stderr)
+    return code
+
+
+def epilog() -> str:
+    """The exit-code table for `textgen --help`."""
+    rows = (textwrap.fill(meaning, width=96, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
+            for code, meaning in EXIT_CODES)
+    return "exit status (an expected failure prints one line, `textgen: <message>`, on stderr):\n" + "\n".join(rows)

@@ -1,0 +1,119 @@
+"""The run report `textgen run` and `validate` print: a pure function of the run summary (the
+dict written to last_run.json), and the exit code each command derives from it. No pipeline runs:
+`run_locally` is replaced by a function that returns a prepared summary."""
+import json
+
+import pytest
+
+from pipeline.cli import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, main
+from pipeline.run_summary import report_lines
+
+BLESSED_RUN = {
+    "pipeline_name": "textgen",
+    "run_id": "run-7",
+    "succeeded": True,
+    "error": None,
+    "components": {"ExampleGen": "COMPLETE", "DataGate": "COMPLETE", "Pusher": "COMPLETE"},
+    "data_quality": None,
+    "anomalies": [{"data": "raw data", "split": "eval", "feature": "text", "short_description": "Unexpected string",
+                   "description": "Examples contain values missing from the schema."}],
+    "distribution_checks": {
+        "drift_baseline_span": 2,
+        "measurements": [{"check": "drift", "feature": "num_chars", "divergence": 0.5, "threshold": 0.1},
+                         {"check": "drift", "feature": "digit_share", "divergence": 0.05, "threshold": 0.1}],
+        "skipped": {"skew": "too few documents"},
+    },
+    "blessing": {"blessed": True, "reason": "all gates passed", "report": "/out/evaluation.html",
+                 "gates": [{"name": "quality.perplexity", "verdict": "PASS", "reason": "7.1 < 12"}]},
+    "push": {"pushed": True, "path": "/out/serving/3", "version": 3, "label": "stable", "registered_model": "textgen",
+             "registered_version": 2, "registry_uri": "sqlite:////out/registry/mlflow.db"},
+    "trained_model": "/out/pipeline/Trainer/model/9",
+    "samples": [{"prompt": "Hello", "continuation": " there.\nBye."}],
+}
+
+
+def test_a_blessed_and_pushed_run():
+    assert report_lines(json.loads(json.dumps(BLESSED_RUN)), "/out/last_run.json") == [
+        "",
+        "=== textgen run summary ===",
+        "run id: run-7",
+        "  ExampleGen                   COMPLETE",
+        "  DataGate                     COMPLETE",
+        "  Pusher                       COMPLETE",
+        "drift check (this span vs accepted span 2): 2 features compared, 1 over threshold; "
+        "largest Jensen-Shannon divergence 0.500 on num_chars (threshold 0.1)",
+        "skew check skipped: too few documents",
+        "anomaly in raw data [eval] text: Unexpected string - Examples contain values missing from the schema.",
+        "evaluation: BLESSED (all gates passed)",
+        "  gate quality.perplexity             PASS     7.1 < 12",
+        "pushed model: /out/serving/3 (version 3)",
+        "registered: textgen version 2 in sqlite:////out/registry/mlflow.db",
+        "",
+        "--- prompt ---",
+        "Hello",
+        "--- continuation ---",
+        " there.\nBye.",
+        "",
+        "evaluation report: /out/evaluation.html",
+        "summary written to /out/last_run.json",
+    ]
+
+
+def test_a_run_that_pushed_nothing_says_why_and_shows_the_error():
+    summary = dict(BLESSED_RUN, succeeded=False, error="the Trainer failed", samples=[], distribution_checks=None,
+                   anomalies=[], blessing=None, push={"pushed": False, "reason": "the run stopped at Trainer"})
+    assert report_lines(summary, "last_run.json")[-5:] == [
+        "  Pusher                       COMPLETE",
+        "nothing pushed: the run stopped at Trainer",
+        "error: the Trainer failed",
+        "",
+        "summary written to last_run.json",
+    ]
+
+
+def test_a_partial_run_reports_the_data_quality_and_no_push():
+    summary = dict(BLESSED_RUN, components={"ExampleGen": "COMPLETE", "DataGate": "COMPLETE"}, blessing=None,
+                   samples=[], anomalies=[], distribution_checks=None, push={"pushed": False, "reason": "no Pusher"},
+                   data_quality={"documents_read": 10, "documents_kept": 9, "removed": {"exact_duplicate": 1},
+                                 "spans": [1, 2]})
+    assert report_lines(summary, "s.json")[5:] == [
+        "data quality (spans 1, 2):",
+        "  documents read: 10, kept: 9",
+        "  removed (1): exact duplicate 1",
+        "",
+        "summary written to s.json",
+    ]
+
+
+@pytest.fixture
+def prepared_run(monkeypatch):
+    """Makes `run_locally` return `summary` (a copy of BLESSED_RUN the test may update); returns it
+    and the list of the `through` argument of each call."""
+    from pipeline import local_runner
+
+    calls = []
+    summary = dict(BLESSED_RUN)
+
+    def run_locally(config, through=None):
+        calls.append(through)
+        return summary
+
+    monkeypatch.setattr(local_runner, "run_locally", run_locally)
+    return summary, calls
+
+
+@pytest.mark.parametrize("command,through", [("run", None), ("validate", "RecordAcceptedStatistics")])
+@pytest.mark.parametrize("outcome,exit_code", [
+    ({}, EXIT_OK),
+    ({"succeeded": False, "components": {"DataGate": "FAILED"}}, EXIT_BLOCKED),
+    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "TokenGate": "FAILED"}}, EXIT_BLOCKED),
+    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "Trainer": "FAILED"}}, EXIT_FAILED),
+])
+def test_run_and_validate_print_the_report_and_exit_by_the_gates(prepared_run, tmp_path, capsys, command, through,
+                                                                  outcome, exit_code):
+    summary, calls = prepared_run
+    summary.update(outcome)
+    output_root = str(tmp_path / "out")
+    assert main([command, "--data-root", str(tmp_path), "--output-root", output_root]) == exit_code
+    assert calls == [through]
+    assert capsys.readouterr().out == "\n".join(report_lines(summary, f"{output_root}/last_run.json")) + "\n"
