@@ -40,7 +40,7 @@ from components.transform.preprocessing import RAW_TEXT_KEY
 from pipeline.config import PipelineConfig
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
-RUN_FN = "components.trainer.run_fn.run_fn"
+RUN_FN = "components.trainer.training.run_fn.run_fn"
 
 # Node ids, in execution order; run summaries and tests refer to components by these.
 COMPONENT_IDS = (

@@ -2,14 +2,14 @@
 
 `auto` precision is mixed_float16 on GPUs (with dynamic loss scaling) and mixed_bfloat16 on TPUs.
 On CPUs it is mixed_bfloat16 when the CPU multiplies bfloat16 natively (AMX-BF16 or
-AVX512-BF16, read from the CPU's feature flags), else float32: on the development CPU (Sapphire
-Rapids class, AMX) TensorFlow's oneDNN bfloat16 matmul measured about 10x its float32 matmul and
-the 10m trainer ran fastest in that configuration (benchmarks/README.md, "Training"); on a CPU
-without those units bfloat16 is emulated and gains nothing.
+AVX512-BF16, read from the CPU's feature flags), else float32: there TensorFlow's oneDNN bfloat16
+matmul is several times faster than its float32 one, and the trainer runs fastest in that
+configuration; on a CPU without those units bfloat16 is emulated and gains nothing.
 `auto` XLA is on, except on a CPU under mixed_bfloat16: XLA's CPU backend does not use the
-oneDNN bfloat16 kernels, plain graph mode does (measured: same section).
+oneDNN bfloat16 kernels, plain graph mode does. The measurements behind both rules are in
+benchmarks/README.md ("Training default").
 The model is exported with the policy it was trained under, except mixed_bfloat16, whose serving
-copy computes in float32 (components/trainer/serving_weights.py).
+copy computes in float32 (components/trainer/serving/weights.py).
 """
 import contextlib
 from typing import Iterator
