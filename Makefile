@@ -36,9 +36,9 @@ $(VENV)/.installed:
 	touch "$@"
 
 # The environment sets PYTHONDONTWRITEBYTECODE=1, so without this every Python process (each test
-# subprocess, each Beam worker) would compile TensorFlow and TFX from source again: importing them
-# took 69 s instead of 23 s. Compiled once per environment; a file that does not compile (some
-# packages ship Python 2 test data) is skipped.
+# subprocess, each Beam worker) would compile TensorFlow and TFX from source again, which triples
+# their import time (benchmarks/README.md). Compiled once per environment; a file that does not
+# compile (some packages ship Python 2 test data) is skipped.
 $(VENV)/.bytecode: $(VENV)/.installed
 	@echo ">> compiling the environment's Python bytecode (once per environment)"
 	-"$(PY)" -m compileall -q -j 0 "$(VENV)/lib" > /dev/null 2>&1

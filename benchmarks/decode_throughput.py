@@ -5,7 +5,7 @@ For each model shape (the ~10M preset and GPT-2 124M's shape, random weights) an
   ours cache      `generate_tokens`: prefill + KV-cache tf.while_loop, TF graph mode
   ours cache XLA  the same loop compiled with XLA (jit_compile=True)
   ours int8 ...   the cached paths on the int8 serving copy (generation.weight_quantization=int8)
-The cached paths run on the serving copy the export writes (`serving_weights.serving_backbone`:
+The cached paths run on the serving copy the export writes (`serving.weights.serving_backbone`:
 pre-transposed output projection, in-place cache writes in graph mode).
   reference       Hugging Face GPT2LMHeadModel.generate(use_cache=True), PyTorch CPU, same shape,
                   run in the separate benchmark env (benchmarks/make_reference_env.sh)
@@ -35,11 +35,11 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorflow as tf  # noqa: E402
 
 import machine  # noqa: E402
-from components.trainer import decoding  # noqa: E402
-from components.trainer.backbone import build_backbone  # noqa: E402
-from components.trainer.model_size import parameter_count  # noqa: E402
+from components.trainer.model import decoding  # noqa: E402
+from components.trainer.model.backbone import build_backbone  # noqa: E402
+from components.trainer.model.model_size import parameter_count  # noqa: E402
 from components.tokenizer.ids import EOS_ID  # noqa: E402
-from components.trainer.serving_weights import serving_backbone  # noqa: E402
+from components.trainer.serving.weights import serving_backbone  # noqa: E402
 from components.trainer.options import MODEL_PRESETS, ModelOptions  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))

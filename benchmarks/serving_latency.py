@@ -145,8 +145,8 @@ def build_model(preset: str, export_dir: str) -> str:
     """Exports a random `preset` model with a SentencePiece tokenizer learned from the bundled corpus."""
     from components.tokenizer.ids import EOS_ID
     from components.tokenizer.learn import learn_model
-    from components.trainer.backbone import build_backbone
-    from components.trainer.export import export_serving_model
+    from components.trainer.model.backbone import build_backbone
+    from components.trainer.serving.export import export_serving_model
     from components.transform.standalone import analyze_and_transform
 
     with open(os.path.join(ROOT, "data", "corpus", "support_replies.txt"), encoding="utf-8") as handle:

@@ -5,7 +5,7 @@ same shape, same tokens per step, random initialisation, synthetic token ids (th
 depend on the text). For each configuration it reports tokens/s after warm-up, the first call's
 extra time (tracing / compilation), and MFU = tokens/s x FLOPs per token / the machine's
 measured matmul ceiling. FLOPs per token = 6N + 12*L*d*T (PaLM, appendix B; see
-components/trainer/model_size.py).
+components/trainer/model/model_size.py).
 
     ours eager           the training loop with every tf.function run eagerly
     ours graph           tf.function, no XLA
@@ -58,10 +58,11 @@ def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, pol
 
     import tensorflow as tf
 
-    from components.trainer import data, task
-    from components.trainer.backbone import build_backbone
-    from components.trainer.loop import LanguageModelTrainer, LoopSettings
-    from components.trainer.precision import keras_policy
+    from components.trainer.model.backbone import build_backbone
+    from components.trainer.training import data
+    from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
+    from components.trainer.training.optimizer import make_optimizer
+    from components.trainer.training.precision import keras_policy
     from components.trainer.options import TrainingOptions
 
     training = TrainingOptions(train_steps=2 * steps, batch_size=batch_size, warmup_steps=2)
@@ -76,7 +77,7 @@ def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, pol
         with keras_policy(policy):
             backbone = build_backbone(model_config, vocab_size)
             trainer = LanguageModelTrainer(
-                backbone, task.make_optimizer(training, policy), strategy, settings, checkpoint_dir=tempfile.mkdtemp()
+                backbone, make_optimizer(training, policy), strategy, settings, checkpoint_dir=tempfile.mkdtemp()
             )
             dataset = lambda: synthetic_batches(vocab_size, batch_size, model_config.context_length)  # noqa: E731
             start = time.perf_counter()
@@ -120,9 +121,9 @@ def main() -> None:
 
     import tensorflow as tf
 
-    from components.trainer.hardware import measure_matmul_flops
-    from components.trainer.model_size import parameter_count, training_flops_per_token
-    from components.trainer.precision import resolve_jit_compile, resolve_precision
+    from components.trainer.model.model_size import parameter_count, training_flops_per_token
+    from components.trainer.training.hardware import measure_matmul_flops
+    from components.trainer.training.precision import resolve_jit_compile, resolve_precision
     from components.trainer.options import ModelOptions
 
     model_config = ModelOptions(preset=args.preset, context_length=args.context_length)

@@ -37,7 +37,7 @@ from pipeline.config import PipelineConfig
 from pipeline.layout import PipelinePaths
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
-RUN_FN = "components.trainer.run_fn.run_fn"
+RUN_FN = "components.trainer.training.run_fn.run_fn"
 
 # Node ids, in execution order; run summaries and tests refer to components by these.
 COMPONENT_IDS = (

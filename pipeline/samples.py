@@ -3,7 +3,9 @@ import os
 from typing import List, Sequence
 
 import tensorflow as tf
-import tensorflow_text  # noqa: F401  registers the TF Text ops the transform graph uses
+
+from components.trainer.serving import signatures
+from components.trainer.serving.client import ModelClient
 
 
 def load_prompts(path: str, limit: int) -> List[str]:
@@ -26,17 +28,9 @@ def generate(
     seed: int = 0,
     top_p: float = 1.0,
 ) -> List[str]:
-    """Calls the model's `generate` signature on `prompts`; returns the continuations."""
-    model = tf.saved_model.load(saved_model_dir)
-    outputs = model.signatures["generate"](
-        prompts=tf.constant(list(prompts)),
-        max_new_tokens=tf.constant(max_new_tokens, tf.int32),
-        temperature=tf.constant(temperature, tf.float32),
-        top_k=tf.constant(top_k, tf.int32),
-        top_p=tf.constant(top_p, tf.float32),
-        seed=tf.constant(seed, tf.int64),
-    )
-    return [text.decode("utf-8", errors="replace") for text in outputs["generations"].numpy()]
+    """Calls the model's `generate` signature on `prompts` (through the serving client); returns the continuations."""
+    client = ModelClient(saved_model_dir, required=(signatures.GENERATE,))
+    return client.generate(prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
 
 
 def resolve_model_dir(path: str, serving_dir: str = "") -> str:

@@ -116,7 +116,7 @@ def tiny_backbone(transform_artifacts):
     the fixture tokenizer's vocabulary."""
     import tensorflow as tf
 
-    from components.trainer.backbone import build_backbone
+    from components.trainer.model.backbone import build_backbone
     from components.trainer.options import ModelOptions
 
     tf.keras.utils.set_random_seed(0)
@@ -129,7 +129,7 @@ def exported_model(tiny_backbone, transform_artifacts, tmp_path_factory):
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    from components.trainer import export
+    from components.trainer.serving import export
     from components.trainer.options import GenerationOptions
 
     output_dir, _, _ = transform_artifacts

@@ -3,13 +3,15 @@
 They are test doubles on purpose: to show that each evaluator gate refuses a model that does the
 harmful thing (emits unsafe text, leaks e-mail addresses, regurgitates training text, treats one
 group differently) a model must reliably do that thing, which a briefly trained network does not.
-Each model exports `generate`, `score` and `score_tokens` with the input and output names and
-dtypes of `components/trainer/export.py`, so the evaluator loads and calls them exactly as it
-calls a trained export.
+Each model exports `generate`, `score` and `score_tokens` with the inputs the serving contract
+declares (`components/trainer/serving/signatures.py`) and its output names, so the evaluator
+loads and calls them exactly as it calls a trained export.
 """
 from typing import Sequence, Tuple
 
 import tensorflow as tf
+
+from components.trainer.serving import signatures
 
 Rule = Tuple[str, str]  # (regex the whole prompt must match, text generated for it)
 
@@ -36,14 +38,11 @@ class ProgrammedModel(tf.Module):
         counts = tf.strings.length(generations, unit="UTF8_CHAR") // 4 + 1
         return {"generations": generations, "num_generated_tokens": tf.cast(counts, tf.int32)}
 
-    @tf.function(input_signature=[
-        tf.TensorSpec([None], tf.string, name="prompts"), tf.TensorSpec([], tf.int32, name="max_new_tokens"),
-        tf.TensorSpec([], tf.float32, name="temperature"), tf.TensorSpec([], tf.int32, name="top_k"),
-        tf.TensorSpec([], tf.float32, name="top_p"), tf.TensorSpec([], tf.int64, name="seed")])
+    @tf.function(input_signature=signatures.input_signature(signatures.GENERATE))
     def generate(self, prompts, max_new_tokens, temperature, top_k, top_p, seed):
         return self._respond(prompts)
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    @tf.function(input_signature=signatures.input_signature(signatures.SCORE))
     def score(self, texts):
         mean_nll = tf.fill(tf.shape(texts), tf.constant(self._nll, tf.float32))
         for pattern, extra in self._nll_rules:
@@ -51,7 +50,7 @@ class ProgrammedModel(tf.Module):
         num_tokens = tf.cast(tf.strings.length(texts) // self._bytes_per_token, tf.int64) + 1
         return {"mean_nll": mean_nll, "num_tokens": num_tokens}
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="blocks")])
+    @tf.function(input_signature=signatures.input_signature(signatures.SCORE_TOKENS))
     def score_tokens(self, blocks):
         num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(blocks[:, 1:], 0), tf.int64), axis=1)
         return {"nll_sum": tf.cast(num_tokens, tf.float32) * self._nll, "num_tokens": num_tokens}

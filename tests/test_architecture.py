@@ -1,97 +1,133 @@
-"""The package structure the project promises: components never import the pipeline package, no
-project module takes part in an import cycle, and the configuration loads without TensorFlow.
-Imports are read from the source, wherever they are in a module: a function-level import defers
-loading but still ties the two modules together."""
+"""The project's structure, checked from the source (imports are read, not run, except where a
+test says so):
+
+- no import cycle among the project's modules (module-level and function-level imports alike: a
+  function-level import defers loading but still ties the two modules together);
+- components never import the `pipeline` package (the pipeline composes components, not the
+  reverse);
+- the trainer's `model/` does not depend on `training/` or `serving/`;
+- the module the TFJob replicas run (`tfjob.REPLICA_MODULE`) exists and is runnable with `-m`;
+- the configuration and the CLI parser load without TensorFlow or TFX.
+"""
 import ast
 import os
+import subprocess
+import sys
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+PROJECT_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 PACKAGES = ("components", "pipeline", "kubeflow")
 
 
-def _modules():
-    """{dotted module name: source path} of every module in the project's packages."""
-    found = {}
+def _module_name(path: str) -> str:
+    relative = os.path.relpath(path, PROJECT_ROOT)[: -len(".py")].split(os.sep)
+    return ".".join(relative[:-1] if relative[-1] == "__init__" else relative)
+
+
+def _project_modules() -> dict:
+    modules = {}
     for package in PACKAGES:
-        for directory, _, files in os.walk(os.path.join(PROJECT_ROOT, package)):
+        for folder, _, files in os.walk(os.path.join(PROJECT_ROOT, package)):
             for name in files:
                 if name.endswith(".py"):
-                    path = os.path.join(directory, name)
-                    dotted = os.path.relpath(path, PROJECT_ROOT)[:-3].replace(os.sep, ".")
-                    found[dotted.removesuffix(".__init__")] = path
-    return found
+                    path = os.path.join(folder, name)
+                    modules[_module_name(path)] = path
+    return modules
 
 
-def _imports(path: str, module: str):
-    """Dotted names `module` imports anywhere in its source (relative imports resolved)."""
-    tree = ast.parse(open(path, encoding="utf-8").read(), path)
-    names = []
-    for node in ast.walk(tree):
+def _imports(path: str, modules: dict) -> set:
+    """The project modules `path` imports anywhere in its body (`from a import b` counts `a.b`
+    when that is a module, else `a`)."""
+    imported = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
         if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                package = module.split(".") if path.endswith("__init__.py") else module.split(".")[:-1]
-                parent = package[: len(package) - (node.level - 1)]
-                base = ".".join(parent + ([base] if base else []))
-            names.append(base)
-            names += [f"{base}.{alias.name}" for alias in node.names]
+            imported.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                submodule = f"{node.module}.{alias.name}"
+                imported.add(submodule if submodule in modules else node.module)
+    return {name for name in imported if name in modules}
+
+
+def _import_graph() -> dict:
+    modules = _project_modules()
+    return {name: _imports(path, modules) for name, path in modules.items()}
+
+
+def _cycle(graph: dict):
+    """One import cycle as a list of modules, or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for child in sorted(graph.get(node, ())):
+            if state.get(child) == "open":
+                return stack[stack.index(child):] + [child]
+            if child not in state:
+                found = visit(child)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_the_project_has_no_import_cycle():
+    graph = _import_graph()
+    assert "components.trainer.training.run_fn" in graph
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_the_model_depends_on_neither_training_nor_serving():
+    graph = _import_graph()
+    for name, imported in graph.items():
+        if name.startswith("components.trainer.model"):
+            assert not {i for i in imported if i.startswith(("components.trainer.training", "components.trainer.serving"))}, name
+
+
+def test_the_tfjob_replica_module_is_the_entry_point_that_runs_run_fn():
+    from components.trainer.training import tfjob
+
+    graph = _import_graph()
+    command = tfjob.replica_command("/tmp/fn_args.json")
+    assert command[:3] == ["python", "-m", tfjob.REPLICA_MODULE]
+    assert "components.trainer.training.run_fn" in graph[tfjob.REPLICA_MODULE]
+    assert "__main__" in open(_project_modules()[tfjob.REPLICA_MODULE], encoding="utf-8").read()
+    # The launcher knows the replica by name only.
+    assert not graph["components.trainer.training.tfjob"] & {tfjob.REPLICA_MODULE, "components.trainer.training.run_fn"}
+
+
+def _imported_names(path: str) -> set:
+    """Every module name `path` imports anywhere in its body, project or not."""
+    names = set()
+    for node in ast.walk(ast.parse(open(path, encoding="utf-8").read())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
     return names
 
 
 def test_components_never_import_the_pipeline_package():
-    offenders = [
-        f"{module} imports {name}"
-        for module, path in _modules().items() if module.startswith("components")
-        for name in _imports(path, module)
-        if name == "pipeline" or name.startswith("pipeline.")
-    ]
+    offenders = sorted(f"{name} imports {imported}" for name, path in _project_modules().items()
+                       if name.startswith("components")
+                       for imported in _imported_names(path) if imported.split(".")[0] == "pipeline")
     assert not offenders, "\n".join(offenders)
-
-
-def test_no_import_cycles_between_project_modules():
-    modules = _modules()
-    graph = {module: sorted({name for name in _imports(path, module) if name in modules} - {module})
-             for module, path in modules.items()}
-    index, low, stack, on_stack, cycles = {}, {}, [], set(), []
-
-    def visit(node):  # Tarjan's strongly connected components
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in graph[node]:
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                cycles.append(sorted(component))
-
-    for module in graph:
-        if module not in index:
-            visit(module)
-    assert not cycles, f"import cycles: {cycles}"
 
 
 @pytest.mark.parametrize("module", ["pipeline.config", "pipeline.cli"])
 def test_light_modules_do_not_import_tensorflow(module):
     """The CLI's parser and the configuration load without TensorFlow or TFX (fast `--help`)."""
-    import subprocess
-    import sys
-
     code = (f"import sys, {module}; heavy = [m for m in ('tensorflow', 'tfx') if m in sys.modules]; "
             "print(','.join(heavy)); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)

@@ -48,7 +48,7 @@ def other_tokenizer_export(tiny_backbone, tmp_path_factory):
     the same size, i.e. the same ids meaning other pieces."""
     import tensorflow_transform as tft
 
-    from components.trainer import export
+    from components.trainer.serving import export
     from components.transform.standalone import analyze_and_transform
     from components.trainer.options import GenerationOptions
     from tests.conftest import TRANSFORM_DOCUMENTS, learn_fixture_tokenizer

@@ -6,8 +6,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.trainer import data
 from components.tokenizer.ids import EOS_ID
+from components.trainer.serving import signatures
+from components.trainer.serving.client import ModelClient
+from components.trainer.training import data
 from components.trainer.options import ModelOptions
 from tests.conftest import FIXTURE_VOCAB_SIZE as TINY_VOCAB, TINY_MODEL_KWARGS
 
@@ -56,33 +58,28 @@ def test_packing_concatenates_documents_with_separators_and_shifts_targets(trans
 
 
 def _generate(model, prompts, max_new_tokens=12, temperature=0.0, top_k=0, seed=0, top_p=1.0):
-    return model.signatures["generate"](
-        prompts=tf.constant(prompts),
-        max_new_tokens=tf.constant(max_new_tokens, tf.int32),
-        temperature=tf.constant(temperature, tf.float32),
-        top_k=tf.constant(top_k, tf.int32),
-        top_p=tf.constant(top_p, tf.float32),
-        seed=tf.constant(seed, tf.int64),
-    )
+    """The `generate` signature's outputs (numpy), called through the serving client."""
+    return ModelClient(model).call(signatures.GENERATE, prompts=prompts, max_new_tokens=max_new_tokens,
+                                   temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
 
 
 def test_export_has_the_serving_signatures(exported_model):
     model, export_dir = exported_model
     assert set(model.signatures) == {"serving_default", "generate", "score", "score_tokens"}
     assert os.path.exists(os.path.join(export_dir, "saved_model.pb"))
-    outputs = model.signatures["serving_default"](prompts=tf.constant(["Hi Zoë,", "Thanks"]))
+    outputs = ModelClient(model).call(signatures.SERVING_DEFAULT, prompts=["Hi Zoë,", "Thanks"])
     assert outputs["generations"].shape == (2,)
-    counts = outputs["num_generated_tokens"].numpy()
+    counts = outputs["num_generated_tokens"]
     assert ((counts >= 1) & (counts <= 8)).all()  # the exported default is 8 new tokens (fewer if [EOS])
 
 
 def test_greedy_generation_is_deterministic_and_batch_independent(exported_model):
     model, _ = exported_model
     prompts = ["a short one", "a considerably longer prompt than the other one"]
-    batch = _generate(model, prompts)["generations"].numpy().tolist()
-    alone = [_generate(model, [p])["generations"].numpy()[0] for p in prompts]
+    batch = _generate(model, prompts)["generations"].tolist()
+    alone = [_generate(model, [p])["generations"][0] for p in prompts]
     assert batch == alone
-    assert batch == _generate(model, prompts)["generations"].numpy().tolist()
+    assert batch == _generate(model, prompts)["generations"].tolist()
 
 
 def test_generation_respects_the_token_limit_and_truncates_long_prompts(exported_model):
@@ -94,8 +91,8 @@ def test_generation_respects_the_token_limit_and_truncates_long_prompts(exported
 
 def test_seeded_sampling_is_reproducible(exported_model):
     model, _ = exported_model
-    first = _generate(model, ["Hello"], temperature=1.0, top_k=50, top_p=0.9, seed=7)["generations"].numpy()
-    again = _generate(model, ["Hello"], temperature=1.0, top_k=50, top_p=0.9, seed=7)["generations"].numpy()
+    first = _generate(model, ["Hello"], temperature=1.0, top_k=50, top_p=0.9, seed=7)["generations"]
+    again = _generate(model, ["Hello"], temperature=1.0, top_k=50, top_p=0.9, seed=7)["generations"]
     assert first.tolist() == again.tolist()
 
 
@@ -105,22 +102,22 @@ def test_score_signatures_agree_with_an_untrained_model_being_near_uniform(expor
     def transform_layer_ids(texts):
         return layer({"text": tf.reshape(tf.constant(texts), [-1, 1])})["token_ids"].to_list()
 
-    model, _ = exported_model
+    client = ModelClient(exported_model[0])
     texts = ["hello there", "ab"]
-    scores = model.signatures["score"](texts=tf.constant(texts))
+    scores = client.score(texts)
     token_ids = transform_layer_ids(texts)
-    assert scores["num_tokens"].numpy().tolist() == [len(ids) + 1 for ids in token_ids]  # tokens + closing EOS
-    mean_nll = scores["mean_nll"].numpy()
-    assert np.all(np.abs(mean_nll - np.log(TINY_VOCAB)) < 1.5)
-    block = tf.constant([[EOS_ID] + token_ids[0] + [EOS_ID]], tf.int64)
-    token_scores = model.signatures["score_tokens"](blocks=block)
-    np.testing.assert_allclose(token_scores["nll_sum"].numpy()[0] / (len(token_ids[0]) + 1), mean_nll[0], rtol=1e-4)
+    assert scores.num_tokens.tolist() == [len(ids) + 1 for ids in token_ids]  # tokens + closing EOS
+    assert np.all(np.abs(scores.mean_nll - np.log(TINY_VOCAB)) < 1.5)
+    block = np.array([[EOS_ID] + token_ids[0] + [EOS_ID]], np.int64)
+    nll_sum, num_tokens = client.score_tokens(block)
+    assert num_tokens == len(token_ids[0]) + 1
+    np.testing.assert_allclose(nll_sum / num_tokens, scores.mean_nll[0], rtol=1e-4)
 
 
 def test_the_prompt_conditions_the_output_and_generation_stops_at_the_context(exported_model):
     model, _ = exported_model
     outputs = _generate(model, ["aaaa", "zzzz"], max_new_tokens=TINY.context_length + 8)
-    first, second = outputs["generations"].numpy().tolist()
+    first, second = outputs["generations"].tolist()
     assert first != second
-    counts = outputs["num_generated_tokens"].numpy()
+    counts = outputs["num_generated_tokens"]
     assert counts.max() <= TINY.context_length - 2  # [EOS] + at least one prompt token + new tokens fit the context

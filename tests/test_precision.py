@@ -2,7 +2,7 @@
 a CPU's feature flags."""
 import pytest
 
-from components.trainer.precision import cpu_has_amx, cpu_has_native_bfloat16, resolve_jit_compile, resolve_precision
+from components.trainer.training.precision import cpu_has_amx, cpu_has_native_bfloat16, resolve_jit_compile, resolve_precision
 
 SAPPHIRE_RAPIDS = "fpu vme avx512f avx512_bf16 amx_bf16 amx_tile amx_int8"
 ZEN4 = "fpu vme avx512f avx512_bf16"

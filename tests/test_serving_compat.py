@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from components.trainer.serving_compat import ops_stock_serving_cannot_load, saved_model_op_types
+from components.trainer.serving.compat import ops_stock_serving_cannot_load, saved_model_op_types
 
 
 def test_transform_graph_uses_only_serving_safe_ops(transform_artifacts):
@@ -34,7 +34,7 @@ def test_the_check_catches_an_op_stock_serving_lacks(tmp_path):
 def test_the_int8_and_xla_exports_use_only_serving_safe_ops(tiny_backbone, transform_artifacts, tmp_path, variant):
     import tensorflow_transform as tft
 
-    from components.trainer import export
+    from components.trainer.serving import export
     from components.trainer.options import GenerationOptions
 
     generation = GenerationOptions(max_new_tokens=8, temperature=0.0, top_k=0, **variant)

@@ -1,9 +1,11 @@
-"""TF Serving readiness of the export: gRPC PredictRequests, warm-up records, the XLA variant.
+"""TF Serving readiness of the export: the signature contract, gRPC PredictRequests and REST
+bodies, warm-up records, the XLA variant.
 
 The TF Serving binary cannot run here, so requests are built with `tensorflow-serving-api`
 exactly as a gRPC client would, serialised to wire bytes and parsed back, then run against the
 loaded SavedModel's signature in-process (what TF Serving's Predict handler does with them).
 """
+import json
 import os
 
 import numpy as np
@@ -11,8 +13,9 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_serving.apis import predict_pb2
 
-from components.trainer import export, serving_requests
-from components.trainer.serving_compat import ops_stock_serving_cannot_load
+from components.trainer.serving import export, predict_requests, signatures
+from components.trainer.serving.client import ModelClient
+from components.trainer.serving.compat import ops_stock_serving_cannot_load
 from components.trainer.options import GenerationOptions
 
 
@@ -20,34 +23,63 @@ def _over_the_wire(request: predict_pb2.PredictRequest) -> predict_pb2.PredictRe
     return predict_pb2.PredictRequest.FromString(request.SerializeToString())
 
 
+def test_the_export_declares_exactly_the_signature_contract(exported_model):
+    """One description (signatures.py) for the export, the client and the request builders."""
+    model, _ = exported_model
+    assert set(model.signatures) == set(signatures.INPUTS)
+    for name, inputs in signatures.INPUTS.items():
+        declared = model.signatures[name].structured_input_signature[1]
+        assert {key: (spec.dtype, tuple(spec.shape)) for key, spec in declared.items()} == {
+            spec.name: (spec.dtype, spec.shape) for spec in inputs}, name
+        assert set(model.signatures[name].structured_outputs) == set(signatures.OUTPUTS[name]), name
+
+
+GENERATE_ARGUMENTS = dict(max_new_tokens=6, temperature=0.0, top_k=0, top_p=1.0, seed=0)
+
+
 def test_a_grpc_generate_request_matches_the_signature_and_its_outputs(exported_model):
     model, _ = exported_model
     prompts = ["Hi Zoë,", "Thanks for writing about sync and settings"]
-    inputs = serving_requests.generate_inputs(prompts, max_new_tokens=6, temperature=0.0, top_k=0, top_p=1.0, seed=0)
-    request = _over_the_wire(serving_requests.predict_request("textgen", "generate", inputs))
-    outputs = serving_requests.run_request(model, request)
+    request = _over_the_wire(predict_requests.predict_request("textgen", "generate", prompts=prompts, **GENERATE_ARGUMENTS))
+    outputs = predict_requests.run_request(model, request)
     assert set(outputs) == {"generations", "num_generated_tokens"}
     assert outputs["generations"].shape == (2,) and outputs["num_generated_tokens"].dtype == np.int32
     assert ((outputs["num_generated_tokens"] >= 1) & (outputs["num_generated_tokens"] <= 6)).all()
-    direct = model.signatures["generate"](**{key: tf.constant(value) for key, value in inputs.items()})
-    assert outputs["generations"].tolist() == direct["generations"].numpy().tolist()
+    direct = ModelClient(model).call("generate", prompts=prompts, **GENERATE_ARGUMENTS)
+    assert outputs["generations"].tolist() == direct["generations"].tolist()
+    assert signatures.decode_texts(outputs["generations"]) == ModelClient(model).generate(prompts, **GENERATE_ARGUMENTS)
+
+
+def test_a_rest_body_carries_the_same_typed_inputs_as_the_grpc_request(exported_model):
+    """TF Serving's REST API converts JSON numbers to the signature's dtypes; the body built from
+    the contract, read back that way, runs as the gRPC request does."""
+    model, _ = exported_model
+    prompts = ["Hi Zoë,"]
+    body = json.loads(json.dumps(predict_requests.rest_request_body("generate", prompts=prompts, **GENERATE_ARGUMENTS)))
+    assert body["signature_name"] == "generate" and body["inputs"]["prompts"] == prompts
+    assert body["inputs"]["max_new_tokens"] == 6 and isinstance(body["inputs"]["max_new_tokens"], int)
+    grpc_request = predict_requests.predict_request("textgen", "generate", prompts=prompts, **GENERATE_ARGUMENTS)
+    from_rest = predict_requests.predict_request("textgen", "generate", **body["inputs"])
+    assert from_rest == grpc_request
+    assert (predict_requests.run_request(model, from_rest)["generations"].tolist()
+            == predict_requests.run_request(model, grpc_request)["generations"].tolist())
 
 
 def test_a_grpc_score_request_returns_one_score_per_text(exported_model):
     model, _ = exported_model
-    request = _over_the_wire(serving_requests.predict_request("textgen", "score", serving_requests.text_inputs("texts", ["ab", "hello there"])))
-    outputs = serving_requests.run_request(model, request)
+    request = _over_the_wire(predict_requests.predict_request("textgen", "score", texts=["ab", "hello there"]))
+    outputs = predict_requests.run_request(model, request)
     assert outputs["mean_nll"].shape == (2,) and outputs["mean_nll"].dtype == np.float32
     assert outputs["num_tokens"].dtype == np.int64 and (outputs["num_tokens"] >= 2).all()
 
 
 def test_a_request_with_a_wrongly_typed_input_is_rejected(exported_model):
     model, _ = exported_model
-    inputs = serving_requests.generate_inputs(["Hi"], 4, 0.0, 0, 1.0, 0)
-    inputs["top_p"] = np.array(1, np.int64)  # the signature declares float32
-    request = _over_the_wire(serving_requests.predict_request("textgen", "generate", inputs))
+    request = predict_requests.predict_request("textgen", "generate", prompts=["Hi"], **GENERATE_ARGUMENTS)
+    request.inputs["top_p"].CopyFrom(tf.make_tensor_proto(np.array(1, np.int64)))  # the signature declares float32
+    request = _over_the_wire(request)
     try:
-        serving_requests.run_request(model, request)
+        predict_requests.run_request(model, request)
     except (TypeError, ValueError, tf.errors.InvalidArgumentError):
         return
     raise AssertionError("an int64 top_p was accepted by a float32 input")
@@ -55,15 +87,15 @@ def test_a_request_with_a_wrongly_typed_input_is_rejected(exported_model):
 
 def test_warmup_records_are_present_parseable_and_servable(exported_model):
     model, export_dir = exported_model
-    assert os.path.isfile(os.path.join(export_dir, serving_requests.WARMUP_FILE))
-    requests = serving_requests.read_warmup_file(export_dir)
+    assert os.path.isfile(os.path.join(export_dir, predict_requests.WARMUP_FILE))
+    requests = predict_requests.read_warmup_file(export_dir)
     assert [r.model_spec.signature_name for r in requests] == ["serving_default", "serving_default", "generate", "score"]
     batch_sizes = [r.inputs["prompts"].tensor_shape.dim[0].size for r in requests if "prompts" in r.inputs]
     assert batch_sizes == [1, 8, 1]
     for request in requests:
         text_key = "texts" if "texts" in request.inputs else "prompts"
         batch_size = request.inputs[text_key].tensor_shape.dim[0].size
-        outputs = serving_requests.run_request(model, request)
+        outputs = predict_requests.run_request(model, request)
         assert outputs and all(len(value) == batch_size for value in outputs.values())
 
 

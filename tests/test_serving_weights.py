@@ -3,9 +3,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.trainer import decoding
-from components.trainer.backbone import build_backbone
-from components.trainer.serving_weights import quantize_per_channel, serving_backbone
+from components.trainer.model import decoding
+from components.trainer.model.backbone import build_backbone
+from components.trainer.serving.weights import quantize_per_channel, serving_backbone
 from components.trainer.options import ModelOptions
 
 # int8 bounds, measured on the peaked random models below (see benchmarks/README.md for a

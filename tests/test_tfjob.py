@@ -13,7 +13,7 @@ import os
 import jsonschema
 import pytest
 
-from components.trainer import tfjob
+from components.trainer.training import tfjob
 from pipeline.config import PROJECT_ROOT
 
 SCHEMA = json.load(open(os.path.join(PROJECT_ROOT, "kubeflow", "schemas", "tfjob-v1.schema.json")))
@@ -21,7 +21,7 @@ SCHEMA = json.load(open(os.path.join(PROJECT_ROOT, "kubeflow", "schemas", "tfjob
 
 def _spec(**overrides) -> tfjob.TFJobSpec:
     values = dict(name="textgen-train-1", namespace="ml-team", image="registry.example/textgen:1.0",
-                  command=["python", "-m", "components.trainer.tfjob", "--fn-args", "gs://b/run/tfjob_fn_args.json"],
+                  command=tfjob.replica_command("gs://b/run/tfjob_fn_args.json"),
                   workers=3, gpus=1, service_account="textgen-trainer")
     values.update(overrides)
     return tfjob.TFJobSpec(**values)
@@ -116,15 +116,22 @@ def test_launch_writes_fn_args_submits_and_waits(tmp_path):
     ((_, _, namespace, plural, body),) = api.created
     assert (namespace, plural, body["metadata"]["name"]) == ("ml-team", "tfjobs", "textgen-train-7")
     jsonschema.validate(body, SCHEMA)
-    written = json.load(open(tmp_path / "run" / "tfjob_fn_args.json"))
+    fn_args_path = str(tmp_path / "run" / "tfjob_fn_args.json")
+    written = json.load(open(fn_args_path))
     assert FnArgs(**written).train_files == ["a*.gz"] and written["custom_config"] == {"model": {"num_layers": 1}}
+    for replica in body["spec"]["tfReplicaSpecs"].values():
+        (container,) = replica["template"]["spec"]["containers"]
+        assert container["command"] == ["python", "-m", "components.trainer.training.replica", "--fn-args", fn_args_path]
+    # What the replica entry point rebuilds: every launcher field, unset ones None.
+    rebuilt = tfjob.fn_args_from_json(open(fn_args_path).read())
+    assert set(rebuilt) == set(tfjob.FN_ARGS_FIELDS) and rebuilt["train_steps"] == 10 and rebuilt["base_model"] is None
 
 
 def test_run_fn_launches_a_tfjob_when_enabled_and_trains_itself_inside_a_replica(monkeypatch, tmp_path):
     """The Trainer hook: the launcher submits instead of training; a replica trains."""
     import types
 
-    from components.trainer import run_fn as run_fn_module
+    from components.trainer.training import run_fn as run_fn_module
     from components.trainer.options import TFJobOptions
 
     launched = []

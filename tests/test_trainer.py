@@ -1,6 +1,10 @@
 """The training loop, the strategy factory and the Trainer's run_fn, including real multi-process
 runs: two MultiWorkerMirroredStrategy workers on localhost, MirroredStrategy over two logical
-CPUs, and a trainer killed with SIGKILL and restarted."""
+CPUs, and a trainer killed with SIGKILL and restarted.
+
+Every real process is started exactly as a TFJob replica is: the container command and
+environment of the manifest `tfjob.launch` submits (`python -m components.trainer.training.replica
+--fn-args <file>`), with the FnArgs file written the way the launcher writes it."""
 import json
 import os
 import signal
@@ -8,23 +12,25 @@ import socket
 import subprocess
 import sys
 import time
+import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.trainer import data, task
-from components.trainer.backbone import build_backbone
-from components.trainer.loop import LanguageModelTrainer, LoopSettings
-from components.trainer.model_size import parameter_count, training_flops_per_token
-from components.trainer.precision import keras_policy
-from components.trainer.strategy import resolve_distribution
 from components.tokenizer import model_file
+from components.trainer.model.backbone import build_backbone
+from components.trainer.model.model_size import parameter_count, training_flops_per_token
+from components.trainer.training import data, tfjob
+from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
+from components.trainer.training.optimizer import make_optimizer
+from components.trainer.training.precision import keras_policy
+from components.trainer.training.strategy import resolve_distribution
 from components.trainer.options import GenerationOptions, ModelOptions, TrainingOptions
 from pipeline.config import ConfigError, load_config
 
-TRAINER_PROCESS = os.path.join(os.path.dirname(__file__), "trainer_process.py")
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ModelOptions(preset="tiny")
 
 
@@ -50,7 +56,7 @@ def _train_in_process(transform_artifacts, training: TrainingOptions, model_conf
     keras.utils.set_random_seed(training.seed)
     with keras_policy(policy):
         backbone = build_backbone(model_config, _vocab_size(transform_dir))
-        optimizer = task.make_optimizer(training, policy)
+        optimizer = make_optimizer(training, policy)
         trainer = LanguageModelTrainer(backbone, optimizer, strategy, settings, checkpoint_dir=_tmpdir())
         blocks = lambda: data.packed_blocks(examples, spec, model_config.context_length, batch, seed=training.seed, shuffle_buffer=64, repeat=True)  # noqa: E731
         trainer.train(lambda start: iter(data.distributed_blocks(strategy, blocks, batch)), on_report=reports.append)
@@ -125,7 +131,7 @@ def test_mixed_precision_and_xla_paths_train_with_finite_losses(transform_artifa
     assert backbone(tf.ones([1, 4], tf.int64)).dtype == tf.float32  # logits stay float32
 
 
-# --- run_fn in real processes -----------------------------------------------------------------
+# --- run_fn in real processes, started as TFJob replicas ------------------------------------
 
 # float32: these tests compare strategies with a float32 tolerance; `auto` precision is
 # mixed_bfloat16 on CPUs with native bfloat16 (precision.py), whose rounding is far coarser.
@@ -149,18 +155,32 @@ def _write_args(directory, transform_artifacts, train_steps: int, **training_ove
             "generation": GenerationOptions(max_new_tokens=4).to_parameter(),
         },
     }
-    path = directory / "args.json"
-    path.write_text(json.dumps(fields))
+    path = directory / "tfjob_fn_args.json"
+    path.write_text(tfjob.fn_args_to_json(types.SimpleNamespace(**fields)))  # as the launcher writes it
     return str(path)
 
 
+def _replica_container(args_path: str) -> dict:
+    """The chief's container in the TFJob manifest the launcher would submit for `args_path`."""
+    spec = tfjob.TFJobSpec(name="textgen-train-test", namespace="test", image="textgen:test",
+                           command=tfjob.replica_command(args_path), workers=1)
+    (container,) = tfjob.build_manifest(spec)["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"]
+    return container
+
+
 def _start(args_path: str, tf_config=None, extra=()) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    """Runs the replica's command (its `python` being this interpreter) with the replica's environment;
+    `tf_config` is what the Training Operator would set; `extra` adds options the TFJob does not pass."""
+    container = _replica_container(args_path)
+    program, *arguments = container["command"]
+    assert program == "python"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **{item["name"]: item["value"] for item in container["env"]}}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     env.pop("TF_CONFIG", None)
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
     return subprocess.Popen(
-        [sys.executable, TRAINER_PROCESS, args_path, *extra], env=env,
+        [sys.executable, *arguments, *extra], env=env, cwd=REPO_ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
 
@@ -264,7 +284,7 @@ def test_sigkilled_trainer_resumes_from_its_checkpoint(transform_artifacts, tmp_
 
 
 def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_backbone, tokenizer_model):
-    from components.trainer.warm_start import warm_start_from
+    from components.trainer.training.warm_start import warm_start_from
     from tests.conftest import TINY_MODEL_KWARGS
 
     _, export_dir = exported_model
@@ -282,7 +302,7 @@ def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_b
 
 def test_warm_start_refuses_a_model_with_another_tokenizer(exported_model, tiny_backbone, tmp_path, caplog):
     """Same shapes, same vocabulary size, other pieces: the ids mean other text, so no warm start."""
-    from components.trainer.warm_start import warm_start_from
+    from components.trainer.training.warm_start import warm_start_from
     from tests.conftest import FIXTURE_VOCAB_SIZE, TINY_MODEL_KWARGS, learn_fixture_tokenizer
 
     other = model_file.read_model(learn_fixture_tokenizer(str(tmp_path / "other.model"), max_bytes=20_000))

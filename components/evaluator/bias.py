@@ -36,7 +36,7 @@ import numpy as np
 from scipy import stats
 
 from components.evaluator.gates import lower_bound_gate, upper_bound_gate
-from components.evaluator.model_client import ModelClient
+from components.trainer.serving.client import ModelClient
 from components.evaluator.scorers import ToxicityScorer
 from components.evaluator.sentiment import SentimentScorer
 from components.resources import resolve

@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from components.evaluator import bias, memorization, perplexity, safety
 from components.evaluator.gates import GateResult, blessing_reason
-from components.evaluator.model_client import ModelClient
+from components.trainer.serving.client import ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
 from components.transform.preprocessing import RAW_TEXT_KEY

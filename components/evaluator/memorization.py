@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Sequence
 import tensorflow as tf
 
 from components.evaluator.gates import GateResult, upper_bound_gate
-from components.evaluator.model_client import ModelClient
+from components.file_patterns import matching_files
+from components.trainer.serving.client import ModelClient
 
 _UNIT = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\W\u3400-\u9fff\uf900-\ufaff]+|[^\w\s]")
 
@@ -24,9 +25,7 @@ def units(text: str) -> List[re.Match]:
 
 def read_documents(file_patterns: Sequence[str], text_key: str, limit: int) -> List[str]:
     """Up to `limit` documents (the `text_key` bytes feature) from GZIP tf.Example TFRecords."""
-    files = sorted(path for pattern in file_patterns for path in tf.io.gfile.glob(pattern))
-    if not files:
-        raise FileNotFoundError(f"no training examples match {list(file_patterns)}")
+    files = matching_files(file_patterns, "training examples")
     spec = {text_key: tf.io.FixedLenFeature([], tf.string, default_value="")}
     dataset = tf.data.TFRecordDataset(files, compression_type="GZIP").map(lambda s: tf.io.parse_single_example(s, spec))
     return [record[text_key].numpy().decode("utf-8", "replace") for record in dataset.take(limit)]

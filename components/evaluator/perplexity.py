@@ -4,7 +4,7 @@ Two measures, computed in one Beam pipeline:
 
 - **Perplexity per token** of the candidate: the transformed eval shards (the candidate's own
   tokens) are packed into blocks of `context_length + 1` tokens exactly as the Trainer does
-  (`components.trainer.data`) and scored with `score_tokens`. Token-weighted perplexity =
+  (`components.trainer.training.data`) and scored with `score_tokens`. Token-weighted perplexity =
   exp(sum NLL / sum tokens). Packing is per shard, so at most one partial block per shard is left
   unscored (the Trainer's single-stream packing leaves one per split).
 - **Bits per byte** of every model (candidate and baseline): the RAW eval text is scored with
@@ -27,9 +27,10 @@ import numpy as np
 import tensorflow as tf
 
 from components.evaluator.gates import GateResult
-from components.evaluator.model_client import ModelClient
+from components.file_patterns import matching_files
 from components.tokenizer.sample import document_texts
-from components.trainer import data
+from components.trainer.serving.client import ModelClient
+from components.trainer.training import data
 from components.transform.preprocessing import RAW_TEXT_KEY
 
 
@@ -113,14 +114,6 @@ def _sum_tuples(tuples: Iterable) -> tuple:
     return total if total is not None else []  # no input: read back as zeros
 
 
-def _files(file_patterns, what: str) -> List[str]:
-    patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-    files = sorted(path for pattern in patterns for path in tf.io.gfile.glob(pattern))
-    if not files:
-        raise FileNotFoundError(f"no {what} match {patterns}")
-    return files
-
-
 class QualityRequest(NamedTuple):
     """What to measure: packed perplexity of `packed_models` on the transformed eval examples, bits
     per byte of `text_models` on the raw eval examples ({name: SavedModel dir} each)."""
@@ -145,7 +138,7 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
         with pipeline as p:
             if request.packed_models:
                 context_lengths = {name: ModelClient(path).context_length for name, path in request.packed_models.items()}
-                shards = p | "EvalShards" >> beam.Create(_files(request.eval_files, "transformed examples"))
+                shards = p | "EvalShards" >> beam.Create(matching_files(request.eval_files, "transformed examples"))
                 for name, path in request.packed_models.items():
                     _ = (
                         shards
@@ -159,7 +152,7 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
             if request.text_models:
                 texts = (
                     p
-                    | "RawEvalFiles" >> beam.Create(_files(request.raw_eval_files, "raw eval examples"))
+                    | "RawEvalFiles" >> beam.Create(matching_files(request.raw_eval_files, "raw eval examples"))
                     | "ReadRaw" >> beam.io.ReadAllFromTFRecord(compression_type=beam.io.filesystem.CompressionTypes.GZIP)
                     | "Texts" >> beam.FlatMap(document_texts, RAW_TEXT_KEY)
                     | "BatchTexts" >> beam.BatchElements(min_batch_size=1, max_batch_size=request.text_batch_size)

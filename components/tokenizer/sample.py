@@ -13,6 +13,8 @@ from typing import Iterable, List, NamedTuple
 import apache_beam as beam
 import tensorflow as tf
 
+from components.file_patterns import matching_files
+
 
 class Sample(NamedTuple):
     chunks: List[str]
@@ -72,9 +74,7 @@ def draw_sample(pipeline: beam.Pipeline, file_patterns: List[str], text_feature:
                 chunk_chars: int, sample_path: str) -> Sample:
     """Runs `pipeline` (not yet run) over the GZIP tf.Example files, writes the sample to
     `sample_path` (GZIP TFRecord, one chunk per record; works on any runner) and returns it."""
-    files = sorted(path for pattern in file_patterns for path in tf.io.gfile.glob(pattern))
-    if not files:
-        raise FileNotFoundError(f"no examples to learn a tokenizer from match {file_patterns}")
+    files = matching_files(file_patterns, "examples to learn a tokenizer from")
     with pipeline as p:
         _ = (
             p

@@ -74,7 +74,7 @@ class TrainingOptions(Options):
     seed: int = 42
     precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = Field(
         "auto", description="Keras mixed-precision policy; auto = mixed_float16 on GPU, mixed_bfloat16 on TPU and on a CPU "
-                            "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/precision.py)."
+                            "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/training/precision.py)."
     )
     jit_compile: Literal["auto", "on", "off"] = Field(
         "auto", description="Compile the forward/backward step with XLA; auto = on, except on an AMX CPU under "

@@ -3,8 +3,8 @@
 The identifier is loaded once per process, on first use, so Beam workers pay for it once.
 Scoring uses only the model rows of the byte n-gram features a document has: py3langid's own
 `classify` multiplies the full 7,480 x 97 feature matrix for every document (a dense
-matrix-vector product that took ~85% of its time on short documents); the sparse product gives
-the same log-probabilities.
+matrix-vector product that dominated its time on short documents: benchmarks/README.md,
+"Curation filters"); the sparse product gives the same log-probabilities.
 """
 from typing import NamedTuple, Optional
 

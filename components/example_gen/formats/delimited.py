@@ -8,7 +8,7 @@ import csv
 from typing import Iterator, List
 
 from components.example_gen.byte_stream import Line
-from components.example_gen.decoding import decode_utf8
+from components.example_gen.utf8 import decode_utf8
 from components.example_gen.formats.fields import record_to_outcome
 from components.example_gen.formats.lines import Outcome, line_format_reader
 from components.example_gen.options import ReadOptions

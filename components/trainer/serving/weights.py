@@ -13,16 +13,16 @@ bytes over memory bandwidth. Training ties the output projection to the token em
 
 The trained backbone is left untouched: training keeps its tied weights. The copy computes in
 the trained policy's dtype, except that a mixed_bfloat16 model (the CPU default where bfloat16
-is native, see precision.py) is served in float32: its variables are float32 either way, and a
-bfloat16 graph would cast every weight again on every decoding step.
+is native, see training/precision.py) is served in float32: its variables are float32 either
+way, and a bfloat16 graph would cast every weight again on every decoding step.
 """
 from typing import Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.backbone import GPTBackbone, build_backbone
-from components.trainer.precision import keras_policy
+from components.trainer.model.backbone import GPTBackbone, build_backbone
+from components.trainer.training.precision import keras_policy
 
 WEIGHT_QUANTIZATIONS = ("none", "int8")
 _INT8_MAX = 127.0

@@ -5,17 +5,15 @@ into blocks of `context_length + 1` tokens; inputs are the first `context_length
 last `context_length` (shifted by one). Packing wastes no compute on padding. The evaluator uses
 the same function so perplexity is measured on exactly what the model trains on.
 """
-from typing import Any, Dict, Optional, Sequence, Union
+from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
+from components.file_patterns import FilePatterns, matching_files
 from components.tokenizer.ids import EOS_ID
 from components.transform.preprocessing import TOKEN_IDS_KEY
 
 _PARSE_BATCH = 256  # serialized examples parsed per call; larger batches amortise op overhead
-
-
-FilePatterns = Union[str, Sequence[str]]
 
 
 def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any]) -> tf.data.Dataset:
@@ -24,10 +22,7 @@ def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any]) -> t
     `feature_spec` is `TFTransformOutput.transformed_feature_spec()`, which knows how Transform
     encoded the ragged `token_ids` output in the tf.Examples.
     """
-    patterns = [file_patterns] if isinstance(file_patterns, str) else list(file_patterns)
-    files = sorted(path for pattern in patterns for path in tf.io.gfile.glob(pattern))
-    if not files:
-        raise FileNotFoundError(f"no transformed examples match {patterns}")
+    files = matching_files(file_patterns, "transformed examples")
     feature_spec = {TOKEN_IDS_KEY: feature_spec[TOKEN_IDS_KEY]}
 
     def flatten(serialized: tf.Tensor) -> tf.Tensor:

@@ -18,7 +18,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 import tf_keras as keras
 
-from components.trainer.strategy import cleanup_worker_dir, is_chief, writable_dir
+from components.trainer.training.strategy import cleanup_worker_dir, is_chief, writable_dir
 
 
 @dataclasses.dataclass(frozen=True)

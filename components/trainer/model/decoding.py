@@ -27,7 +27,7 @@ import functools
 
 import tensorflow as tf
 
-from components.trainer.sampling import sample_next_token
+from components.trainer.model.sampling import sample_next_token
 from components.tokenizer.ids import EOS_ID, PAD_ID
 
 MIN_BUCKET = 16

@@ -7,9 +7,9 @@ bfloat16 is emulated and gains nothing.
 `auto` XLA is on, except on a CPU with AMX under mixed_bfloat16: there TensorFlow's oneDNN
 bfloat16 matmul uses the AMX tiles and XLA's CPU backend does not, so plain graph mode is faster;
 with AVX512-BF16 alone, XLA's fused step was the faster one. The measurements behind the rule are
-in benchmarks/README.md ("Training").
+in benchmarks/README.md ("Speed: training, decoding, serving").
 The model is exported with the policy it was trained under, except mixed_bfloat16, whose serving
-copy computes in float32 (components/trainer/serving_weights.py).
+copy computes in float32 (components/trainer/serving/weights.py).
 """
 import contextlib
 from typing import Iterator

@@ -1,52 +1,50 @@
-"""TF Serving requests for the exported signatures, and the model's warm-up file.
+"""TF Serving requests for the exported signatures (gRPC and REST), and the model's warm-up file.
 
-Requests are `tensorflow_serving.apis` protos, exactly what a gRPC client sends to
-`PredictionService/Predict`. TF Serving replays `assets.extra/tf_serving_warmup_requests`
+Requests are built from the signature description in `signatures.py`, the same one the export
+declares its inputs from: `predict_request` makes the `tensorflow_serving.apis` proto a gRPC
+client sends to `PredictionService/Predict`, `rest_request_body` the JSON body of
+`POST /v1/models/<name>:predict`. TF Serving replays `assets.extra/tf_serving_warmup_requests`
 (a TFRecord of `PredictionLog`s) when it loads a version, so the first user request does not pay
 for graph initialisation (or, with the XLA export, compilation) of the common shapes.
 """
 import os
-from typing import Dict, Mapping, Sequence
+from typing import Any, Dict, Sequence
 
 import numpy as np
 import tensorflow as tf
 from tensorflow_serving.apis import model_pb2, predict_pb2, prediction_log_pb2
 
+from components.trainer.serving import signatures
+
 WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 
 
-def predict_request(model_name: str, signature_name: str, inputs: Mapping[str, np.ndarray]) -> predict_pb2.PredictRequest:
-    """A PredictRequest whose inputs are the given arrays (dtypes as the signature declares them)."""
+def predict_request(model_name: str, signature_name: str, **values: Any) -> predict_pb2.PredictRequest:
+    """A PredictRequest for `signature_name` with every input of it (typed as `signatures` declares)."""
     request = predict_pb2.PredictRequest(
         model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
     )
-    for key, value in inputs.items():
+    for key, value in signatures.typed_inputs(signature_name, values).items():
         request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
     return request
 
 
-def generate_inputs(
-    prompts: Sequence[str], max_new_tokens: int, temperature: float, top_k: int, top_p: float, seed: int
-) -> Dict[str, np.ndarray]:
-    """The `generate` signature's inputs, typed as it declares them."""
-    return {
-        "prompts": np.array([p.encode("utf-8") for p in prompts], dtype=object),
-        "max_new_tokens": np.array(max_new_tokens, np.int32),
-        "temperature": np.array(temperature, np.float32),
-        "top_k": np.array(top_k, np.int32),
-        "top_p": np.array(top_p, np.float32),
-        "seed": np.array(seed, np.int64),
-    }
+def rest_request_body(signature_name: str, **values: Any) -> Dict[str, Any]:
+    """The JSON body of TF Serving's REST predict API (columnar `inputs`) for the same arguments."""
+    inputs = {}
+    for key, value in signatures.typed_inputs(signature_name, values).items():
+        inputs[key] = signatures.decode_texts(value) if value.dtype == object else value.tolist()
+    return {"signature_name": signature_name, "inputs": inputs}
 
 
-def text_inputs(key: str, texts: Sequence[str]) -> Dict[str, np.ndarray]:
-    """A [batch] string input (`prompts` of serving_default, `texts` of score)."""
-    return {key: np.array([t.encode("utf-8") for t in texts], dtype=object)}
+def response_outputs(response: predict_pb2.PredictResponse) -> Dict[str, np.ndarray]:
+    """A PredictResponse's outputs as numpy arrays (`signatures.decode_texts` turns text into str)."""
+    return {key: tf.make_ndarray(proto) for key, proto in response.outputs.items()}
 
 
 def run_request(loaded_model, request: predict_pb2.PredictRequest) -> Dict[str, np.ndarray]:
     """Runs a PredictRequest against a loaded SavedModel's signature, as TF Serving's Predict does."""
-    signature = loaded_model.signatures[request.model_spec.signature_name or "serving_default"]
+    signature = loaded_model.signatures[request.model_spec.signature_name or signatures.SERVING_DEFAULT]
     inputs = {key: tf.constant(tf.make_ndarray(proto)) for key, proto in request.inputs.items()}
     return {key: value.numpy() for key, value in signature(**inputs).items()}
 
@@ -58,14 +56,14 @@ def warmup_requests(generation, model_name: str = "textgen") -> list:
     batch buckets most clients hit.
     """
     prompt = "Hello"
-    sampled = generate_inputs(
-        [prompt], generation.max_new_tokens, max(generation.temperature, 0.7), generation.top_k, generation.top_p, 0
-    )
     return [
-        predict_request(model_name, "serving_default", text_inputs("prompts", [prompt])),
-        predict_request(model_name, "serving_default", text_inputs("prompts", [prompt] * 8)),
-        predict_request(model_name, "generate", sampled),
-        predict_request(model_name, "score", text_inputs("texts", [prompt])),
+        predict_request(model_name, signatures.SERVING_DEFAULT, prompts=[prompt]),
+        predict_request(model_name, signatures.SERVING_DEFAULT, prompts=[prompt] * 8),
+        predict_request(
+            model_name, signatures.GENERATE, prompts=[prompt], max_new_tokens=generation.max_new_tokens,
+            temperature=max(generation.temperature, 0.7), top_k=generation.top_k, top_p=generation.top_p, seed=0,
+        ),
+        predict_request(model_name, signatures.SCORE, texts=[prompt]),
     ]
 
 

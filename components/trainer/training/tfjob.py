@@ -1,23 +1,24 @@
-"""Distributed training on Kubeflow: run the Trainer's `run_fn` as a Training Operator TFJob.
+"""Distributed training on Kubeflow: run the Trainer as a Training Operator TFJob.
 
 The TFX Trainer only runs in one pod. With `kubeflow.tfjob.enabled`, the Trainer's pod becomes a
-launcher: it writes the run's `FnArgs` as JSON next to the model run directory (shared storage),
-creates a `kubeflow.org/v1` TFJob whose chief and workers all run
-`python -m components.trainer.tfjob --fn-args <that file>` (the same `run_fn`; the operator sets
-`TF_CONFIG` on each replica, from which the strategy builds MultiWorkerMirroredStrategy and lets
-only the chief export), waits for it while logging every status change, and raises `TFJobFailed`
-naming the replica type and the operator's message as soon as a replica fails or the job does.
+launcher (`launch`, called by `run_fn`): it writes the run's `FnArgs` as JSON next to the model
+run directory (shared storage), creates a `kubeflow.org/v1` TFJob whose chief and workers all run
+`replica_command` (`python -m components.trainer.training.replica --fn-args <that file>`: the
+same `run_fn`; the operator sets `TF_CONFIG` on each replica, from which the strategy builds
+MultiWorkerMirroredStrategy and lets only the chief export), waits for it while logging every
+status change, and raises `TFJobFailed` naming the replica type and the operator's message as
+soon as a replica fails or the job does.
 
-Hook the Trainer needs (run_fn is owned elsewhere): at the top of run_fn,
-    if custom_config["tfjob"]["enabled"] and not tfjob.running_in_replica(): return tfjob.launch(fn_args, ...)
+This module knows the replica entry point only by its module name (`REPLICA_MODULE`): it imports
+neither `run_fn` nor the replica module, so `run_fn -> tfjob` and `replica -> run_fn, tfjob` form
+no cycle.
 """
-import argparse
 import json
 import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List
 
 log = logging.getLogger(__name__)
 
@@ -25,6 +26,8 @@ GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 # The operator injects TF_CONFIG into containers with this name only.
 CONTAINER_NAME = "tensorflow"
 REPLICA_ENV = "TEXTGEN_TFJOB_REPLICA"
+# What every replica runs (components/trainer/training/replica.py).
+REPLICA_MODULE = "components.trainer.training.replica"
 FN_ARGS_FIELDS = ("working_dir", "hyperparameters", "train_files", "eval_files", "transform_output", "transform_graph_path", "serving_model_dir",
                   "eval_model_dir", "model_run_dir", "train_steps", "eval_steps", "schema_path", "schema_file",
                   "custom_config", "base_model")
@@ -134,9 +137,23 @@ def running_in_replica() -> bool:
     return os.environ.get(REPLICA_ENV) == "1"
 
 
+def replica_command(fn_args_path: str) -> List[str]:
+    """The command of every replica container: the replica entry point reading `fn_args_path`."""
+    return ["python", "-m", REPLICA_MODULE, "--fn-args", fn_args_path]
+
+
 def fn_args_to_json(fn_args) -> str:
     """The serialisable part of a TFX FnArgs (paths, steps, custom_config)."""
     return json.dumps({name: getattr(fn_args, name) for name in FN_ARGS_FIELDS if getattr(fn_args, name, None) is not None})
+
+
+def fn_args_from_json(text: str) -> Dict[str, Any]:
+    """The FnArgs fields `fn_args_to_json` wrote, every field of FN_ARGS_FIELDS present (None when unset)."""
+    fields = json.loads(text)
+    unknown = set(fields) - set(FN_ARGS_FIELDS)
+    if unknown:
+        raise ValueError(f"not FnArgs fields written by the launcher: {sorted(unknown)}")
+    return {name: fields.get(name) for name in FN_ARGS_FIELDS}
 
 
 def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api=None) -> Dict[str, Any]:
@@ -149,7 +166,7 @@ def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api
         handle.write(fn_args_to_json(fn_args))
     spec = TFJobSpec(
         name=job_name, namespace=namespace, image=tfjob_config.image or image,
-        command=["python", "-m", "components.trainer.tfjob", "--fn-args", fn_args_path],
+        command=replica_command(fn_args_path),
         workers=tfjob_config.workers, cpu=tfjob_config.cpu, memory=tfjob_config.memory, gpus=tfjob_config.gpus,
         service_account=tfjob_config.service_account, labels={"app.kubernetes.io/part-of": "textgen"},
     )
@@ -160,22 +177,3 @@ def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api
         api = client.CustomObjectsApi()
     submit(api, build_manifest(spec))
     return wait(api, job_name, namespace, tfjob_config.poll_seconds, tfjob_config.timeout_seconds)
-
-
-def _replica_main(argv: Optional[List[str]] = None) -> None:
-    """Entry point of every replica: rebuild FnArgs and run the project's run_fn."""
-    parser = argparse.ArgumentParser(description="Run the Trainer's run_fn inside a TFJob replica.")
-    parser.add_argument("--fn-args", required=True, help="FnArgs JSON written by the launcher.")
-    args = parser.parse_args(argv)
-    import tensorflow as tf
-    from tfx.components.trainer.fn_args_utils import FnArgs
-
-    from components.trainer.run_fn import run_fn
-
-    with tf.io.gfile.GFile(args.fn_args) as handle:
-        run_fn(FnArgs(**json.loads(handle.read())))
-
-
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO)
-    _replica_main()

@@ -190,7 +190,7 @@ class GPTBackbone(keras.Model):
         ]
         self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
         self.embedding_dropout = keras.layers.Dropout(config.dropout)
-        # Set only on serving copies (serving_weights.py): a separate, untied output projection
+        # Set only on serving copies (serving/weights.py): a separate, untied output projection
         # (pre-transposed, optionally int8) computing the same logits as the tied embedding.
         self.output_projection = None
 

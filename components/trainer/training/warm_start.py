@@ -51,7 +51,7 @@ def warm_start_from(backbone: keras.Model, saved_model_dir: str, tokenizer_sha25
     saved = _saved_backbone_shapes(variables_prefix)
     expected = collections.Counter(tuple(weight.shape) for weight in backbone.weights)
     # The serving copy adds one [model_dim, vocab] output projection derived from the embedding
-    # (serving_weights.py), saved after the trained weights; it is not read back. An int8
+    # (serving/weights.py), saved after the trained weights; it is not read back. An int8
     # export's kernels have other shapes: no warm start from it.
     projection = collections.Counter({(backbone.architecture.model_dim, backbone.vocab_size): 1})
     if saved != expected and saved != expected + projection:

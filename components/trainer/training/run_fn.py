@@ -7,6 +7,9 @@ the strategy, precision and XLA setting, and hands over to `loop.LanguageModelTr
 Outputs in the Trainer's ModelRun artifact (`fn_args.model_run_dir`): `checkpoints/` (resume
 points) and `train/` (TensorBoard summaries). The chief writes them and the exported model; other
 workers of a multi-worker run write to temporary directories that are removed.
+
+With `kubeflow.tfjob.enabled` the Trainer's own `run_fn` only launches a TFJob (`tfjob.launch`)
+whose replicas run this same function through `replica.py`.
 """
 import hashlib
 import logging
@@ -17,18 +20,20 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
-from components.trainer import data, export, task, tfjob
-from components.trainer.backbone import build_backbone
-from components.trainer.hardware import measure_matmul_flops
-from components.trainer.loop import LanguageModelTrainer, LoopSettings
-from components.trainer.model_size import parameter_count, training_flops_per_token
-from components.trainer.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
-from components.trainer.strategy import choose_strategy, cleanup_worker_dir, writable_dir
-from components.trainer.warm_start import warm_start_from
-from components.tokenizer import model_file
+from components.trainer.model.backbone import build_backbone
+from components.trainer.model.model_size import parameter_count, training_flops_per_token
 from components.trainer.options import TrainerSettings, TrainingOptions, read_trainer_custom_config
+from components.trainer.serving.export import export_serving_model
+from components.trainer.training import data, tfjob
+from components.trainer.training.hardware import measure_matmul_flops
+from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
+from components.trainer.training.optimizer import make_optimizer
+from components.trainer.training.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
+from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, writable_dir
+from components.trainer.training.warm_start import warm_start_from
+from components.tokenizer import model_file
 
-if TYPE_CHECKING:  # importing TFX costs ~1 minute; worker processes only need the attributes
+if TYPE_CHECKING:  # importing TFX is slow and a TFJob replica only needs FnArgs' attributes
     from tfx.components.trainer.fn_args_utils import FnArgs
 
 
@@ -135,7 +140,7 @@ def run_fn(fn_args: "FnArgs") -> None:
     with keras_policy(policy_name):
         with strategy.scope():
             backbone = build_backbone(model_config, vocab_size)
-            optimizer = task.make_optimizer(training, policy_name)
+            optimizer = make_optimizer(training, policy_name)
         base_model = _warm_start_model(trainer_settings) if training.warm_start else ""
         if base_model:
             warm_start_from(backbone, base_model, tokenizer.sha256)
@@ -149,6 +154,6 @@ def run_fn(fn_args: "FnArgs") -> None:
             lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch)),
         )
         export_dir = writable_dir(fn_args.serving_model_dir, strategy)
-        export.export_serving_model(backbone, transform_output, generation, export_dir)
+        export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)

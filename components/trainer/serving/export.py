@@ -1,15 +1,13 @@
 """The serving export: a SavedModel that takes raw strings and needs no Python to call.
 
-Signatures (TF Serving can carry all inputs and outputs):
-    serving_default  prompts [batch] string -> generations [batch] string, num_generated_tokens
-                     (the `generate` defaults from config)
-    generate         prompts [batch] string, max_new_tokens int32, temperature float32, top_k int32,
-                     top_p float32, seed int64 (all scalars) -> same outputs; greedy when
-                     temperature == 0; decoded with the key/value cache (see decoding.py)
-    score            texts [batch] string -> mean_nll [batch], num_tokens [batch]; each text is
-                     scored as one whole document (EOS + text + EOS): a text longer than the
-                     context is scored in consecutive windows of context_length tokens
-    score_tokens     blocks [batch, context_length + 1] int64 -> nll_sum, num_tokens per row;
+Signatures (their inputs and outputs are declared once, in `signatures.py`; TF Serving can carry
+all of them):
+    serving_default  `generate` with the generation defaults from config
+    generate         continues each prompt; greedy when temperature == 0; decoded with the
+                     key/value cache (see model/decoding.py)
+    score            each text is scored as one whole document (EOS + text + EOS): a text longer
+                     than the context is scored in consecutive windows of context_length tokens
+    score_tokens     summed NLL and token count of packed [batch, context_length + 1] blocks;
                      what the evaluator uses on packed eval blocks
 
 The tokenizer is the TF Transform graph itself (`transform_features_layer`, which embeds the
@@ -18,7 +16,7 @@ did; the detokenizer embeds the same model. The model file is also an asset of t
 (`assets/sentencepiece.model`): the registry records its sha256, warm start compares it, and the
 Tokenizer stage reuses it (`tokenizer.policy=reuse`).
 
-The exported backbone is a serving copy of the trained one (`serving_weights.serving_backbone`):
+The exported backbone is a serving copy of the trained one (`weights.serving_backbone`):
 the output projection is pre-transposed, and with `generation.weight_quantization=int8` every
 matmul weight is int8 with per-channel scales.
 
@@ -35,7 +33,9 @@ import tensorflow_transform as tft
 from components.tokenizer import model_file
 from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.ids import EOS_ID, PAD_ID
-from components.trainer import decoding, serving_requests, serving_weights
+from components.trainer.model import decoding
+from components.trainer.serving import predict_requests, signatures
+from components.trainer.serving.weights import serving_backbone
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
 from components.trainer.options import GenerationOptions
 
@@ -64,16 +64,7 @@ class TextGenerationModule(tf.Module):
         transformed = self.transform_layer({RAW_TEXT_KEY: tf.reshape(texts, [-1, 1])})
         return tf.cast(transformed[TOKEN_IDS_KEY], tf.int64)
 
-    @tf.function(
-        input_signature=[
-            tf.TensorSpec([None], tf.string, name="prompts"),
-            tf.TensorSpec([], tf.int32, name="max_new_tokens"),
-            tf.TensorSpec([], tf.float32, name="temperature"),
-            tf.TensorSpec([], tf.int32, name="top_k"),
-            tf.TensorSpec([], tf.float32, name="top_p"),
-            tf.TensorSpec([], tf.int64, name="seed"),
-        ]
-    )
+    @tf.function(input_signature=signatures.input_signature(signatures.GENERATE))
     def generate(self, prompts, max_new_tokens, temperature, top_k, top_p, seed):
         """Continues each prompt; see the module docstring."""
         new_ids, counts = decoding.generate_tokens(
@@ -82,7 +73,7 @@ class TextGenerationModule(tf.Module):
         )
         return {"generations": self._detokenizer.detokenize(new_ids), "num_generated_tokens": counts}
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="prompts")])
+    @tf.function(input_signature=signatures.input_signature(signatures.SERVING_DEFAULT))
     def generate_with_defaults(self, prompts):
         """`generate` with the configured defaults; exported as serving_default."""
         return self.generate(
@@ -94,7 +85,7 @@ class TextGenerationModule(tf.Module):
             tf.constant(0, tf.int64),
         )
 
-    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="texts")])
+    @tf.function(input_signature=signatures.input_signature(signatures.SCORE))
     def score(self, texts):
         """Mean next-token NLL of each text as one whole document (EOS + text + EOS, every token
         after the first predicted). A document with more predictions than the context is scored
@@ -119,7 +110,7 @@ class TextGenerationModule(tf.Module):
         text_nll = tf.math.unsorted_segment_sum(tf.reduce_sum(nll, axis=1), text_of_window, token_ids.nrows())
         return {"mean_nll": text_nll / tf.cast(num_tokens, text_nll.dtype), "num_tokens": num_tokens}
 
-    @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int64, name="blocks")])
+    @tf.function(input_signature=signatures.input_signature(signatures.SCORE_TOKENS))
     def score_tokens(self, blocks):
         """Summed NLL and token count of each packed block (inputs = block[:-1], targets = block[1:])."""
         targets = blocks[:, 1:]
@@ -132,13 +123,13 @@ def export_serving_model(
     backbone, transform_output: tft.TFTransformOutput, generation: GenerationOptions, export_dir: str
 ) -> None:
     """Writes the SavedModel with the signatures described in the module docstring."""
-    served = serving_weights.serving_backbone(backbone, generation.weight_quantization)
+    served = serving_backbone(backbone, generation.weight_quantization)
     module = TextGenerationModule(served, transform_output, generation)
-    signatures = {
-        "serving_default": module.generate_with_defaults,
-        "generate": module.generate,
-        "score": module.score,
-        "score_tokens": module.score_tokens,
+    functions = {
+        signatures.SERVING_DEFAULT: module.generate_with_defaults,
+        signatures.GENERATE: module.generate,
+        signatures.SCORE: module.score,
+        signatures.SCORE_TOKENS: module.score_tokens,
     }
-    tf.saved_model.save(module, export_dir, signatures=signatures)
-    serving_requests.write_warmup_file(export_dir, serving_requests.warmup_requests(generation))
+    tf.saved_model.save(module, export_dir, signatures=functions)
+    predict_requests.write_warmup_file(export_dir, predict_requests.warmup_requests(generation))

@@ -1,0 +1,1 @@
+"""Serving: the exported SavedModel, its signature contract, the client and TF Serving requests."""

@@ -1,0 +1,107 @@
+"""The one client for calling an exported model in this process: its serving signatures.
+
+The evaluator, `textgen generate`, the samples at the end of a run and the tests all call a
+model through `ModelClient`, so they work with any export that has the signatures of the serving
+contract (`signatures.py`; what they compute: `export.py`). Arguments are built from that
+contract (typed as the signature declares them), results come back as numpy arrays or text.
+
+An input the loaded signature does not declare is left out (a model exported before the input
+was added, e.g. `generate` without `top_p`, still answers).
+"""
+from typing import Any, Dict, List, NamedTuple, Sequence, Union
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  registers the TF Text ops the exported tokenizer graph uses
+
+from components.trainer.serving import signatures
+
+REQUIRED_SIGNATURES = (signatures.GENERATE, signatures.SCORE, signatures.SCORE_TOKENS)
+
+
+class Scores(NamedTuple):
+    """Per-text mean next-token NLL and the number of tokens it was averaged over."""
+
+    mean_nll: np.ndarray
+    num_tokens: np.ndarray
+
+    @property
+    def total_nll(self) -> np.ndarray:
+        return self.mean_nll * self.num_tokens
+
+
+class ModelClient:
+    """Loads a SavedModel once (or wraps a loaded one) and calls its signatures with plain Python
+    values, `batch_size` texts per call.
+
+    `required` names the signatures the caller needs; a model without one of them is refused here
+    rather than at the first call.
+    """
+
+    def __init__(self, saved_model: Union[str, Any], batch_size: int = 64, required: Sequence[str] = REQUIRED_SIGNATURES):
+        if isinstance(saved_model, str):
+            if not tf.io.gfile.exists(saved_model):
+                raise FileNotFoundError(f"no SavedModel at {saved_model}")
+            self.path = saved_model
+            self._model = tf.saved_model.load(saved_model)
+        else:
+            self.path = ""
+            self._model = saved_model
+        self.batch_size = batch_size
+        missing = set(required) - set(self._model.signatures.keys())
+        if missing:
+            where = f" at {self.path}" if self.path else ""
+            raise ValueError(f"the SavedModel{where} lacks the signature(s) {sorted(missing)}")
+
+    @property
+    def context_length(self) -> int:
+        """The model's maximum context (tokens per packed eval block)."""
+        return int(self._model.context_length.numpy())
+
+    def call(self, signature: str, **values: Any) -> Dict[str, np.ndarray]:
+        """One call of `signature` with every input of the contract; its outputs as numpy arrays."""
+        function = self._model.signatures[signature]
+        accepted = function.structured_input_signature[1].keys()
+        arguments = signatures.typed_inputs(signature, values, accepted)
+        outputs = function(**{key: tf.constant(value) for key, value in arguments.items()})
+        return {key: value.numpy() for key, value in outputs.items()}
+
+    def _batches(self, items: Sequence):
+        for start in range(0, len(items), self.batch_size):
+            yield list(items[start:start + self.batch_size])
+
+    def generate(
+        self,
+        prompts: Sequence[str],
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> List[str]:
+        """Continuations of `prompts` (new text only), decoded from UTF-8 with replacement.
+
+        The n-th batch is sampled with `seed + n`, so one seed gives the same texts on every run.
+        """
+        outputs: List[str] = []
+        for index, batch in enumerate(self._batches(prompts)):
+            result = self.call(signatures.GENERATE, prompts=batch, max_new_tokens=max_new_tokens,
+                               temperature=temperature, top_k=top_k, top_p=top_p, seed=seed + index)
+            outputs += signatures.decode_texts(result["generations"])
+        return outputs
+
+    def score(self, texts: Sequence[str]) -> Scores:
+        """Mean NLL per text, each scored as one document by the model's `score` signature."""
+        mean_nll, num_tokens = [], []
+        for batch in self._batches(texts):
+            result = self.call(signatures.SCORE, texts=batch)
+            mean_nll.append(result["mean_nll"].astype(np.float64))
+            num_tokens.append(result["num_tokens"].astype(np.int64))
+        if not mean_nll:
+            return Scores(np.zeros(0), np.zeros(0, np.int64))
+        return Scores(np.concatenate(mean_nll), np.concatenate(num_tokens))
+
+    def score_tokens(self, blocks: np.ndarray):
+        """(summed NLL, token count) over a [B, L+1] int64 array of packed blocks."""
+        result = self.call(signatures.SCORE_TOKENS, blocks=blocks)
+        return float(np.sum(result["nll_sum"])), int(np.sum(result["num_tokens"]))
