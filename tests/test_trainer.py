@@ -23,7 +23,7 @@ from components.tokenizer import model_file
 from components.trainer.model.backbone import build_backbone
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
 from components.trainer.training import data, tfjob
-from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
+from components.trainer.training.loop import LanguageModelTrainer, LoopSettings, XlaCompileError
 from components.trainer.training.optimizer import make_optimizer
 from components.trainer.training.precision import keras_policy
 from components.trainer.training.strategy import resolve_distribution
@@ -129,6 +129,25 @@ def test_mixed_precision_and_xla_paths_train_with_finite_losses(transform_artifa
     assert reports[-1].loss < reports[0].loss + 0.5
     assert backbone.blocks[0].attention.qkv.compute_dtype == ("float32" if policy == "float32" else policy.split("_")[1])
     assert backbone(tf.ones([1, 4], tf.int64)).dtype == tf.float32  # logits stay float32
+
+
+def test_forced_xla_on_a_bfloat16_dot_xla_cannot_emit_names_the_setting_to_change():
+    """TF 2.16's XLA CPU backend cannot emit some bfloat16 dots (this width-64 shape among them;
+    precision.py), which is why `auto` leaves XLA off under bfloat16 on a CPU. Forcing it on must
+    end in an error that names the settings to change, not a bare HLO message."""
+    import tf_keras as keras
+
+    model_config = ModelOptions(preset="tiny", num_layers=1, model_dim=64, mlp_dim=128, context_length=64)
+    settings = LoopSettings(total_steps=1, global_batch_size=8, context_length=64, jit_compile=True, log_every=1, checkpoint_every=10)
+    tokens = tf.data.Dataset.from_tensors((tf.zeros([8, 64], tf.int32), tf.zeros([8, 64], tf.int32))).repeat()
+    with keras_policy("mixed_bfloat16"):
+        keras.utils.set_random_seed(0)
+        trainer = LanguageModelTrainer(
+            build_backbone(model_config, 1024), make_optimizer(TrainingOptions(), "mixed_bfloat16"),
+            tf.distribute.get_strategy(), settings, checkpoint_dir=_tmpdir(),
+        )
+        with pytest.raises(XlaCompileError, match="training.jit_compile=off .*training.precision=float32"):
+            trainer.train(lambda start: iter(tokens))
 
 
 # --- run_fn in real processes, started as TFJob replicas ------------------------------------

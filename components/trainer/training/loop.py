@@ -21,6 +21,10 @@ import tf_keras as keras
 from components.trainer.training.strategy import cleanup_worker_dir, is_chief, writable_dir
 
 
+class XlaCompileError(RuntimeError):
+    """The XLA-compiled train step uses an operation XLA's backend for this device cannot emit."""
+
+
 @dataclasses.dataclass(frozen=True)
 class LoopSettings:
     """What the loop needs besides the model, optimizer and data."""
@@ -195,7 +199,7 @@ class LanguageModelTrainer:
                     (step // settings.checkpoint_every + 1) * settings.checkpoint_every,
                     step + settings.steps_per_call,
                 )
-                loss, gradient_norm = self._train_steps(iterator, tf.constant(boundary - step))
+                loss, gradient_norm = self._run_train_steps(iterator, boundary - step)
                 losses.append((float(loss.numpy()), boundary - step))
                 step = self.step
                 if step % settings.checkpoint_every == 0 or step == settings.total_steps:
@@ -213,6 +217,18 @@ class LanguageModelTrainer:
             cleanup_worker_dir(checkpoint_root, self.strategy)
         logging.info("Trained steps %d..%d in %.1fs", start_step, self.step, time.perf_counter() - run_start)
         return self.step - start_step
+
+    def _run_train_steps(self, iterator, num_steps: int) -> tuple:
+        """Runs `num_steps` compiled steps; an XLA step that cannot be compiled gets an error naming the fix."""
+        try:
+            return self._train_steps(iterator, tf.constant(num_steps))
+        except tf.errors.UnimplementedError as error:
+            if not self.settings.jit_compile:
+                raise
+            raise XlaCompileError(
+                f"XLA could not compile the train step for this model and precision ({error.message.strip().splitlines()[0]}); "
+                "set training.jit_compile=off (or auto), or training.precision=float32"
+            ) from error
 
     def _report(self, step: int, losses: list, gradient_norm: float, elapsed: float, steps: int, eval_iterator) -> StepReport:
         settings = self.settings
