@@ -131,23 +131,48 @@ def test_mixed_precision_and_xla_paths_train_with_finite_losses(transform_artifa
     assert backbone(tf.ones([1, 4], tf.int64)).dtype == tf.float32  # logits stay float32
 
 
-def test_forced_xla_on_a_bfloat16_dot_xla_cannot_emit_names_the_setting_to_change():
-    """TF 2.16's XLA CPU backend cannot emit some bfloat16 dots (this width-64 shape among them;
-    precision.py), which is why `auto` leaves XLA off under bfloat16 on a CPU. Forcing it on must
-    end in an error that names the settings to change, not a bare HLO message."""
+def _width_64_bfloat16_trainer(xla_fallback: bool) -> LanguageModelTrainer:
+    """A trainer whose XLA step TF 2.16's CPU backend cannot compile: under mixed_bfloat16 this
+    width-64 shape fails with "unsupported operand type BF16 in op dot" (precision.py)."""
     import tf_keras as keras
 
     model_config = ModelOptions(preset="tiny", num_layers=1, model_dim=64, mlp_dim=128, context_length=64)
-    settings = LoopSettings(total_steps=1, global_batch_size=8, context_length=64, jit_compile=True, log_every=1, checkpoint_every=10)
-    tokens = tf.data.Dataset.from_tensors((tf.zeros([8, 64], tf.int32), tf.zeros([8, 64], tf.int32))).repeat()
+    settings = LoopSettings(total_steps=2, global_batch_size=8, context_length=64, jit_compile=True, xla_fallback=xla_fallback,
+                            steps_per_call=2, log_every=2, checkpoint_every=10)
+    keras.utils.set_random_seed(0)
+    return LanguageModelTrainer(
+        build_backbone(model_config, 1024), make_optimizer(TrainingOptions(), "mixed_bfloat16"),
+        tf.distribute.get_strategy(), settings, checkpoint_dir=_tmpdir(),
+    )
+
+
+def _constant_tokens() -> tf.data.Dataset:
+    return tf.data.Dataset.from_tensors((tf.zeros([8, 64], tf.int32), tf.ones([8, 64], tf.int32))).repeat()
+
+
+def test_forced_xla_on_a_step_xla_cannot_compile_names_the_settings_to_change():
     with keras_policy("mixed_bfloat16"):
-        keras.utils.set_random_seed(0)
-        trainer = LanguageModelTrainer(
-            build_backbone(model_config, 1024), make_optimizer(TrainingOptions(), "mixed_bfloat16"),
-            tf.distribute.get_strategy(), settings, checkpoint_dir=_tmpdir(),
-        )
-        with pytest.raises(XlaCompileError, match="training.jit_compile=off .*training.precision=float32"):
-            trainer.train(lambda start: iter(tokens))
+        trainer = _width_64_bfloat16_trainer(xla_fallback=False)
+        before = [weight.numpy() for weight in trainer.model.weights]
+        with pytest.raises(XlaCompileError, match="training.jit_compile=auto or off, or training.precision=float32"):
+            trainer.train(lambda start: iter(_constant_tokens()))
+    # The failed step changed nothing: weights as initialised, the optimizer's counter put back.
+    assert trainer.step == 0
+    for initial, weight in zip(before, trainer.model.weights):
+        np.testing.assert_array_equal(initial, weight.numpy())
+
+
+def test_auto_xla_trains_in_graph_mode_where_xla_cannot_compile_the_step(caplog):
+    """training.jit_compile=auto: the same trainer falls back to graph mode, says so, and trains
+    every step."""
+    with keras_policy("mixed_bfloat16"):
+        trainer = _width_64_bfloat16_trainer(xla_fallback=True)
+        reports = []
+        with caplog.at_level("WARNING"):
+            trainer.train(lambda start: iter(_constant_tokens()), on_report=reports.append)
+    assert trainer.step == 2 and trainer.jit_compile is False
+    assert np.isfinite(reports[-1].loss)
+    assert any("training in graph mode instead" in record.getMessage() for record in caplog.records)
 
 
 # --- run_fn in real processes, started as TFJob replicas ------------------------------------

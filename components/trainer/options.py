@@ -77,8 +77,9 @@ class TrainingOptions(Options):
                             "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/training/precision.py)."
     )
     jit_compile: Literal["auto", "on", "off"] = Field(
-        "auto", description="Compile the forward/backward step with XLA; auto = on, except on a CPU under "
-                            "mixed_bfloat16 (XLA's CPU backend cannot compile every bfloat16 dot; precision.py)."
+        "auto", description="Compile the forward/backward step with XLA; auto = on, falling back to graph mode "
+                            "(with a warning) where XLA cannot compile the step, e.g. some bfloat16 dots on CPU; "
+                            "on = XLA or an error (precision.py)."
     )
     steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
     distribution: Literal["auto", "default", "mirrored", "multi_worker", "tpu"] = Field(

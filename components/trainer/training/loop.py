@@ -1,7 +1,7 @@
 """The training loop: compiled, distributed, checkpointed steps with progress and summaries.
 
 One optimizer step = `accumulation` micro-batches per replica, each a forward/backward pass
-(XLA-compiled when `jit_compile`), gradients summed over micro-batches and all-reduced over
+(XLA-compiled when `jit_compile`, see `_run_train_steps` for a step XLA cannot compile), gradients summed over micro-batches and all-reduced over
 replicas, clipped by global norm, then one AdamW update. The loss is the sum of token losses
 divided by the tokens of the global batch, so the update does not depend on how the batch is split
 over replicas and micro-batches. `steps_per_call` steps run inside one tf.function call.
@@ -39,6 +39,9 @@ class LoopSettings:
     eval_batches: int = 0
     clip_norm: float = 1.0
     jit_compile: bool = True
+    # With `jit_compile`: when XLA's backend cannot compile the step, train in graph mode instead
+    # (training.jit_compile=auto) rather than fail (=on).
+    xla_fallback: bool = False
     flops_per_token: float = 0.0
     peak_flops: float = 0.0
 
@@ -93,12 +96,17 @@ class LanguageModelTrainer:
         self.checkpoint_dir = checkpoint_dir
         self.summary_dir = summary_dir
         self._loss_scaled = isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer)
-        self._compiled_gradients = tf.function(self._micro_batch_gradients, jit_compile=settings.jit_compile)
-        self._train_steps = tf.function(self._train_steps_fn)
+        self._compile_train_steps(settings.jit_compile)
         self._eval_steps = tf.function(self._eval_steps_fn)
         with strategy.scope():
             optimizer.build(model.trainable_variables)
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+
+    def _compile_train_steps(self, jit_compile: bool) -> None:
+        """(Re)creates the tf.functions of the train step, XLA-compiling the micro-batch pass when asked."""
+        self.jit_compile = jit_compile
+        self._compiled_gradients = tf.function(self._micro_batch_gradients, jit_compile=jit_compile)
+        self._train_steps = tf.function(self._train_steps_fn)
 
     @property
     def step(self) -> int:
@@ -219,16 +227,30 @@ class LanguageModelTrainer:
         return self.step - start_step
 
     def _run_train_steps(self, iterator, num_steps: int) -> tuple:
-        """Runs `num_steps` compiled steps; an XLA step that cannot be compiled gets an error naming the fix."""
+        """Runs `num_steps` compiled steps.
+
+        XLA compiles the micro-batch pass when it first runs. A pass it cannot compile yields no
+        gradients, so no weight or optimizer slot changes, but the optimizer's step counter does
+        not wait for them and may already have advanced: it is put back. Then, with
+        `xla_fallback`, the same steps run again in graph mode (the batch already taken from the
+        shuffled stream is skipped); without it the error names the settings to change.
+        """
+        step_before = self.step
         try:
             return self._train_steps(iterator, tf.constant(num_steps))
         except tf.errors.UnimplementedError as error:
-            if not self.settings.jit_compile:
+            if not self.jit_compile:
                 raise
-            raise XlaCompileError(
-                f"XLA could not compile the train step for this model and precision ({error.message.strip().splitlines()[0]}); "
-                "set training.jit_compile=off (or auto), or training.precision=float32"
-            ) from error
+            self.optimizer.iterations.assign(step_before)
+            reason = error.message.strip().splitlines()[0]
+            if not self.settings.xla_fallback:
+                raise XlaCompileError(
+                    f"XLA could not compile the train step for this model and precision ({reason}); "
+                    "set training.jit_compile=auto or off, or training.precision=float32"
+                ) from error
+            logging.warning("XLA could not compile the train step (%s); training in graph mode instead", reason)
+            self._compile_train_steps(False)
+            return self._train_steps(iterator, tf.constant(num_steps))
 
     def _report(self, step: int, losses: list, gradient_norm: float, elapsed: float, steps: int, eval_iterator) -> StepReport:
         settings = self.settings
