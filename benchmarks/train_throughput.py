@@ -125,7 +125,7 @@ def main() -> None:
 
     from components.trainer.model.model_size import parameter_count, training_flops_per_token
     from components.trainer.training.hardware import measure_matmul_flops
-    from components.trainer.training.precision import resolve_precision
+    from components.trainer.training.precision import resolve_jit_compile, resolve_precision
     from components.trainer.options import ModelOptions
 
     model_config = ModelOptions(preset=args.preset, context_length=args.context_length)
@@ -146,7 +146,8 @@ def main() -> None:
         ("ours graph+XLA", "float32", "on", False),
         (f"ours XLA+{short}", mixed, "on", False),
         (f"ours graph+{short}", mixed, "off", False),
-        (f"ours default ({default_policy}, XLA auto)", default_policy, "auto", False),
+        (f"ours default ({default_policy}, XLA {'auto' if resolve_jit_compile('auto', device, default_policy) else 'off'})",
+         default_policy, "auto" if resolve_jit_compile("auto", device, default_policy) else "off", False),
     ]
     rows = []
     for name, policy, jit, eager in configurations:

@@ -22,6 +22,15 @@ def test_yaml_then_overrides_then_flags_win_in_order(tmp_path):
     assert config.output_root == "/tmp/b"
 
 
+def test_xla_switch_words_survive_yaml(tmp_path):
+    """YAML 1.1 reads on/off as booleans; the documented words must still work, in files and --set."""
+    assert load_config(overrides=["training.jit_compile=off"]).training.jit_compile == "off"
+    assert load_config(overrides=["training.jit_compile=on"]).training.jit_compile == "on"
+    path = tmp_path / "config.yaml"
+    path.write_text("training:\n  jit_compile: off\n")
+    assert load_config(str(path)).training.jit_compile == "off"
+
+
 @pytest.mark.parametrize(
     "override, message",
     [

@@ -1,8 +1,8 @@
-"""The documented precision rules per device (components/trainer/precision.py), read from
+"""The documented precision and XLA rules per device (components/trainer/precision.py), read from
 a CPU's feature flags."""
 import pytest
 
-from components.trainer.training.precision import cpu_has_native_bfloat16, resolve_precision
+from components.trainer.training.precision import cpu_has_native_bfloat16, resolve_jit_compile, resolve_precision
 
 SAPPHIRE_RAPIDS = "fpu vme avx512f avx512_bf16 amx_bf16 amx_tile amx_int8"
 ZEN4 = "fpu vme avx512f avx512_bf16"
@@ -25,6 +25,18 @@ def test_native_bfloat16_comes_from_the_flags(cpuinfo, flags, native):
 
 def test_unreadable_cpuinfo_means_no_bfloat16(tmp_path):
     assert not cpu_has_native_bfloat16(str(tmp_path / "missing"))
+
+
+def test_auto_xla_is_off_on_a_cpu_under_bfloat16_and_on_elsewhere():
+    assert resolve_jit_compile("auto", "cpu", "mixed_bfloat16") is False
+    assert resolve_jit_compile("auto", "cpu", "float32") is True
+    assert resolve_jit_compile("auto", "gpu", "mixed_float16") is True
+    assert resolve_jit_compile("auto", "tpu", "mixed_bfloat16") is True
+
+
+def test_explicit_xla_setting_wins():
+    assert resolve_jit_compile("on", "cpu", "mixed_bfloat16") is True
+    assert resolve_jit_compile("off", "gpu", "float32") is False
 
 
 def test_explicit_precision_wins():

@@ -3,7 +3,7 @@ signature's defaults and distributed training as a TFJob (composed into the pipe
 `model`, `training`, `generation` and `kubeflow.tfjob`)."""
 from typing import Any, Dict, Literal, NamedTuple, Optional
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from components.options import Options
 from components.pusher.options import RegistryOptions
@@ -77,9 +77,9 @@ class TrainingOptions(Options):
                             "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/training/precision.py)."
     )
     jit_compile: Literal["auto", "on", "off"] = Field(
-        "auto", description="Compile the forward/backward step with XLA; auto = on, falling back to graph mode "
-                            "(with a warning) where XLA cannot compile the step, e.g. some bfloat16 dots on CPU; "
-                            "on = XLA or an error (precision.py)."
+        "auto", description="Compile the forward/backward step with XLA; auto = on, except on a CPU under "
+                            "mixed_bfloat16 (XLA's CPU backend cannot compile every bfloat16 dot), and graph mode with "
+                            "a warning where XLA cannot compile the step; on = XLA or an error (precision.py)."
     )
     steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
     distribution: Literal["auto", "default", "mirrored", "multi_worker", "tpu"] = Field(
@@ -93,6 +93,12 @@ class TrainingOptions(Options):
     peak_flops: Optional[float] = Field(
         None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
     )
+
+    @field_validator("jit_compile", mode="before")
+    @classmethod
+    def _yaml_switch_words(cls, value: Any) -> Any:
+        """YAML reads `on`/`off` (in a config file or `--set training.jit_compile=off`) as booleans."""
+        return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
 
     def resolved_batch_size(self, context_length: int) -> int:
         """Sequences per global batch, from global_batch_tokens when set."""

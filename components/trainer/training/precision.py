@@ -4,12 +4,15 @@
 On CPUs it is mixed_bfloat16 when the CPU multiplies bfloat16 natively (AMX-BF16 or
 AVX512-BF16, read from the CPU's feature flags), else float32; on a CPU without those units
 bfloat16 is emulated and gains nothing.
-`auto` XLA is on. TensorFlow 2.16's XLA CPU backend cannot emit every bfloat16 dot: a one-layer
-model of width 64 (vocabulary 1,024, 8 x 64 tokens) fails to compile with "unsupported operand type
-BF16 in op dot" (seen on an AVX512-BF16 EPYC and an AMX Xeon) while the 10m preset compiles and is
-the fastest configuration on both (benchmarks/README.md, "Speed: training, decoding, serving").
-So under `auto` a step XLA cannot compile trains in graph mode instead, with a warning
-(`loop.LanguageModelTrainer`), and `jit_compile=on` fails with an error naming the settings.
+`auto` XLA is on, except on a CPU under mixed_bfloat16. There XLA + bfloat16 is the fastest
+configuration at the 10m shape (1.2-1.4x graph mode on an AVX512-BF16 EPYC and an AMX Xeon), but
+TensorFlow 2.16's XLA CPU backend cannot emit every bfloat16 dot: a one-layer width-64 model fails
+with "unsupported operand type BF16 in op dot" on both, and at the `small` preset `make run`'s model
+trained only 5% faster with XLA. So auto keeps to graph mode there (oneDNN's bfloat16 kernels) and
+`jit_compile=on` opts in. Wherever auto does choose XLA and XLA cannot compile the step, the
+trainer falls back to graph mode with a warning; under `on` it fails with an error naming the
+settings (`loop.LanguageModelTrainer`). Measurements: benchmarks/README.md ("Speed: training,
+decoding, serving").
 The model is exported with the policy it was trained under, except mixed_bfloat16, whose serving
 copy computes in float32 (components/trainer/serving/weights.py).
 """
@@ -51,6 +54,13 @@ def resolve_precision(precision: str, device: str) -> str:
     if device == "cpu":
         return "mixed_bfloat16" if cpu_has_native_bfloat16() else "float32"
     return {"gpu": "mixed_float16", "tpu": "mixed_bfloat16"}.get(device, "float32")
+
+
+def resolve_jit_compile(jit_compile: str, device: str, policy_name: str) -> bool:
+    """Whether to XLA-compile the train step ('auto' = on, except on a CPU under mixed_bfloat16)."""
+    if jit_compile != "auto":
+        return jit_compile == "on"
+    return not (device == "cpu" and policy_name == "mixed_bfloat16")
 
 
 @contextlib.contextmanager

@@ -28,7 +28,7 @@ from components.trainer.training import data, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
-from components.trainer.training.precision import accelerator_kind, keras_policy, resolve_precision
+from components.trainer.training.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
 from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, writable_dir
 from components.trainer.training.warm_start import warm_start_from
 from components.tokenizer import model_file
@@ -113,10 +113,10 @@ def run_fn(fn_args: "FnArgs") -> None:
         checkpoint_every=training.checkpoint_every,
         eval_batches=training.eval_batches,
         clip_norm=training.clip_norm,
-        # auto: XLA first, graph mode where XLA cannot compile the step (precision.py). Not across
-        # workers: a failed step aborts MultiWorkerMirroredStrategy's collectives, so there the
-        # error names the setting instead.
-        jit_compile=training.jit_compile != "off",
+        # auto falls back to graph mode where XLA cannot compile the step (precision.py), but not
+        # across workers: a failed step aborts MultiWorkerMirroredStrategy's collectives, so there
+        # the error names the setting instead.
+        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name),
         xla_fallback=training.jit_compile == "auto" and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy),
         flops_per_token=training_flops_per_token(model_config, vocab_size),
         peak_flops=_peak_flops(training, policy_name),
