@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tensorflow as tf  # noqa: E402
 
 import machine  # noqa: E402
-from components.trainer.model.backbone import build_backbone, write_cache_position  # noqa: E402
+from components.trainer.model.backbone import build_backbone, decode_slots, write_cache_position  # noqa: E402
 from components.trainer.model.model_size import parameter_count  # noqa: E402
 from components.trainer.serving.weights import dequantizing_matmul, quantize_per_channel, serving_backbone  # noqa: E402
 from components.trainer.options import ModelOptions  # noqa: E402
@@ -82,8 +82,9 @@ def piece_timings(backbone, batch: int, cache_length: int, repeats: int) -> dict
     def writes(in_place):
         @tf.function
         def run(cache):
+            slots = decode_slots(cache, positions, in_place)
             for _ in range(2 * config.num_layers):
-                cache = write_cache_position(cache, positions, new, in_place)
+                cache = write_cache_position(cache, slots, new)
             return cache
         return lambda: run(cache)
 

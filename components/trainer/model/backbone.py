@@ -12,7 +12,7 @@ Written for speed and for every execution mode the trainer uses:
   attention softmax and the output logits are float32, so the loss is stable.
 """
 import math
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import tensorflow as tf
 import tf_keras as keras
@@ -47,32 +47,60 @@ def causal_mask(length: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.linalg.band_part(tf.ones([length, length]), -1, 0), tf.bool)
 
 
-def write_cache_position(cache: tf.Tensor, positions: tf.Tensor, new: tf.Tensor, in_place: bool) -> tf.Tensor:
-    """Writes `new` [batch, heads, head_dim] into `cache` [batch, heads, cache_length, head_dim]
-    at each row's position (`positions` [batch]) and returns the cache.
+class DecodeSlots(NamedTuple):
+    """Where one decoding step writes each row's new key/value and which cache positions it may
+    read. Every block's cache has the same shape, so this is computed once per step and shared
+    (a graph-mode step is bound by how many ops it runs, not by their size)."""
 
-    `in_place` (graph or eager execution): the write goes into the cache's own buffer
-    (`InplaceUpdate`, a core op stock TF Serving has, on a reshaped view of it), so the cache
-    passed in is consumed and must not be read again; a `tensor_scatter_nd_update` there copies
-    the whole cache on every decoding step. Under XLA, which has no `InplaceUpdate` kernel, the
-    scatter is used: XLA updates it in place itself.
+    positions: tf.Tensor  # [batch] int32: each row's new position
+    visible: tf.Tensor  # [batch, 1, cache_length] bool: the positions <= each row's own
+    write_at: tf.Tensor  # in place: row ids [batch * heads] of a cache viewed as [-1, head_dim]; else scatter indices
+    in_place: bool
+
+
+def decode_slots(cache: tf.Tensor, positions: tf.Tensor, in_place: bool) -> DecodeSlots:
+    """The slots of one step for caches shaped like `cache` [batch, heads, cache_length, head_dim].
+
+    `in_place` (graph or eager execution): writes go into the cache's own buffer (`InplaceUpdate`,
+    a core op stock TF Serving has, on a reshaped view of it), so a cache passed to
+    `write_cache_position` is consumed and must not be read again; a `tensor_scatter_nd_update`
+    there copies the whole cache on every decoding step. Under XLA, which has no `InplaceUpdate`
+    kernel, the scatter is used: XLA updates it in place itself.
     """
     shape = tf.shape(cache)
-    batch, heads, length, head_dim = shape[0], cache.shape[1] or shape[1], shape[2], cache.shape[3] or shape[3]
-    if not in_place:
+    batch, heads, length = shape[0], cache.shape[1] or shape[1], shape[2]
+    visible = (tf.range(length)[tf.newaxis, :] <= positions[:, tf.newaxis])[:, tf.newaxis, :]
+    if in_place:
+        rows = (tf.range(batch)[:, tf.newaxis] * heads + tf.range(heads)[tf.newaxis, :]) * length + positions[:, tf.newaxis]
+        write_at = tf.reshape(rows, [-1])
+    else:
         rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
-        at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
-        return tf.tensor_scatter_nd_update(cache, at, new)
-    rows = (tf.range(batch)[:, tf.newaxis] * heads + tf.range(heads)[tf.newaxis, :]) * length + positions[:, tf.newaxis]
-    flat = tf.raw_ops.InplaceUpdate(
-        x=tf.reshape(cache, [-1, head_dim]), i=tf.reshape(rows, [-1]), v=tf.reshape(new, [-1, head_dim])
-    )
-    return tf.reshape(flat, shape)
+        write_at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
+    return DecodeSlots(positions, visible, write_at, in_place)
+
+
+def write_cache_position(cache: tf.Tensor, slots: DecodeSlots, new: tf.Tensor) -> tf.Tensor:
+    """Writes `new` [batch, heads, head_dim] into `cache` [batch, heads, cache_length, head_dim]
+    at each row's position and returns the cache (consumed when `slots.in_place`, see `decode_slots`)."""
+    if not slots.in_place:
+        return tf.tensor_scatter_nd_update(cache, slots.write_at, new)
+    head_dim = cache.shape[3] or tf.shape(cache)[3]
+    flat = tf.raw_ops.InplaceUpdate(x=tf.reshape(cache, [-1, head_dim]), i=slots.write_at, v=tf.reshape(new, [-1, head_dim]))
+    return tf.reshape(flat, tf.shape(cache))
 
 
 def normalize_rows(norm: keras.layers.LayerNormalization, hidden: tf.Tensor) -> tf.Tensor:
-    """Applies a LayerNormalization built on [batch, length, dim] inputs to rows [batch, dim]."""
-    return norm(hidden[:, tf.newaxis])[:, 0]
+    """Applies a LayerNormalization built on [batch, length, dim] inputs to rows [batch, dim].
+
+    The same operations, in the same dtypes, as the layer's own (non-fused: epsilon 1e-5 is below
+    fused_batch_norm's minimum) call, without the layer call's reshapes and slices: a decoding
+    step normalises 2L + 1 times.
+    """
+    compute_dtype = hidden.dtype
+    rows = tf.cast(hidden, tf.float32) if compute_dtype in (tf.float16, tf.bfloat16) and norm.dtype == "float32" else hidden
+    mean, variance = tf.nn.moments(rows, [-1], keepdims=True)
+    normalized = tf.nn.batch_normalization(rows, mean, variance, offset=norm.beta, scale=norm.gamma, variance_epsilon=norm.epsilon)
+    return tf.cast(normalized, compute_dtype)
 
 
 class CausalSelfAttention(keras.layers.Layer):
@@ -106,9 +134,9 @@ class CausalSelfAttention(keras.layers.Layer):
         batch, length = tf.shape(attended)[0], tf.shape(attended)[1]
         return self.output_projection(tf.reshape(attended, [batch, length, self.num_heads * self.head_dim]))
 
-    def decode(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool) -> tuple:
-        """Attention of one new position per row: normalised hidden [batch, model_dim] at `positions`
-        [batch] -> (attended [batch, model_dim], cache with this position's key/value written).
+    def decode(self, hidden: tf.Tensor, slots: DecodeSlots, cache: tuple) -> tuple:
+        """Attention of one new position per row: normalised hidden [batch, model_dim] at
+        `slots.positions` -> (attended [batch, model_dim], cache with this position's key/value written).
 
         The query attends to the cache positions <= its own. Two-dimensional throughout, so each
         projection is a single MatMul and a decoding step runs few ops.
@@ -116,13 +144,13 @@ class CausalSelfAttention(keras.layers.Layer):
         qkv = tf.reshape(self.qkv(hidden), [-1, 3, self.num_heads, self.head_dim])
         query, key, value = tf.unstack(qkv, axis=1)  # each [batch, heads, head_dim]
         if self.rotary:
-            query = rotate_positions(query[:, :, tf.newaxis], positions[:, tf.newaxis])[:, :, 0]
-            key = rotate_positions(key[:, :, tf.newaxis], positions[:, tf.newaxis])[:, :, 0]
-        keys = write_cache_position(cache[0], positions, key, in_place)
-        values = write_cache_position(cache[1], positions, value, in_place)
+            positions = slots.positions[:, tf.newaxis]
+            query = rotate_positions(query[:, :, tf.newaxis], positions)[:, :, 0]
+            key = rotate_positions(key[:, :, tf.newaxis], positions)[:, :, 0]
+        keys = write_cache_position(cache[0], slots, key)
+        values = write_cache_position(cache[1], slots, value)
         scores = tf.einsum("bhd,bhkd->bhk", query, keys) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-        visible = tf.range(tf.shape(keys)[2])[tf.newaxis, :] <= positions[:, tf.newaxis]
-        scores = tf.where(visible[:, tf.newaxis, :], tf.cast(scores, tf.float32), _NEG_INF)
+        scores = tf.where(slots.visible, tf.cast(scores, tf.float32), _NEG_INF)
         weights = tf.cast(tf.nn.softmax(scores, axis=-1), values.dtype)
         attended = tf.einsum("bhk,bhkd->bhd", weights, values)
         return self.output_projection(tf.reshape(attended, [-1, self.num_heads * self.head_dim])), (keys, values)
@@ -162,11 +190,10 @@ class DecoderBlock(keras.layers.Layer):
         padding = [[0, 0], [0, 0], [0, cache_length - length], [0, 0]]
         return hidden, (tf.pad(key, padding), tf.pad(value, padding))
 
-    def decode_step(self, hidden: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool = True) -> tuple:
-        """One new token per row (hidden [batch, model_dim]) at its own position [batch]: writes its
-        key/value into the cache at that position (see `write_cache_position` for `in_place`) and
-        attends to positions <= it."""
-        attended, cache = self.attention.decode(normalize_rows(self.attention_norm, hidden), positions, cache, in_place)
+    def decode_step(self, hidden: tf.Tensor, slots: DecodeSlots, cache: tuple) -> tuple:
+        """One new token per row (hidden [batch, model_dim]) at its own position (`slots`): writes
+        its key/value into the cache at that position and attends to positions <= it."""
+        attended, cache = self.attention.decode(normalize_rows(self.attention_norm, hidden), slots, cache)
         hidden = hidden + attended
         return hidden + self.mlp_out(self.mlp_in(normalize_rows(self.mlp_norm, hidden))), cache
 
@@ -238,11 +265,12 @@ class GPTBackbone(keras.Model):
     def decode_step(self, token_ids: tf.Tensor, positions: tf.Tensor, cache: tuple, in_place: bool = True) -> tuple:
         """One token per row [batch] at `positions` [batch]; returns (float32 logits [batch, vocab],
         the cache with this token's keys/values added). `in_place` writes into the cache's buffers
-        (it is consumed); pass False under XLA (see `write_cache_position`)."""
+        (it is consumed); pass False under XLA (see `decode_slots`)."""
         hidden = self.embed(token_ids, positions)  # [batch, model_dim]
+        slots = decode_slots(cache[0][0], positions, in_place)
         new_cache = []
         for block, block_cache in zip(self.blocks, cache):
-            hidden, block_cache = block.decode_step(hidden, positions, block_cache, in_place)
+            hidden, block_cache = block.decode_step(hidden, slots, block_cache)
             new_cache.append(block_cache)
         return self.logits(hidden), tuple(new_cache)
 
