@@ -4,12 +4,11 @@
 On CPUs it is mixed_bfloat16 when the CPU multiplies bfloat16 natively (AMX-BF16 or
 AVX512-BF16, read from the CPU's feature flags), else float32; on a CPU without those units
 bfloat16 is emulated and gains nothing.
-`auto` XLA is on, except on a CPU under mixed_bfloat16. There XLA + bfloat16 is the fastest
-configuration at the 10m shape (1.2-1.4x graph mode on an AVX512-BF16 EPYC and an AMX Xeon), but
-TensorFlow 2.16's XLA CPU backend cannot emit every bfloat16 dot: a one-layer width-64 model fails
-with "unsupported operand type BF16 in op dot" on both, and at the `small` preset `make run`'s model
-trained only 5% faster with XLA. So auto keeps to graph mode there (oneDNN's bfloat16 kernels) and
-`jit_compile=on` opts in. Wherever auto does choose XLA and XLA cannot compile the step, the
+`auto` XLA is on, except on a CPU under mixed_bfloat16. There XLA + bfloat16 is the faster
+configuration at the 10m shape, but TensorFlow 2.16's XLA CPU backend cannot emit every bfloat16
+dot (a one-layer width-64 model fails with "unsupported operand type BF16 in op dot"), and at the
+default preset the gain is small. So auto keeps to graph mode there (oneDNN's bfloat16 kernels)
+and `jit_compile=on` opts in. Wherever auto does choose XLA and XLA cannot compile the step, the
 trainer falls back to graph mode with a warning; under `on` it fails with an error naming the
 settings (`loop.LanguageModelTrainer`). Measurements: benchmarks/README.md ("Speed: training,
 decoding, serving").
