@@ -54,6 +54,29 @@ def test_pii_is_replaced_by_placeholders():
     assert text_steps.scrub_pii("version 1.2.3 on 2024-05-01") == ("version 1.2.3 on 2024-05-01", ())
 
 
+def test_national_ids_are_scrubbed_and_numbers_that_only_look_like_them_are_kept():
+    text = "SSN 123-45-6789, NINO AB 12 34 56 C, 身份证 11010519491231002X。"
+    scrubbed, kinds = text_steps.scrub_pii(text)
+    assert scrubbed == "SSN <NATIONAL_ID>, NINO <NATIONAL_ID>, 身份证 <NATIONAL_ID>。"
+    assert kinds == ("national_id",)  # the SSN is not also counted as a phone number
+    # A prefix letter NINOs never use and a wrong check character are not IDs; never-issued SSN
+    # areas are not IDs either (the phone rule, which takes any 7-15 grouped digits, still may).
+    lookalikes = "ref DA 12 34 56 C, 订单 110105194912310021"
+    assert text_steps.scrub_pii(lookalikes) == (lookalikes, ())
+    assert "national_id" not in text_steps.scrub_pii("build 666-12-3456 and 000-12-3456")[1]
+
+
+def test_scrubbed_training_text_holds_nothing_the_evaluator_counts_as_a_leak():
+    """ExampleGen's scrubber and the Evaluator's leak detector share their patterns (pii_patterns)."""
+    from components.evaluator import pii
+
+    text = ("mail a.b@corp.io; card 4111 1111 1111 1111; ssn 123-45-6789; nino QQ123456C is invalid but AB123456C is not; "
+            "id 11010519491231002X; call (415) 555-0142 or +44 20 7946 0958")
+    assert pii.find_pii(text)
+    scrubbed, _ = text_steps.scrub_pii(text)
+    assert pii.find_pii(scrubbed) == [], scrubbed
+
+
 def test_minhash_estimates_jaccard():
     first = minhash.shingles(" ".join(f"w{i}" for i in range(200)), 3)
     second = minhash.shingles(" ".join(f"w{i}" for i in range(20, 220)), 3)

@@ -9,7 +9,7 @@ default the RFC 2606 documentation domains) are not counted.
 import re
 from typing import Iterable, List, NamedTuple, Sequence
 
-from components.pii_patterns import CARD_NUMBER, luhn_valid
+from components.pii_patterns import CARD_NUMBER, luhn_valid, national_id_matches
 
 EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@((?:[A-Za-z0-9-]+\.)+[A-Za-z]{2,})(?![\w-])")
 PHONE_PATTERNS = (
@@ -17,9 +17,6 @@ PHONE_PATTERNS = (
     re.compile(r"(?<![\w(])\(?\d{3}\)?[ .-]\d{3}[ .-]\d{4}(?!\w)"),  # NANP with separators
     re.compile(r"(?<!\d)1[3-9]\d{9}(?!\d)"),  # mainland China mobile
 )
-SSN = re.compile(r"(?<![\d-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\d-])")
-UK_NINO = re.compile(r"(?<!\w)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z] ?\d{2} ?\d{2} ?\d{2} ?[A-D](?!\w)")
-CN_RESIDENT_ID = re.compile(r"(?<![\dXx])\d{17}[\dXx](?![\dXx])")
 
 DEFAULT_ALLOWED_DOMAINS = ("example.com", "example.org", "example.net", "example")
 
@@ -27,13 +24,6 @@ DEFAULT_ALLOWED_DOMAINS = ("example.com", "example.org", "example.net", "example
 class PiiFinding(NamedTuple):
     kind: str
     value: str
-
-
-def cn_resident_id_valid(number: str) -> bool:
-    """ISO 7064 MOD 11-2 check digit of an 18-character Chinese resident identity number."""
-    weights = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
-    checksum = sum(int(d) * w for d, w in zip(number[:17], weights)) % 11
-    return "10X98765432"[checksum] == number[17].upper()
 
 
 def find_pii(text: str, allowed_domains: Iterable[str] = DEFAULT_ALLOWED_DOMAINS) -> List[PiiFinding]:
@@ -44,15 +34,11 @@ def find_pii(text: str, allowed_domains: Iterable[str] = DEFAULT_ALLOWED_DOMAINS
         domain = match.group(1).lower()
         if not any(domain == a or domain.endswith("." + a) for a in allowed):
             findings.append(PiiFinding("email", match.group(0)))
-    for match in CN_RESIDENT_ID.finditer(text):
-        if cn_resident_id_valid(match.group(0)):
-            findings.append(PiiFinding("national_id", match.group(0)))
+    findings += [PiiFinding("national_id", match.group(0)) for match in national_id_matches(text)]
     for match in CARD_NUMBER.finditer(text):
         digits = re.sub(r"\D", "", match.group(0))
         if 13 <= len(digits) <= 19 and luhn_valid(digits):
             findings.append(PiiFinding("card_number", match.group(0)))
-    for pattern in (SSN, UK_NINO):
-        findings += [PiiFinding("national_id", m.group(0)) for m in pattern.finditer(text)]
     card_spans = {f.value for f in findings}
     for pattern in PHONE_PATTERNS:
         findings += [PiiFinding("phone", m.group(0)) for m in pattern.finditer(text) if m.group(0) not in card_spans]

@@ -120,7 +120,8 @@ class CleaningOptions(Options):
 
     unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
     remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
-    scrub_pii: bool = Field(True, description="Replace e-mail addresses, phone and card numbers with placeholders (counted per kind).")
+    scrub_pii: bool = Field(True, description="Replace e-mail addresses, national ID numbers (US SSN, UK NINO, Chinese resident ID), "
+                                                 "card and phone numbers with placeholders (counted per kind).")
     min_chars: int = Field(1, ge=0, description="Shorter documents are removed (counted).")
     max_chars: int = Field(200_000, ge=1, description="Longer documents are removed (counted).")
     exact_dedup: bool = True

@@ -6,7 +6,7 @@ import re
 import unicodedata
 from typing import Tuple
 
-from components.pii_patterns import CARD_NUMBER, luhn_valid
+from components.pii_patterns import CARD_NUMBER, luhn_valid, national_id_matches
 
 # Unicode category Cc is exactly U+0000-U+001F and U+007F-U+009F; newline and tab are kept.
 _CONTROL_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -27,6 +27,7 @@ def remove_control_chars(text: str) -> Tuple[str, bool]:
 
 
 EMAIL_PLACEHOLDER, PHONE_PLACEHOLDER, CARD_PLACEHOLDER = "<EMAIL>", "<PHONE>", "<CARD_NUMBER>"
+NATIONAL_ID_PLACEHOLDER = "<NATIONAL_ID>"
 
 _EMAIL = re.compile(r"(?<![\w.+-])[\w.+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
 # An optional +country code, an optional (area) code, then 6-12 more digits in groups.
@@ -48,13 +49,26 @@ def _replace_phones(match: "re.Match") -> str:
     return PHONE_PLACEHOLDER if 7 <= digits <= 15 else match.group(0)
 
 
+def _replace_national_ids(text: str) -> str:
+    """`text` with every national identity number (`pii_patterns.national_id_matches`) replaced."""
+    spans = sorted((match.start(), match.end()) for match in national_id_matches(text))
+    pieces, end = [], 0
+    for start, stop in spans:
+        if start >= end:  # matches of different kinds never overlap in practice; keep the first
+            pieces += [text[end:start], NATIONAL_ID_PLACEHOLDER]
+            end = stop
+    return "".join(pieces) + text[end:]
+
+
 def scrub_pii(text: str) -> Tuple[str, Tuple[str, ...]]:
-    """Replaces e-mail addresses, payment card numbers (Luhn-valid) and phone numbers with
-    placeholders; returns the text and the kinds of PII found ('email', 'card', 'phone')."""
+    """Replaces e-mail addresses, national identity numbers (US SSN, UK NINO, Chinese resident ID
+    with a valid check character), payment card numbers (Luhn-valid) and phone numbers with
+    placeholders, in that order, so an ID is not taken for a phone or card number; returns the
+    text and the kinds of PII found ('email', 'national_id', 'card', 'phone')."""
     found = []
-    for kind, pattern, replacement in (("email", _EMAIL, EMAIL_PLACEHOLDER), ("card", CARD_NUMBER, _replace_cards),
-                                       ("phone", _PHONE, _replace_phones)):
-        scrubbed = pattern.sub(replacement, text)
+    for kind, replace in (("email", lambda t: _EMAIL.sub(EMAIL_PLACEHOLDER, t)), ("national_id", _replace_national_ids),
+                          ("card", lambda t: CARD_NUMBER.sub(_replace_cards, t)), ("phone", lambda t: _PHONE.sub(_replace_phones, t))):
+        scrubbed = replace(text)
         if scrubbed != text:
             found.append(kind)
             text = scrubbed
