@@ -139,6 +139,7 @@ def main() -> None:
 
     device = "gpu" if on_gpu else "cpu"
     default_policy = resolve_precision("auto", device)
+    default_jit = "auto" if resolve_jit_compile("auto", device, default_policy) else "off"
     short = mixed.split("_")[1]
     configurations = [
         ("ours eager", "float32", "off", True),
@@ -146,8 +147,7 @@ def main() -> None:
         ("ours graph+XLA", "float32", "on", False),
         (f"ours XLA+{short}", mixed, "on", False),
         (f"ours graph+{short}", mixed, "off", False),
-        (f"ours default ({default_policy}, XLA {'auto' if resolve_jit_compile('auto', device, default_policy) else 'off'})",
-         default_policy, "auto" if resolve_jit_compile("auto", device, default_policy) else "off", False),
+        (f"ours default ({default_policy}, XLA {default_jit})", default_policy, default_jit, False),
     ]
     rows = []
     for name, policy, jit, eager in configurations:

@@ -1,10 +1,10 @@
 """The training loop: compiled, distributed, checkpointed steps with progress and summaries.
 
 One optimizer step = `accumulation` micro-batches per replica, each a forward/backward pass
-(XLA-compiled when `jit_compile`, see `_run_train_steps` for a step XLA cannot compile), gradients summed over micro-batches and all-reduced over
-replicas, clipped by global norm, then one AdamW update. The loss is the sum of token losses
-divided by the tokens of the global batch, so the update does not depend on how the batch is split
-over replicas and micro-batches. `steps_per_call` steps run inside one tf.function call.
+(XLA-compiled when `jit_compile`; `_run_train_steps` handles a step XLA cannot compile), gradients
+summed over micro-batches and all-reduced over replicas, clipped by global norm, then one AdamW
+update. The loss is the sum of token losses divided by the tokens of the global batch, so the
+update does not depend on how the batch is split over replicas and micro-batches. `steps_per_call` steps run inside one tf.function call.
 
 Fault tolerance: a checkpoint (model + optimizer, whose `iterations` is the step) is written every
 `checkpoint_every` steps and at the end; `train` restores the latest one first, so a restarted
