@@ -85,6 +85,24 @@ def test_greedy_generation_with_the_cache_equals_recomputation(model_args, data)
     assert cached_counts.numpy().tolist() == full_counts.numpy().tolist()
 
 
+def test_attending_to_the_live_prefix_of_a_long_cache_changes_no_token():
+    """Graph-mode steps read only the cache's written prefix, rounded up to ATTENDED_CHUNK
+    positions; generations that cross chunk boundaries must still equal recomputation and XLA
+    (which reads the whole cache)."""
+    tf.keras.utils.set_random_seed(3)
+    config = ModelOptions(num_layers=1, num_heads=2, model_dim=16, mlp_dim=32, context_length=192)
+    backbone = build_backbone(config, 50)
+    embeddings = backbone.token_embedding.embeddings
+    embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[EOS_ID]], tf.zeros([1, 16])))  # never stops early
+    new_tokens = 100
+    for prompts in ([[5, 6, 7]], [[5, 6, 7], list(range(10, 45)) * 2]):
+        arguments = (_ragged(prompts), new_tokens, 0.0, 0, 1.0, 0)
+        cached_ids, cached_counts = decoding.generate_tokens(backbone, *arguments)
+        assert cached_counts.numpy().tolist() == [new_tokens] * len(prompts)
+        assert cached_ids.to_list() == decoding.generate_tokens_without_cache(backbone, *arguments)[0].to_list()
+        assert cached_ids.to_list() == decoding.generate_tokens(backbone, *arguments, jit_compile=True)[0].to_list()
+
+
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
 def test_a_prompt_decodes_the_same_alone_and_in_a_batch_of_other_lengths(tiny_backbone, jit_compile):
     prompts = [[5, 6, 7], list(range(10, 30)), [9]]
