@@ -12,7 +12,8 @@ pre-transposed output projection, in-place cache writes in graph mode).
 plus the batch-1 memory-bandwidth bound: fp32 weight bytes read per token over the copy bandwidth
 numpy measures here. Greedy decoding of exactly the requested number of tokens from a 16-token
 prompt (the [EOS] embedding row is zeroed so a random model never stops early; HF gets
-min_new_tokens). Prints a table and writes benchmarks/results/decode_throughput_<shapes>.json.
+min_new_tokens), each generation timed `--repeats` times, ours and the reference's alike, and
+tokens/s taken from the median: this vCPU's speed varies from call to call. Prints a table and writes benchmarks/results/decode_throughput_<shapes>.json.
 Refuses to start above load 1.5 unless --allow-high-load (then the results are marked NOT VALID).
 
     python benchmarks/decode_throughput.py [--shapes 10m gpt2-124m] [--new-tokens '{"10m": 256, "gpt2-124m": 256}']
@@ -86,8 +87,8 @@ def _decoder(backbone, path: str):
     ])
 
 
-def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int) -> dict:
-    """First call (trace + compile), first-token latency and new tokens/s of one path."""
+def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int, repeats: int) -> dict:
+    """First call (trace + compile), first-token latency and new tokens/s (median of `repeats` generations) of one path."""
     rng = np.random.default_rng(batch)
     prompts = tf.ragged.constant(rng.integers(3, vocab, size=(batch, PROMPT_TOKENS)).tolist(), dtype=tf.int64)
     decode = _decoder(backbone, path)
@@ -97,19 +98,22 @@ def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int) -
     result["first_token_s"] = min(_seconds(lambda: decode(prompts, tf.constant(1)).numpy()) for _ in range(2))
     if path.endswith("XLA"):  # a longer generation uses a larger cache bucket: one more compilation
         result["first_call_long_bucket_s"] = _seconds(lambda: decode(prompts, tf.constant(new_tokens)).numpy())
-    start = time.perf_counter()
-    counts = decode(prompts, tf.constant(new_tokens)).numpy()
-    result["total_s"] = time.perf_counter() - start
-    assert (counts == new_tokens).all(), counts
+    totals = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        counts = decode(prompts, tf.constant(new_tokens)).numpy()
+        totals.append(time.perf_counter() - start)
+        assert (counts == new_tokens).all(), counts
+    result["total_s"], result["total_s_each"] = float(np.median(totals)), totals
     result["tokens_per_s"] = batch * new_tokens / result["total_s"]
     return result
 
 
-def measure_reference(shape: str, config: ModelOptions, new_tokens: int, python: str) -> dict:
+def measure_reference(shape: str, config: ModelOptions, new_tokens: int, repeats: int, python: str) -> dict:
     """The Hugging Face reference, in its own environment and process."""
     spec = dict(layers=config.num_layers, heads=config.num_heads, dim=config.model_dim, mlp=config.mlp_dim,
                 vocab=SHAPES[shape]["vocab"], context=config.context_length, prompt_tokens=PROMPT_TOKENS,
-                new_tokens=new_tokens, batches=list(BATCHES), threads=os.cpu_count())
+                new_tokens=new_tokens, repeats=repeats, batches=list(BATCHES), threads=os.cpu_count())
     result = subprocess.run([python, os.path.join(HERE, "reference_hf_generate.py"), json.dumps(spec)],
                             capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -123,6 +127,8 @@ def main() -> None:
     parser.add_argument("--no-cache-tokens", type=json.loads,
                         default={"10m": {"1": 256, "8": 64}, "gpt2-124m": {"1": 32, "8": 32}},
                         help="New tokens for the slow no-cache path per shape and batch (JSON).")
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="Generations timed per row, ours and the reference's; tokens/s is from their median.")
     parser.add_argument("--reference-python", default=REFERENCE_PYTHON)
     parser.add_argument("--paths", nargs="+", default=[path for path in PATHS if path != "no-cache"], choices=PATHS)
     parser.add_argument("--no-reference", action="store_true", help="Skip the Hugging Face reference.")
@@ -145,12 +151,12 @@ def main() -> None:
             backbone = backbones["no-cache" if path == "no-cache" else "int8" if path.startswith("int8") else "fp32"]
             for batch in BATCHES:
                 tokens = args.no_cache_tokens[shape][str(batch)] if path == "no-cache" else args.new_tokens[shape]
-                result = measure_ours(backbone, path, batch, tokens, vocab)
+                result = measure_ours(backbone, path, batch, tokens, vocab, args.repeats)
                 entry["ours"][f"{path} b{batch}"] = result
                 rows.append((shape, f"ours {path}", batch, result))
                 print(f"{shape} ours {path} b{batch}: {result}", flush=True)
         if not args.no_reference:
-            reference = measure_reference(shape, config, args.new_tokens[shape], args.reference_python)
+            reference = measure_reference(shape, config, args.new_tokens[shape], args.repeats, args.reference_python)
             entry["reference"] = reference
             print(f"{shape} reference: {reference}", flush=True)
             for batch in BATCHES:

@@ -13,6 +13,7 @@ import json
 import sys
 import time
 
+import numpy as np
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -43,10 +44,12 @@ def main(spec: dict) -> dict:
         prompt = torch.randint(2, spec["vocab"], (batch, spec["prompt_tokens"]))
         _timed_generate(model, prompt, 2)  # warm-up
         first_token = min(_timed_generate(model, prompt, 1) for _ in range(3))
-        total = _timed_generate(model, prompt, spec["new_tokens"])
+        totals = [_timed_generate(model, prompt, spec["new_tokens"]) for _ in range(spec.get("repeats", 1))]
+        total = float(np.median(totals))
         results["batches"][str(batch)] = {
             "first_token_s": first_token,
             "total_s": total,
+            "total_s_each": totals,
             "new_tokens": spec["new_tokens"],
             "tokens_per_s": batch * spec["new_tokens"] / total,
         }
