@@ -8,7 +8,8 @@ positions:
                     fp32        serving copy: pre-transposed [d, vocab] projection, in-place cache
                     int8        serving copy with int8 weights (weight_quantization=int8)
                   each in graph mode and with XLA (XLA always uses the scatter: no InplaceUpdate kernel)
-  pieces          the output projection alone (tied/transposed, pre-transposed, int8) and the
+  pieces          the output projection alone (tied/transposed, pre-transposed, int8 as exported,
+                  and core TF's QuantizedMatMul, which also quantizes the activations) and the
                   cache writes of all layers (scatter vs in place)
   bound           weight bytes read per token / copy bandwidth measured here (fp32 and int8)
 Median of `--repeats` calls after two warm-up calls. Prints a table, writes
@@ -79,6 +80,17 @@ def piece_timings(backbone, batch: int, cache_length: int, repeats: int) -> dict
     new = tf.random.normal([batch, config.num_heads, head_dim])
     positions = tf.fill([batch], cache_length // 2)
 
+    weight_range = float(tf.reduce_max(tf.abs(transposed)))
+    quint8_weights = tf.Variable(tf.quantization.quantize(transposed, -weight_range, weight_range, tf.quint8).output)
+
+    @tf.function
+    def quantized_matmul():
+        # Core TF's only int8 matrix product: activations are quantized too (quint8 x quint8 -> qint32).
+        rows = tf.quantization.quantize(hidden, tf.reduce_min(hidden), tf.reduce_max(hidden), tf.quint8)
+        product = tf.raw_ops.QuantizedMatMul(a=rows.output, b=quint8_weights, min_a=rows.output_min, max_a=rows.output_max,
+                                             min_b=-weight_range, max_b=weight_range, Toutput=tf.qint32)
+        return tf.quantization.dequantize(product.out, product.min_out, product.max_out)
+
     def writes(in_place):
         @tf.function
         def run(cache):
@@ -92,6 +104,7 @@ def piece_timings(backbone, batch: int, cache_length: int, repeats: int) -> dict
         "projection tied (transpose_b)": median_ms(tf.function(lambda: tf.matmul(hidden, embeddings, transpose_b=True)), repeats),
         "projection pre-transposed": median_ms(tf.function(lambda: tf.matmul(hidden, transposed)), repeats),
         "projection int8": median_ms(tf.function(lambda: dequantizing_matmul(hidden, quantized, scale)), repeats),
+        "projection int8, QuantizedMatMul (quint8 activations)": median_ms(quantized_matmul, repeats),
         "cache writes, scatter (all layers)": median_ms(writes(False), repeats),
         "cache writes, in place (all layers)": median_ms(writes(True), repeats),
     }

@@ -47,18 +47,12 @@ def causal_mask(length: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.linalg.band_part(tf.ones([length, length]), -1, 0), tf.bool)
 
 
-# Graph-mode decoding attends to the live prefix of the cache (the positions written so far),
-# rounded up to a multiple of this many positions so a step's attention shapes repeat.
-ATTENDED_CHUNK = 64
-
-
 class DecodeSlots(NamedTuple):
     """Where one decoding step writes each row's new key/value and which cache positions it reads.
     Every block's cache has the same shape, so this is computed once per step and shared."""
 
     positions: tf.Tensor  # [batch] int32: each row's new position
-    attended: Optional[tf.Tensor]  # scalar: how many leading cache positions attention reads; None: all
-    mask: tf.Tensor  # [batch, 1, attended] float32 added to the scores: 0 at positions <= the row's own, -1e9 after
+    mask: tf.Tensor  # [batch, 1, cache_length] float32 added to the scores: 0 at positions <= the row's own, -1e9 after
     write_at: tf.Tensor  # in place: row ids [batch * heads] of a cache viewed as [-1, head_dim]; else scatter indices
     in_place: bool
 
@@ -69,25 +63,20 @@ def decode_slots(cache: tf.Tensor, positions: tf.Tensor, in_place: bool) -> Deco
     `in_place` (graph or eager execution): writes go into the cache's own buffer (`InplaceUpdate`,
     a core op stock TF Serving has, on a reshaped view of it), so a cache passed to
     `write_cache_position` is consumed and must not be read again; a `tensor_scatter_nd_update`
-    there copies the whole cache on every decoding step. Attention then reads only the live prefix
-    of the cache (`ATTENDED_CHUNK`): the cache is sized for the longest row's whole generation, and
-    early steps would otherwise read mostly empty positions. Under XLA, which has no `InplaceUpdate`
-    kernel and needs static shapes, the scatter is used (XLA updates in place itself) and attention
-    reads the whole cache.
+    there copies the whole cache on every decoding step. Under XLA, which has no `InplaceUpdate`
+    kernel, the scatter is used: XLA updates it in place itself.
     """
     shape = tf.shape(cache)
     batch, heads, length = shape[0], cache.shape[1] or shape[1], shape[2]
-    attended = None
     if in_place:
-        attended = tf.minimum((tf.reduce_max(positions) // ATTENDED_CHUNK + 1) * ATTENDED_CHUNK, length)
         rows = (tf.range(batch)[:, tf.newaxis] * heads + tf.range(heads)[tf.newaxis, :]) * length + positions[:, tf.newaxis]
         write_at = tf.reshape(rows, [-1])
     else:
         rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
         write_at = tf.stack([rows, head_ids, tf.broadcast_to(positions[:, tf.newaxis], [batch, heads])], axis=-1)
-    visible = tf.range(length if attended is None else attended)[tf.newaxis, :] <= positions[:, tf.newaxis]
+    visible = tf.range(length)[tf.newaxis, :] <= positions[:, tf.newaxis]
     mask = tf.where(visible, 0.0, _NEG_INF)[:, tf.newaxis, :]
-    return DecodeSlots(positions, attended, mask, write_at, in_place)
+    return DecodeSlots(positions, mask, write_at, in_place)
 
 
 def write_cache_position(cache: tf.Tensor, slots: DecodeSlots, new: tf.Tensor) -> tf.Tensor:
@@ -98,14 +87,6 @@ def write_cache_position(cache: tf.Tensor, slots: DecodeSlots, new: tf.Tensor) -
     head_dim = cache.shape[3] or tf.shape(cache)[3]
     flat = tf.raw_ops.InplaceUpdate(x=tf.reshape(cache, [-1, head_dim]), i=slots.write_at, v=tf.reshape(new, [-1, head_dim]))
     return tf.reshape(flat, tf.shape(cache))
-
-
-def cache_prefix(cache: tf.Tensor, length: tf.Tensor) -> tf.Tensor:
-    """The first `length` positions of `cache` [batch, heads, cache_length, head_dim] (a copy: `Slice`
-    copies them faster than `StridedSlice`), with the static batch, heads and head_dim kept."""
-    prefix = tf.slice(cache, [0, 0, 0, 0], [-1, -1, length, -1])
-    prefix.set_shape([cache.shape[0], cache.shape[1], None, cache.shape[3]])
-    return prefix
 
 
 def normalize_rows(norm: keras.layers.LayerNormalization, hidden: tf.Tensor) -> tf.Tensor:
@@ -157,8 +138,7 @@ class CausalSelfAttention(keras.layers.Layer):
         """Attention of one new position per row: normalised hidden [batch, model_dim] at
         `slots.positions` -> (attended [batch, model_dim], cache with this position's key/value written).
 
-        The query attends to the cache positions <= its own, among the `slots.attended` leading ones it
-        reads. Two-dimensional throughout, so each projection is a single MatMul and a decoding step
+        The query attends to the cache positions <= its own. Two-dimensional throughout, so each projection is a single MatMul and a decoding step
         runs few ops.
         """
         qkv = tf.reshape(self.qkv(hidden), [-1, 3, self.num_heads, self.head_dim])
@@ -169,12 +149,9 @@ class CausalSelfAttention(keras.layers.Layer):
             key = rotate_positions(key[:, :, tf.newaxis], positions)[:, :, 0]
         keys = write_cache_position(cache[0], slots, key)
         values = write_cache_position(cache[1], slots, value)
-        read_keys, read_values = keys, values
-        if slots.attended is not None:
-            read_keys, read_values = cache_prefix(keys, slots.attended), cache_prefix(values, slots.attended)
-        scores = tf.einsum("bhd,bhkd->bhk", query, read_keys) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+        scores = tf.einsum("bhd,bhkd->bhk", query, keys) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
         weights = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) + slots.mask, axis=-1), values.dtype)
-        attended = tf.einsum("bhk,bhkd->bhd", weights, read_values)
+        attended = tf.einsum("bhk,bhkd->bhd", weights, values)
         return self.output_projection(tf.reshape(attended, [-1, self.num_heads * self.head_dim])), (keys, values)
 
     def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:

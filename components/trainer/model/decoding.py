@@ -1,13 +1,14 @@
 """Autoregressive decoding in the TensorFlow graph (no Python per token).
 
-`generate_tokens` is the serving path: one prefill pass over the prompts fills a pre-allocated
-key/value cache, then a `tf.while_loop` adds one token per step, attending to the cache
+`generate_tokens` is the serving path: one prefill pass over the prompts fills a key/value
+cache, then a `tf.while_loop` adds one token per step, attending to the cache
 (`backbone.prefill` / `backbone.decode_step`). Shapes are static per length bucket, so the loop
 can be compiled once per bucket with XLA (`jit_compile=True`):
 
 - prompts are right-padded to `P`, the smallest bucket holding the longest prompt;
-- the cache (and the token buffer) holds `C` positions, the smallest bucket holding the longest
-  prompt plus `max_new_tokens`;
+- the token buffer holds `C` positions, the smallest bucket holding the longest prompt plus
+  `max_new_tokens`; under XLA the cache holds all `C` from the start, in graph mode it starts at
+  the prompts and grows towards `C` in steps of `CACHE_GROWTH` positions (`decode_with_cache`);
 - with XLA the batch is padded to a power of two with finished dummy rows.
 
 Buckets are powers of two from 16, capped at the context length. Each row keeps its own length:
@@ -31,6 +32,7 @@ from components.trainer.model.sampling import sample_next_token
 from components.tokenizer.ids import EOS_ID, PAD_ID
 
 MIN_BUCKET = 16
+CACHE_GROWTH = 64  # graph mode: positions the key/value cache grows by (see decode_with_cache)
 
 
 def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens) -> tf.RaggedTensor:
@@ -66,12 +68,16 @@ def _next_power_of_two(value: tf.Tensor) -> tf.Tensor:
 
 
 def decode_with_cache(
-    backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed, in_place_cache=True
+    backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed, grow_cache=True
 ):
     """The prefill + cached `tf.while_loop`; every shape comes from the inputs' (static) shapes.
 
-    `in_place_cache` writes each step's keys/values into the cache buffers without copying them
-    (graph mode); the XLA variant passes False (XLA has no kernel for that op and updates in place itself).
+    `grow_cache` (graph mode): the key/value cache starts just large enough for the prompts and
+    grows by `CACHE_GROWTH` positions (one copy) whenever the longest row fills it, up to the
+    bucket's length, so each step's attention reads about the positions written so far instead of
+    the whole bucket; each step writes its keys/values into the cache buffers without copying them.
+    The XLA variant passes False: static shapes, the whole bucket from the start, and scatter
+    writes (XLA has no kernel for the in-place op and updates in place itself).
 
     prompt_tokens [B, P] right-padded prompts; buffer [B, C] the same tokens padded to the cache
     length; lengths [B] int32 prompt lengths; done [B] rows that must not generate (padding).
@@ -80,7 +86,8 @@ def decode_with_cache(
     cache_length = tf.shape(buffer)[1]
     rows = tf.range(tf.shape(buffer)[0])
     seed = tf.cast(seed, tf.int64)
-    next_logits, cache = backbone.prefill(prompt_tokens, cache_length, lengths - 1)
+    first_size = _grown_size(tf.shape(prompt_tokens)[1], cache_length) if grow_cache else cache_length
+    next_logits, cache = backbone.prefill(prompt_tokens, first_size, lengths - 1)
 
     def keep_going(step, buffer, lengths, done, next_logits, cache):
         return tf.logical_and(step < max_new_tokens, tf.logical_not(tf.reduce_all(done)))
@@ -93,17 +100,41 @@ def decode_with_cache(
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, write_at], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
         done = done | tf.equal(next_ids, EOS_ID) | (lengths >= cache_length)
-        next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache, in_place_cache)
+        next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache, grow_cache)
         return step + 1, buffer, lengths, done, next_logits, cache
 
-    _, buffer, lengths, _, _, _ = tf.while_loop(
-        keep_going, one_token, (tf.constant(0, tf.int32), buffer, lengths, done, next_logits, cache)
+    loop_vars = (tf.constant(0, tf.int32), buffer, lengths, done, next_logits, cache)
+    if not grow_cache:
+        _, buffer, lengths, _, _, _ = tf.while_loop(keep_going, one_token, loop_vars)
+        return buffer, lengths
+
+    def cache_has_room(*state):
+        size = tf.shape(state[-1][0][0])[2]
+        # The next step writes at each row's length; at the full bucket, rows stop themselves.
+        return tf.logical_and(keep_going(*state), (size >= cache_length) | (tf.reduce_max(state[2]) < size))
+
+    def grow_then_decode(*state):
+        cache = state[-1]
+        size = tf.shape(cache[0][0])[2]
+        new_size = tf.where(tf.reduce_max(state[2]) < size, size, _grown_size(size, cache_length))
+        padding = [[0, 0], [0, 0], [0, new_size - size], [0, 0]]
+        cache = tf.nest.map_structure(lambda tensor: tf.pad(tensor, padding), cache)
+        return tf.while_loop(cache_has_room, one_token, state[:-1] + (cache,))
+
+    invariants = tf.nest.map_structure(lambda tensor: tensor.shape, loop_vars[:-1]) + (
+        tf.nest.map_structure(lambda tensor: tf.TensorShape([tensor.shape[0], tensor.shape[1], None, tensor.shape[3]]), cache),
     )
+    _, buffer, lengths, _, _, _ = tf.while_loop(keep_going, grow_then_decode, loop_vars, shape_invariants=invariants)
     return buffer, lengths
 
 
+def _grown_size(filled: tf.Tensor, cache_length: tf.Tensor) -> tf.Tensor:
+    """The cache size after `filled` positions: the next multiple of CACHE_GROWTH above it, capped at `cache_length`."""
+    return tf.minimum((filled // CACHE_GROWTH + 1) * CACHE_GROWTH, cache_length)
+
+
 _decode_graph = tf.function(decode_with_cache, autograph=False)
-_decode_xla = tf.function(functools.partial(decode_with_cache, in_place_cache=False), autograph=False, jit_compile=True)
+_decode_xla = tf.function(functools.partial(decode_with_cache, grow_cache=False), autograph=False, jit_compile=True)
 
 
 def generate_tokens(
