@@ -13,7 +13,8 @@ plus the batch-1 memory-bandwidth bound: fp32 weight bytes read per token over t
 numpy measures here. Greedy decoding of exactly the requested number of tokens from a 16-token
 prompt (the [EOS] embedding row is zeroed so a random model never stops early; HF gets
 min_new_tokens), each generation timed `--repeats` times, ours and the reference's alike, and
-tokens/s taken from the median: this vCPU's speed varies from call to call. Prints a table and writes benchmarks/results/decode_throughput_<shapes>.json.
+tokens/s taken from the median: this vCPU's speed varies from call to call. Prints a table and
+writes benchmarks/results/decode_throughput_<shapes>.json.
 Refuses to start above load 1.5 unless --allow-high-load (then the results are marked NOT VALID).
 
     python benchmarks/decode_throughput.py [--shapes 10m gpt2-124m] [--new-tokens '{"10m": 256, "gpt2-124m": 256}']

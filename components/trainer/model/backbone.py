@@ -138,8 +138,8 @@ class CausalSelfAttention(keras.layers.Layer):
         """Attention of one new position per row: normalised hidden [batch, model_dim] at
         `slots.positions` -> (attended [batch, model_dim], cache with this position's key/value written).
 
-        The query attends to the cache positions <= its own. Two-dimensional throughout, so each projection is a single MatMul and a decoding step
-        runs few ops.
+        The query attends to the cache positions <= its own. Two-dimensional throughout, so each
+        projection is a single MatMul and a decoding step runs few ops.
         """
         qkv = tf.reshape(self.qkv(hidden), [-1, 3, self.num_heads, self.head_dim])
         query, key, value = tf.unstack(qkv, axis=1)  # each [batch, heads, head_dim]

@@ -108,18 +108,18 @@ def decode_with_cache(
         _, buffer, lengths, _, _, _ = tf.while_loop(keep_going, one_token, loop_vars)
         return buffer, lengths
 
-    def cache_has_room(*state):
-        size = tf.shape(state[-1][0][0])[2]
-        # The next step writes at each row's length; at the full bucket, rows stop themselves.
-        return tf.logical_and(keep_going(*state), (size >= cache_length) | (tf.reduce_max(state[2]) < size))
-
-    def grow_then_decode(*state):
-        cache = state[-1]
+    def cache_has_room(step, buffer, lengths, done, next_logits, cache):
         size = tf.shape(cache[0][0])[2]
-        new_size = tf.where(tf.reduce_max(state[2]) < size, size, _grown_size(size, cache_length))
+        # The next step writes at each row's length; at the full bucket, rows stop themselves.
+        has_room = (size >= cache_length) | (tf.reduce_max(lengths) < size)
+        return tf.logical_and(keep_going(step, buffer, lengths, done, next_logits, cache), has_room)
+
+    def grow_then_decode(step, buffer, lengths, done, next_logits, cache):
+        size = tf.shape(cache[0][0])[2]
+        new_size = tf.where(tf.reduce_max(lengths) < size, size, _grown_size(size, cache_length))
         padding = [[0, 0], [0, 0], [0, new_size - size], [0, 0]]
         cache = tf.nest.map_structure(lambda tensor: tf.pad(tensor, padding), cache)
-        return tf.while_loop(cache_has_room, one_token, state[:-1] + (cache,))
+        return tf.while_loop(cache_has_room, one_token, (step, buffer, lengths, done, next_logits, cache))
 
     invariants = tf.nest.map_structure(lambda tensor: tensor.shape, loop_vars[:-1]) + (
         tf.nest.map_structure(lambda tensor: tf.TensorShape([tensor.shape[0], tensor.shape[1], None, tensor.shape[3]]), cache),
