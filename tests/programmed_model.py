@@ -3,7 +3,7 @@
 They are test doubles on purpose: to show that each evaluator gate refuses a model that does the
 harmful thing (emits unsafe text, leaks e-mail addresses, regurgitates training text, treats one
 group differently) a model must reliably do that thing, which a briefly trained network does not.
-Each model exports `generate`, `score` and `score_tokens` with the inputs the serving contract
+Each model exports `generate`, `score`, `score_tokens` and `score_continuation` with the inputs the serving contract
 declares (`components/trainer/serving/signatures.py`) and its output names, so the evaluator
 loads and calls them exactly as it calls a trained export.
 """
@@ -19,16 +19,24 @@ Rule = Tuple[str, str]  # (regex the whole prompt must match, text generated for
 class ProgrammedModel(tf.Module):
     """Generates `default_text` unless a rule's regex matches the prompt; scores every text with
     `nll` per token plus `extra` for texts matching an `nll_rules` regex, counting one token per
-    `bytes_per_token` bytes (plus the end-of-document token): a stand-in for its tokenizer."""
+    `bytes_per_token` bytes (plus the end-of-document token): a stand-in for its tokenizer.
+
+    `score_continuation` scores the continuation alone (no end-of-document token) at `nll` per
+    `bytes_per_token` bytes, so every text costs the same per byte, plus the rules' `extra`
+    (matched on prefix + continuation), less `known_term_nll` for a continuation that is one of
+    `known_terms` (a model that has seen those words)."""
 
     def __init__(self, default_text: str, rules: Sequence[Rule] = (), nll: float = 2.0,
-                 nll_rules: Sequence[Tuple[str, float]] = (), context_length: int = 32, bytes_per_token: int = 4):
+                 nll_rules: Sequence[Tuple[str, float]] = (), context_length: int = 32, bytes_per_token: int = 4,
+                 known_terms: Sequence[str] = (), known_term_nll: float = 1.0):
         super().__init__(name="programmed_model")
         self._default = default_text
         self._rules = list(rules)
         self._nll = nll
         self._nll_rules = list(nll_rules)
         self._bytes_per_token = bytes_per_token
+        self._known_terms = list(known_terms) or [""]
+        self._known_term_nll = known_term_nll if known_terms else 0.0
         self.context_length = tf.Variable(context_length, dtype=tf.int64, trainable=False)
 
     def _respond(self, prompts):
@@ -50,6 +58,19 @@ class ProgrammedModel(tf.Module):
         num_tokens = tf.cast(tf.strings.length(texts) // self._bytes_per_token, tf.int64) + 1
         return {"mean_nll": mean_nll, "num_tokens": num_tokens}
 
+    @tf.function(input_signature=signatures.input_signature(signatures.SCORE_CONTINUATION))
+    def score_continuation(self, prefixes, continuations):
+        per_token = tf.fill(tf.shape(continuations), tf.constant(self._nll, tf.float32))
+        texts = prefixes + continuations
+        for pattern, extra in self._nll_rules:
+            per_token += tf.where(tf.strings.regex_full_match(texts, pattern), extra, 0.0)
+        known = tf.reduce_any(tf.equal(continuations[:, tf.newaxis], tf.constant(self._known_terms)[tf.newaxis, :]), axis=1)
+        per_token -= tf.where(known, self._known_term_nll, 0.0)
+        length = tf.strings.length(continuations)
+        num_tokens = tf.cast(length // self._bytes_per_token, tf.int64) + 1
+        return {"nll_sum": per_token * tf.cast(length, tf.float32) / self._bytes_per_token, "num_tokens": num_tokens,
+                "truncated": tf.zeros(tf.shape(continuations), tf.bool)}
+
     @tf.function(input_signature=signatures.input_signature(signatures.SCORE_TOKENS))
     def score_tokens(self, blocks):
         num_tokens = tf.reduce_sum(tf.cast(tf.not_equal(blocks[:, 1:], 0), tf.int64), axis=1)
@@ -59,6 +80,7 @@ class ProgrammedModel(tf.Module):
 def export_programmed_model(export_dir: str, default_text: str, **kwargs) -> str:
     """Saves a `ProgrammedModel` with the serving signatures; returns `export_dir`."""
     module = ProgrammedModel(default_text, **kwargs)
-    signatures = {"generate": module.generate, "score": module.score, "score_tokens": module.score_tokens}
+    signatures = {"generate": module.generate, "score": module.score, "score_tokens": module.score_tokens,
+                  "score_continuation": module.score_continuation}
     tf.saved_model.save(module, export_dir, signatures=signatures)
     return export_dir

@@ -114,6 +114,28 @@ def test_score_signatures_agree_with_an_untrained_model_being_near_uniform(expor
     np.testing.assert_allclose(nll_sum / num_tokens, scores.mean_nll[0], rtol=1e-4)
 
 
+def test_score_continuation_scores_only_the_continuation_after_its_prefix(exported_model, transform_artifacts):
+    """By the chain rule, the continuation's NLL is the whole block's minus the prefix block's; a
+    prefix too long for the context is cut from the left, and the row says so."""
+    layer = tft.TFTransformOutput(transform_artifacts[0]).transform_features_layer()
+
+    def ids(text):
+        return layer({"text": tf.reshape(tf.constant([text]), [-1, 1])})["token_ids"].to_list()[0]
+
+    client = ModelClient(exported_model[0], required=(signatures.SCORE_CONTINUATION, signatures.SCORE_TOKENS))
+    long_prefix = "the sync of the notes stopped " * 8
+    prefixes, continuation = ["Hello there,", "", long_prefix], " and thanks."
+    scores = client.score_continuation(prefixes, [continuation] * 3)
+    assert scores.num_tokens.tolist() == [len(ids(continuation))] * 3
+    assert scores.truncated.tolist() == [False, False, True]
+    for prefix, nll_sum in zip(prefixes, scores.nll_sum):
+        document = [EOS_ID] + (ids(prefix) if prefix else []) + ids(continuation)
+        window = document[-(TINY.context_length + 1):]
+        whole, _ = client.score_tokens(np.array([window], np.int64))
+        before, _ = client.score_tokens(np.array([window[:len(window) - len(ids(continuation))]], np.int64))
+        np.testing.assert_allclose(nll_sum, whole - before, rtol=1e-4, atol=1e-4)
+
+
 def test_the_prompt_conditions_the_output_and_generation_stops_at_the_context(exported_model):
     model, _ = exported_model
     outputs = _generate(model, ["aaaa", "zzzz"], max_new_tokens=TINY.context_length + 8)

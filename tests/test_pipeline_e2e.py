@@ -75,7 +75,7 @@ def test_first_run_records_every_gate_skips_the_baseline_and_writes_the_report(f
     _, summary = first_run
     gates = {gate["name"]: gate for gate in summary["blessing"]["gates"]}
     assert {"quality.perplexity", "safety.toxic_fraction", "safety.pii_leak_rate", "safety.memorization",
-            "bias.perplexity_gap", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
+            "bias.association", "bias.unmeasured_groups", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
     assert all(gate["verdict"] in ("PASS", "SKIPPED") for gate in gates.values())
     change = gates["quality.bits_per_byte_change"]
     assert change["verdict"] == "SKIPPED" and "no model is registered as production yet" in change["reason"]

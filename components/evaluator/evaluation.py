@@ -1,8 +1,9 @@
 """Runs every gate on a candidate model and decides the blessing.
 
 Gates: quality (absolute perplexity per token, change in bits per byte vs the baseline), safety
-(HELM toxicity metrics, PII leaks, memorisation) and bias (perplexity gap, sentiment gap, four-fifths rule). The model is
-blessed only if no gate fails; skipped gates (e.g. no baseline yet) are recorded with a reason.
+(HELM toxicity metrics, PII leaks, memorisation) and bias (association against placebo terms, sentiment
+gap, four-fifths rule). The model is blessed only if no gate fails; skipped gates (e.g. no
+baseline yet) are recorded with a reason.
 """
 import math
 from dataclasses import dataclass, field
@@ -10,7 +11,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from components.evaluator import bias, memorization, perplexity, safety
 from components.evaluator.gates import GateResult, blessing_reason
-from components.trainer.serving.client import ModelClient
+from components.trainer.serving import signatures
+from components.trainer.serving.client import REQUIRED_SIGNATURES, ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
 from components.transform.preprocessing import RAW_TEXT_KEY
@@ -99,7 +101,8 @@ def evaluate_candidate(
         "baseline_perplexity": baseline_bits.perplexity if baseline_bits else None,
     }}
 
-    client = ModelClient(candidate_dir, config.generation_batch_size)
+    client = ModelClient(candidate_dir, config.generation_batch_size,
+                         required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
     scorer = load_scorer(config.safety.scorer, config.safety)
     safety_result = safety.evaluate_safety(client, scorer, config.safety)
     gates += safety_result["gates"]

@@ -51,18 +51,22 @@ def _safety_plot(safety: Dict[str, Any]) -> str:
     return _png(figure)
 
 
-def _bias_plot(pairs: List[Dict[str, Any]]) -> str:
-    figure, axes = plt.subplots(1, 2, figsize=(10, max(3, 0.18 * len(pairs))))
-    # The default matplotlib font has no CJK glyphs: non-English pairs are labelled by table row.
-    labels = [f"{i}: en {p['dimension']}: {p['group_a']} / {p['group_b']}" if p["language"] == "en"
-              else f"{i}: {p['language']} {p['dimension']} (table row {i})" for i, p in enumerate(pairs)]
-    for axis, metric, flag in ((axes[0], "nll_gap", "nll_flagged"), (axes[1], "sentiment_gap", "sentiment_flagged")):
-        axis.barh(range(len(pairs)), [p[metric] for p in pairs],
-                  color=["#c44e52" if p[flag] else "#4c72b0" for p in pairs])
-        axis.set_yticks(range(len(pairs)))
-        axis.set_yticklabels(labels if axis is axes[0] else [""] * len(pairs), fontsize=6)
-        axis.axvline(0, color="black", linewidth=0.5)
-        axis.set_title(metric.replace("_", " ") + " (red: flagged)", fontsize=9)
+VERDICT_COLOURS = {"flagged": "#c44e52", "passed": "#4c72b0", "unmeasured": "#bbbbbb"}
+
+
+def _bias_plot(effects: List[Dict[str, Any]], threshold: float) -> str:
+    """Each group's association effect against the placebos (red flagged, grey unmeasured)."""
+    figure, axis = plt.subplots(figsize=(8, max(3, 0.2 * len(effects))))
+    # The default matplotlib font has no CJK glyphs: non-English groups are labelled by table row.
+    labels = [f"{i}: en {e['dimension']}: {e['group']}" if e["language"] == "en"
+              else f"{i}: {e['language']} {e['dimension']} (table row {i})" for i, e in enumerate(effects)]
+    axis.barh(range(len(effects)), [e["effect"] for e in effects],
+              color=[VERDICT_COLOURS[e["verdict"]] for e in effects])
+    axis.set_yticks(range(len(effects)))
+    axis.set_yticklabels(labels, fontsize=6)
+    axis.axvline(0, color="black", linewidth=0.5)
+    axis.axvline(threshold, color="#c44e52", linewidth=0.8, linestyle="--")
+    axis.set_title("association effect vs placebos, nats/token (red: flagged, grey: unmeasured)", fontsize=9)
     return _png(figure)
 
 
@@ -88,13 +92,22 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
         f"<p>PII leak rate: {metrics['safety']['pii']['leak_rate']:.3f}. Memorisation: "
         f"{html.escape(str(metrics.get('memorization') or 'not run'))}</p>",
     ]
-    pairs = metrics["bias"]["pairs"]
-    if pairs:
-        sections.append(f"<h2>Bias gaps per group pair</h2><img src='data:image/png;base64,{_bias_plot(pairs)}'>" + _table(
-            ["#", "lang", "dimension", "group a", "group b", "NLL gap", "q (BH)", "sentiment gap", "q (BH)", "scorer", "unsafe ratio"],
-            [[i, p["language"], p["dimension"], p["group_a"], p["group_b"], f"{p['nll_gap']:+.3f}", f"{p['nll_q_value']:.3f}",
-              f"{p['sentiment_gap']:+.3f}", f"{p['sentiment_q_value']:.3f}", p["sentiment_scorer"], f"{p['unsafe_rate_ratio']:.2f}"]
-             for i, p in enumerate(pairs)]))
+    bias = metrics["bias"]
+    effects = bias["group_effects"]
+    if effects:
+        threshold = next(g["threshold"] for g in gates if g["name"] == "bias.association")
+        sections.append(
+            f"<h2>Bias: association per group, against {sum(bias['placebos'].values())} placebo terms</h2>"
+            f"<img src='data:image/png;base64,{_bias_plot(effects, threshold)}'>" + _table(
+                ["#", "lang", "dimension", "group", "familiarity z", "effect (nats/token)", "z", "same sign", "verdict"],
+                [[i, e["language"], e["dimension"], e["group"], f"{e['familiarity_z']:+.1f}", f"{e['effect']:+.3f}",
+                  f"{e['z']:+.1f}", f"{e['sign_consistency']:.0%}", e["verdict"]] for i, e in enumerate(effects)]))
+    if bias["pairs"]:
+        sections.append("<h2>Bias: sampled continuations per group pair</h2>" + _table(
+            ["lang", "dimension", "group a", "group b", "sentiment gap", "q (BH)", "scorer", "unsafe ratio", "q (BH)"],
+            [[p["language"], p["dimension"], p["group_a"], p["group_b"], f"{p['sentiment_gap']:+.3f}",
+              f"{p['sentiment_q_value']:.3f}", p["sentiment_scorer"], f"{p['unsafe_rate_ratio']:.2f}", f"{p['unsafe_q_value']:.3f}"]
+             for p in bias["pairs"]]))
     flagged = evaluation["flagged"][:MAX_FLAGGED_ROWS]
     sections.append(f"<h2>Flagged completions ({len(evaluation['flagged'])})</h2>" + _table(
         ["gate", "category", "lang", "prompt", "completion", "found"],

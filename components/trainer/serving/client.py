@@ -30,6 +30,21 @@ class Scores(NamedTuple):
         return self.mean_nll * self.num_tokens
 
 
+class ContinuationScores(NamedTuple):
+    """Per-row summed NLL of a continuation after its prefix, its token count, and whether the
+    prefix was cut to fit the context."""
+
+    nll_sum: np.ndarray
+    num_tokens: np.ndarray
+    truncated: np.ndarray
+
+    @property
+    def mean_nll(self) -> np.ndarray:
+        """NLL per continuation token (NaN for an empty continuation)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.where(self.num_tokens > 0, self.nll_sum / np.maximum(self.num_tokens, 1), np.nan)
+
+
 class ModelClient:
     """Loads a SavedModel once (or wraps a loaded one) and calls its signatures with plain Python
     values, `batch_size` texts per call.
@@ -100,6 +115,22 @@ class ModelClient:
         if not mean_nll:
             return Scores(np.zeros(0), np.zeros(0, np.int64))
         return Scores(np.concatenate(mean_nll), np.concatenate(num_tokens))
+
+    def score_continuation(self, prefixes: Sequence[str], continuations: Sequence[str]) -> ContinuationScores:
+        """NLL of each continuation's tokens after its prefix (`score_continuation` signature)."""
+        if len(prefixes) != len(continuations):
+            raise ValueError(f"{len(prefixes)} prefixes but {len(continuations)} continuations")
+        parts: Dict[str, List[np.ndarray]] = {"nll_sum": [], "num_tokens": [], "truncated": []}
+        rows = list(zip(prefixes, continuations))
+        for batch in self._batches(rows):
+            result = self.call(signatures.SCORE_CONTINUATION, prefixes=[p for p, _ in batch], continuations=[c for _, c in batch])
+            for key in parts:
+                parts[key].append(result[key])
+        if not rows:
+            return ContinuationScores(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, bool))
+        return ContinuationScores(np.concatenate(parts["nll_sum"]).astype(np.float64),
+                                  np.concatenate(parts["num_tokens"]).astype(np.int64),
+                                  np.concatenate(parts["truncated"]).astype(bool))
 
     def score_tokens(self, blocks: np.ndarray):
         """(summed NLL, token count) over a [B, L+1] int64 array of packed blocks."""

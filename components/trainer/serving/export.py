@@ -9,6 +9,9 @@ all of them):
                      than the context is scored in consecutive windows of context_length tokens
     score_tokens     summed NLL and token count of packed [batch, context_length + 1] blocks;
                      what the evaluator uses on packed eval blocks
+    score_continuation
+                     summed NLL of a continuation's tokens after its prefix (EOS + prefix +
+                     continuation, nothing else scored); what the bias gate compares
 
 The tokenizer is the TF Transform graph itself (`transform_features_layer`, which embeds the
 SentencePiece model), saved inside the model, so the served model tokenizes exactly as Transform
@@ -110,6 +113,32 @@ class TextGenerationModule(tf.Module):
         text_nll = tf.math.unsorted_segment_sum(tf.reduce_sum(nll, axis=1), text_of_window, token_ids.nrows())
         return {"mean_nll": text_nll / tf.cast(num_tokens, text_nll.dtype), "num_tokens": num_tokens}
 
+    @tf.function(input_signature=signatures.input_signature(signatures.SCORE_CONTINUATION))
+    def score_continuation(self, prefixes, continuations):
+        """Summed NLL and count of each continuation's tokens, predicted after EOS + its prefix.
+
+        Prefix and continuation are tokenized separately, so one continuation has the same tokens
+        after every prefix (the bias gate compares one ending after different group terms, and
+        scores a group term after the words before it). No closing EOS is scored. A text with more
+        predictions than the context keeps its last `context_length` ones: the earliest prefix
+        tokens are dropped and the row is marked `truncated`.
+        """
+        prefix_ids = self._tokenize(prefixes)
+        continuation_ids = self._tokenize(continuations)
+        separators = tf.fill([prefix_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
+        documents = tf.concat([separators, prefix_ids, continuation_ids], axis=1)
+        predictions = documents.row_lengths() - 1
+        first = tf.maximum(predictions - tf.cast(self.backbone.context_length, tf.int64), 0)
+        positions = tf.ragged.range(first, predictions)  # input positions; each predicts the next token
+        prefix_lengths = tf.repeat(prefix_ids.row_lengths(), positions.row_lengths())
+        scored = positions.with_flat_values(positions.flat_values >= prefix_lengths)  # target is a continuation token
+        inputs = tf.gather(documents, positions, batch_dims=1).to_tensor(default_value=PAD_ID)
+        targets = tf.gather(documents, positions + 1, batch_dims=1).to_tensor(default_value=PAD_ID)
+        mask = scored.to_tensor(default_value=False)
+        nll = _masked_token_nll(self.backbone, inputs, targets, mask)
+        return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1),
+                "truncated": first > 0}
+
     @tf.function(input_signature=signatures.input_signature(signatures.SCORE_TOKENS))
     def score_tokens(self, blocks):
         """Summed NLL and token count of each packed block (inputs = block[:-1], targets = block[1:])."""
@@ -130,6 +159,7 @@ def export_serving_model(
         signatures.GENERATE: module.generate,
         signatures.SCORE: module.score,
         signatures.SCORE_TOKENS: module.score_tokens,
+        signatures.SCORE_CONTINUATION: module.score_continuation,
     }
     tf.saved_model.save(module, export_dir, signatures=functions)
     predict_requests.write_warmup_file(export_dir, predict_requests.warmup_requests(generation))

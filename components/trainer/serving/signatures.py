@@ -10,6 +10,9 @@ REST bodies from it (`predict_requests.py`).
                      top_p float32, seed int64 (all scalars) -> same outputs as serving_default
     score            texts [batch] string -> mean_nll [batch] float32, num_tokens [batch] int64
     score_tokens     blocks [batch, context_length + 1] int64 -> nll_sum [batch], num_tokens [batch]
+    score_continuation
+                     prefixes [batch] string, continuations [batch] string -> nll_sum [batch] float32,
+                     num_tokens [batch] int64, truncated [batch] bool
 
 What each signature computes is documented in `export.py`.
 """
@@ -22,6 +25,7 @@ SERVING_DEFAULT = "serving_default"
 GENERATE = "generate"
 SCORE = "score"
 SCORE_TOKENS = "score_tokens"
+SCORE_CONTINUATION = "score_continuation"
 
 
 class Input(NamedTuple):
@@ -46,6 +50,7 @@ INPUTS: Dict[str, Tuple[Input, ...]] = {
     ),
     SCORE: (Input("texts", tf.string, (None,)),),
     SCORE_TOKENS: (Input("blocks", tf.int64, (None, None)),),
+    SCORE_CONTINUATION: (Input("prefixes", tf.string, (None,)), Input("continuations", tf.string, (None,))),
 }
 
 OUTPUTS: Dict[str, Tuple[str, ...]] = {
@@ -53,6 +58,7 @@ OUTPUTS: Dict[str, Tuple[str, ...]] = {
     GENERATE: ("generations", "num_generated_tokens"),
     SCORE: ("mean_nll", "num_tokens"),
     SCORE_TOKENS: ("nll_sum", "num_tokens"),
+    SCORE_CONTINUATION: ("nll_sum", "num_tokens", "truncated"),
 }
 
 
