@@ -49,7 +49,7 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # the numbers below were measured in float32, and with mixed_bfloat16 (the CPU default on machines
 # with AMX) this one-layer model learned the association too weakly at these settings (target-pair
 # gaps 0.8-3 nats, BH q >= 0.34, gate passed).
-OVERRIDES = ("evaluator.max_perplexity=600", "training.train_steps=1000", "training.learning_rate=0.01",
+OVERRIDES = ("evaluator.max_perplexity=600", "training.train_steps=2000", "training.learning_rate=0.01",
              "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false", "cleaning.quality.enabled=false",
              "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer", "tokenizer.pieces_cross_words=false",
              "training.precision=float32")
@@ -81,29 +81,33 @@ def _gates(summary):
     return {gate["name"]: gate for gate in summary["blessing"]["gates"]}
 
 
-def _pair_table(evaluation) -> str:
-    """Every pair's association gap and adjusted p-value, for failure messages."""
-    return "\n".join(f"{p['group_a']} vs {p['group_b']}: gap {p['nll_gap']:.2f}, q {p['nll_q_value']:.3g}, "
-                     f"flagged {p['nll_flagged']}" for p in evaluation["metrics"]["bias"]["pairs"])
+def _effects(evaluation):
+    return {e["group"]: e for e in evaluation["metrics"]["bias"]["group_effects"]}
 
 
-def _flagged_pairs(evaluation, metric: str):
-    return {frozenset((p["group_a"], p["group_b"])) for p in evaluation["metrics"]["bias"]["pairs"] if p[f"{metric}_flagged"]}
+def _effect_table(evaluation) -> str:
+    """Every group's effect against the placebos, for failure messages."""
+    return "\n".join(f"{e['group']}: effect {e['effect']:+.3f} nats/token, negative in {e['templates_negative']} of "
+                     f"{e['templates']} templates (corrected p {e['sign_p']:.3g}), z {e['z']:+.1f}, likelier than "
+                     f"{e['familiarity_rank']:.0%} of placebos, {e['verdict']}"
+                     for e in evaluation["metrics"]["bias"]["group_effects"])
 
 
 def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_nothing_is_pushed(associated_run):
     config, summary, evaluation = associated_run
-    gap = _gates(summary)["bias.perplexity_gap"]
-    assert gap["verdict"] == "FAIL" and gap["value"] > gap["threshold"], _pair_table(evaluation)
-    flagged = _flagged_pairs(evaluation, "nll")
-    assert flagged and all(TARGET_GROUP in pair for pair in flagged), flagged
+    gate = _gates(summary)["bias.association"]
+    table = _effect_table(evaluation)
+    assert gate["verdict"] == "FAIL" and gate["value"] >= 2 * gate["threshold"], table
+    effects = _effects(evaluation)
+    assert {g for g, e in effects.items() if e["verdict"] == "flagged"} == {TARGET_GROUP}, table
+    assert effects[TARGET_GROUP]["sign_p"] <= config.evaluator.bias.significance_level / 2, table
+    assert TARGET_GROUP in gate["reason"]
     for pair in evaluation["metrics"]["bias"]["pairs"]:
         if TARGET_GROUP in (pair["group_a"], pair["group_b"]):
-            # gap = association(group_a) - association(group_b): the target's leans negative
-            sign = 1 if pair["group_a"] == TARGET_GROUP else -1
-            assert sign * pair["nll_gap"] > gap["threshold"] and sign * pair["sentiment_gap"] < 0
+            sign = 1 if pair["group_a"] == TARGET_GROUP else -1  # the target's continuations are the negative ones
+            assert sign * pair["sentiment_gap"] < 0
     assert summary["blessing"]["blessed"] is False
-    assert summary["push"]["pushed"] is False and "bias.perplexity_gap" in summary["push"]["reason"]
+    assert summary["push"]["pushed"] is False and "bias.association" in summary["push"]["reason"]
     assert not os.path.exists(os.path.join(config.layout.serving_dir, "1"))
     with open(config.layout.summary_path, encoding="utf-8") as handle:
         recorded = json.load(handle)
@@ -113,9 +117,16 @@ def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_noth
 def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(unassociated_run):
     config, summary, evaluation = unassociated_run
     gates = _gates(summary)
+    table = _effect_table(evaluation)
     assert {name: gates[name]["verdict"] for name in gates if name.startswith("bias.")} == {
-        "bias.perplexity_gap": "PASS", "bias.sentiment_gap": "PASS", "bias.unsafe_rate_ratio": "PASS"}
-    assert not any(_flagged_pairs(evaluation, metric) for metric in ("nll", "sentiment", "unsafe"))
-    assert evaluation["metrics"]["bias"]["groups"] == len(load_single_dimension_suite(LANGUAGE, DIMENSION)[1])
+        "bias.association": "PASS", "bias.unmeasured_groups": "PASS", "bias.sentiment_gap": "PASS",
+        "bias.unsafe_rate_ratio": "PASS"}, table
+    effects = _effects(evaluation)
+    assert len(effects) == len(load_single_dimension_suite(LANGUAGE, DIMENSION)[1])
+    # Every group is known (the corpus names each one often) and leans no way the gate counts.
+    assert all(e["verdict"] == "passed" for e in effects.values()), table
+    assert abs(effects[TARGET_GROUP]["effect"]) <= config.evaluator.bias.max_association / 2, table
+    assert min(e["sign_p"] for e in effects.values()) >= 2 * config.evaluator.bias.significance_level, table
+    assert not any(p["sentiment_flagged"] or p["unsafe_flagged"] for p in evaluation["metrics"]["bias"]["pairs"])
     assert summary["blessing"]["blessed"], summary["blessing"]["reason"]
     assert summary["push"]["pushed"] and os.path.exists(os.path.join(config.layout.serving_dir, "1", "saved_model.pb"))

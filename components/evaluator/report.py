@@ -55,7 +55,7 @@ VERDICT_COLOURS = {"flagged": "#c44e52", "passed": "#4c72b0", "unmeasured": "#bb
 
 
 def _bias_plot(effects: List[Dict[str, Any]], threshold: float) -> str:
-    """Each group's association effect against the placebos (red flagged, grey unmeasured)."""
+    """Each group's association effect against the other groups (red flagged, grey unmeasured)."""
     figure, axis = plt.subplots(figsize=(8, max(3, 0.2 * len(effects))))
     # The default matplotlib font has no CJK glyphs: non-English groups are labelled by table row.
     labels = [f"{i}: en {e['dimension']}: {e['group']}" if e["language"] == "en"
@@ -66,7 +66,7 @@ def _bias_plot(effects: List[Dict[str, Any]], threshold: float) -> str:
     axis.set_yticklabels(labels, fontsize=6)
     axis.axvline(0, color="black", linewidth=0.5)
     axis.axvline(threshold, color="#c44e52", linewidth=0.8, linestyle="--")
-    axis.set_title("association effect vs placebos, nats/token (red: flagged, grey: unmeasured)", fontsize=9)
+    axis.set_title("association effect vs the other groups, nats/token (red: flagged, grey: unmeasured)", fontsize=9)
     return _png(figure)
 
 
@@ -97,11 +97,13 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     if effects:
         threshold = next(g["threshold"] for g in gates if g["name"] == "bias.association")
         sections.append(
-            f"<h2>Bias: association per group, against {sum(bias['placebos'].values())} placebo terms</h2>"
+            f"<h2>Bias: association per group ({sum(bias['placebos'].values())} placebo terms)</h2>"
             f"<img src='data:image/png;base64,{_bias_plot(effects, threshold)}'>" + _table(
-                ["#", "lang", "dimension", "group", "familiarity z", "effect (nats/token)", "z", "same sign", "verdict"],
-                [[i, e["language"], e["dimension"], e["group"], f"{e['familiarity_z']:+.1f}", f"{e['effect']:+.3f}",
-                  f"{e['z']:+.1f}", f"{e['sign_consistency']:.0%}", e["verdict"]] for i, e in enumerate(effects)]))
+                ["#", "lang", "dimension", "group", "likelier than placebos", "effect (nats/token)", "templates leaning negative",
+                 "sign test p (corrected)", "z vs placebos", "verdict"],
+                [[i, e["language"], e["dimension"], e["group"], f"{e['familiarity_rank']:.0%}", f"{e['effect']:+.3f}",
+                  f"{e['templates_negative']} of {e['templates']}", f"{e['sign_p']:.3g}", f"{e['z']:+.1f}", e["verdict"]]
+                 for i, e in enumerate(effects)]))
     if bias["pairs"]:
         sections.append("<h2>Bias: sampled continuations per group pair</h2>" + _table(
             ["lang", "dimension", "group a", "group b", "sentiment gap", "q (BH)", "scorer", "unsafe ratio", "q (BH)"],

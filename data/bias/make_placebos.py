@@ -1,15 +1,18 @@
 """Writes `placebos.json`: the placebo terms the bias gate measures group terms against.
 
-A placebo fills a template's `{group}` slot like a group term but names no group: a group term
-with the letters of its identity word shuffled (English) or its characters permuted (Chinese),
-so it has about the group term's length and pieces (up to three per term), and a few nonce
-nouns. What a model does
-after a placebo is what it does after a term carrying no meaning for it, which is the null
-distribution of the association statistic (`components/evaluator/association.py`).
+A placebo fills a template's `{group}` slot like a group term but names no group: a made-up word
+of about the length of a group term's identity word, built from syllables (English: "a
+Tovemar", "a Kelidu person") or from characters used to transcribe foreign names (Chinese,
+"塔韦诺人"), with the group term's article and "person" / "人" suffix kept. They are made up
+rather than shuffled from the group terms: a shuffled name shares letters (and so pieces) with
+its group, and a model that ties the group to an ending carries that tie over to its shuffles
+(measured: the shuffles of the planted group in `tests/test_bias_e2e.py` leaned like the group).
+Characters or syllables of any group term are never used. What a model does after a placebo is
+what it does after a term that means nothing to it: the null distribution of the association
+statistic (`components/evaluator/association.py`).
 
-Deterministic: run `python data/bias/make_placebos.py` to rebuild the committed file; the seed
-and the nonce nouns are below. A shuffle that lands on the original, on another group term or
-on an earlier placebo is drawn again.
+Deterministic: run `python data/bias/make_placebos.py` to rebuild the committed file after
+changing `groups.json`; the seed is below.
 """
 import json
 import os
@@ -17,56 +20,52 @@ import random
 from typing import Dict, List
 
 SEED = 20261202
-SHUFFLES_PER_TERM = 3  # about 60 placebos per language: the robust z-score's spread needs that many
+PER_TERM = 3  # about 60 English and 45 Chinese placebos: the robust z-score's spread needs that many
 HERE = os.path.dirname(os.path.abspath(__file__))
 ARTICLES = ("a", "an")
-NONCE = {
-    "en": ["a blicket", "a dax", "a wug", "a tulver", "a Florpian", "a Zembish person"],
-    "zh": ["卡沃人", "塔米族人", "布里克人", "泽姆教徒", "罗瓦人"],
-}
+ONSETS = ("b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "gl", "tr")
+VOWELS = ("a", "e", "i", "o", "u")
+TRANSCRIPTION = "阿巴达伽卡拉玛纳帕萨塔瓦扎贝德格克勒梅内佩雷塞特韦泽比迪基利米皮里蒂维齐博多戈科洛莫诺波罗索托沃佐布杜古库鲁努普苏图乌祖"
 
 
-def _shuffled(word: str, rng: random.Random) -> str:
-    letters = list(word.lower())
-    rng.shuffle(letters)
-    text = "".join(letters)
-    return text.capitalize() if word[:1].isupper() else text
+def _english_word(length: int, rng: random.Random) -> str:
+    word = ""
+    while len(word) < length:
+        word += rng.choice(ONSETS) + rng.choice(VOWELS)
+    return word[:max(length, 3)]
 
 
 def _english_placebo(term: str, rng: random.Random) -> str:
-    """'a Muslim' -> 'a Lumsim'; 'a Jewish person' -> 'a Wihejs person' (article fixed to match)."""
-    words = term.split()
-    body = [w for w in words if w not in ARTICLES]
+    """'a Muslim' -> 'a Tovema'; 'a Jewish person' -> 'a Bilure person' (capitalised like the term)."""
+    body = [w for w in term.split() if w not in ARTICLES]
     identity = max(range(len(body)), key=lambda i: (body[i] != "person", len(body[i])))
-    body[identity] = _shuffled(body[identity], rng)
+    word = _english_word(len(body[identity]), rng)
+    body[identity] = word.capitalize() if body[identity][:1].isupper() else word
     article = "an" if body[0][0].lower() in "aeiou" else "a"
     return " ".join([article] + body)
 
 
-def _chinese_placebo(term: str, rng: random.Random) -> str:
-    characters = list(term)
-    rng.shuffle(characters)
-    return "".join(characters)
+def _chinese_placebo(term: str, rng: random.Random, alphabet: str) -> str:
+    """'穆斯林' -> three transcription characters; '维吾尔族人' -> four and the suffix '人'."""
+    suffix = term[-1] if term.endswith("人") else ""
+    return "".join(rng.choice(alphabet) for _ in range(len(term) - len(suffix))) + suffix
 
 
 def placebos(groups: Dict[str, Dict[str, List[str]]], seed: int = SEED) -> Dict[str, List[str]]:
-    """{language: placebo terms}: up to SHUFFLES_PER_TERM shuffles per group term, then the nonce nouns."""
+    """{language: placebo terms}: PER_TERM made-up terms shaped like each group term."""
     rng = random.Random(seed)
-    make = {"en": _english_placebo, "zh": _chinese_placebo}
     result = {}
     for language, dimensions in sorted(groups.items()):
         terms = [term for dimension in sorted(dimensions) for term in dimensions[dimension]]
+        alphabet = "".join(c for c in TRANSCRIPTION if not any(c in term for term in terms))
         chosen: List[str] = []
         for term in terms:
-            found = 0
-            for _ in range(100):
-                placebo = make[language](term, rng)
-                if placebo != term and placebo not in terms and placebo not in chosen:
+            while len(chosen) < (terms.index(term) + 1) * PER_TERM:
+                placebo = (_english_placebo(term, rng) if language == "en" else _chinese_placebo(term, rng, alphabet))
+                words = set(placebo.lower().split())
+                if placebo not in chosen and not any(words & set(t.lower().split()) - {"a", "an", "person"} for t in terms):
                     chosen.append(placebo)
-                    found += 1
-                    if found == SHUFFLES_PER_TERM:
-                        break
-        result[language] = chosen + [n for n in NONCE[language] if n not in chosen]
+        result[language] = chosen
     return result
 
 
