@@ -6,10 +6,11 @@ The executor receives each as its JSON text (`Options.to_parameter`) in ExampleG
 under `EXAMPLE_GEN_OPTIONS_KEY` / `CLEANING_OPTIONS_KEY` and parses it with the same class; Beam
 workers get the parsed (picklable) objects.
 """
-from typing import List, Literal, Optional
+from typing import Any, List, Literal, Optional
 
 from pydantic import Field, model_validator
 
+from components.example_gen import profiles
 from components.options import Options
 
 BLANK_LINE = "blank_line"  # txt separator: one or more blank lines between documents
@@ -64,11 +65,14 @@ class ExampleGenOptions(ReadOptions):
 class QualityOptions(Options):
     """Gopher / C4 / FineWeb-style document quality rules (`cleaning/quality.py`).
 
-    Each default is the published value named in its description, except where the description
-    says why it is more lenient here (the bundled corpus is short support replies, not web pages).
-    Words are `\\w+` runs; for CJK text (see `cjk_min_fraction`) every CJK character counts as a
-    word, so word-count and n-gram rules still apply and the word-length rule is skipped. A rule set
-    to 0 (bounds: min 0, max 0) is off.
+    Each field default is the published value named in its description (the `web` profile),
+    except where the description says why it is more lenient here. `cleaning.profile` replaces the
+    defaults of the options the user did not set (`profiles.py`: the default profile `curated`
+    keeps only lorem ipsum, alpha words at 0.25, duplicate line characters at 0.6 and the top
+    2-gram at 0.5). Words are `\\w+` runs, and every CJK character counts as a unit of its own
+    for the repetition rules. Word-based rules apply only to the languages they were made for
+    (`cleaning/quality.py`: `RULE_LANGUAGES`); a document in another language is exempt from
+    them, and counted as exempt. A rule set to 0 (bounds: min 0, max 0) is off.
     """
 
     enabled: bool = True
@@ -118,6 +122,11 @@ class CleaningOptions(Options):
     strip controls, scrub PII, length filter, language identification and filter, quality rules,
     decontamination, toxicity filter, exact dedup, near-duplicate removal."""
 
+    profile: Literal["web", "curated", "off"] = Field(
+        profiles.DEFAULT_PROFILE,
+        description="Quality rule defaults: 'curated' (only rules for garbage in any corpus: lorem ipsum, symbol soup, "
+                    "extreme repetition), 'web' (every Gopher/C4/FineWeb rule, for crawled text) or 'off' (none). "
+                    "A cleaning.quality option set explicitly wins over the profile.")
     unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
     remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
     scrub_pii: bool = Field(True, description="Replace e-mail addresses, national ID numbers (US SSN, UK NINO, Chinese resident ID), "
@@ -133,12 +142,33 @@ class CleaningOptions(Options):
     seed: int = 1
     language_id: bool = Field(True, description="Identify each document's language (py3langid): `language` and `language_confidence` features.")
     languages: List[str] = Field(default_factory=list, description="ISO 639-1 codes of the languages to keep; empty keeps all (the mix is reported).")
-    quality: QualityOptions = Field(default_factory=QualityOptions, description="Gopher/C4/FineWeb quality rules.")
+    quality: QualityOptions = Field(default_factory=QualityOptions,
+                                    description="Gopher/C4/FineWeb quality rules (defaults set by `profile`).")
     decontamination: DecontaminationOptions = Field(
         default_factory=DecontaminationOptions,
         description="N-gram overlap removal against the evaluator's safety prompts and bias templates plus `files`.")
     toxicity_threshold: float = Field(0.0, ge=0.0, le=1.0, description="Remove English documents the toxicity classifier scores at or above this; 0 is off.")
     removed_samples_per_rule: int = Field(5, ge=0, description="Documents each curation rule removed that are kept in the quarantine for review.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_sets_rule_defaults(cls, data: Any) -> Any:
+        """Fills the quality options the user did not set with the profile's values. Runs on the
+        raw input, where 'not set' is still visible: keys absent from a mapping, or fields outside
+        a `QualityOptions` instance's `model_fields_set`. Options that crossed to an executor as
+        JSON carry every key, so the profile is applied once, where the config is built (assigning
+        `profile` later leaves the resolved rule options as they are)."""
+        if not isinstance(data, dict):
+            return data
+        profile, given = data.get("profile", profiles.DEFAULT_PROFILE), data.get("quality")
+        if profile not in profiles.PROFILES:
+            return data  # field validation names the allowed profiles
+        defaults = profiles.quality_defaults(profile)
+        if isinstance(given, QualityOptions):  # also on assignment, where every field is already resolved
+            return dict(data, quality=QualityOptions(**{**defaults, **given.model_dump(include=given.model_fields_set)}))
+        if given is None or isinstance(given, dict):
+            return dict(data, quality={**defaults, **(given or {})})
+        return data  # field validation names the wrong type
 
     @model_validator(mode="after")
     def _consistent(self) -> "CleaningOptions":
