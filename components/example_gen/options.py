@@ -161,6 +161,8 @@ class CleaningOptions(Options):
         if not isinstance(data, dict):
             return data
         profile, given = data.get("profile", profiles.DEFAULT_PROFILE), data.get("quality")
+        if profile is False:  # YAML reads a bare `off` (`--set cleaning.profile=off`) as false
+            profile, data = profiles.OFF, dict(data, profile=profiles.OFF)
         if profile not in profiles.PROFILES:
             return data  # field validation names the allowed profiles
         defaults = profiles.quality_defaults(profile)
