@@ -139,8 +139,9 @@ def DataGate(
 
     Args:
       anomalies: ExampleValidator's output.
-      result: written only when the gate passes; custom property `removal_warning` holds the
-        removal finding when `removal_action` is 'warn' (empty when there is none).
+      result: written only when the gate passes; custom properties `removal_check` (passed,
+        warned, or not checked: token data) and `removal_warning` (the finding that
+        `removal_action` 'warn' let through, empty when none).
       distribution_anomalies: DistributionValidator's output (raw data only).
       examples: ExampleGen's output (raw data only): its ingest report says what cleaning removed
         (`removal`).
@@ -158,6 +159,8 @@ def DataGate(
     result.set_int_custom_property("passed", 1)
     result.set_string_custom_property("tolerated_anomalies", json.dumps([a.to_dict() for a in found]))
     result.set_string_custom_property("removal_warning", finding.message() if finding else "")
+    checked = "not checked (no ingest report)" if report is None else "warned" if finding else "passed"
+    result.set_string_custom_property("removal_check", checked)
 
 
 @component

@@ -161,10 +161,14 @@ def annotate_artifact(artifact, report: Dict[str, Any]) -> None:
 
 
 def read_artifact_report(artifact) -> Optional[Dict[str, Any]]:
-    """The report `annotate_artifact` recorded on an Examples artifact, or None (not ExampleGen's)."""
-    if not artifact.has_custom_property(REPORT_PROPERTY):
-        return None
-    return json.loads(artifact.get_string_custom_property(REPORT_PROPERTY))
+    """The report of an Examples artifact: the custom property `annotate_artifact` recorded, else
+    the file in its directory (a runner that does not carry custom properties); None when it has
+    neither (not ExampleGen's)."""
+    if artifact.has_custom_property(REPORT_PROPERTY):
+        return json.loads(artifact.get_string_custom_property(REPORT_PROPERTY))
+    if artifact.uri and tf.io.gfile.exists(os.path.join(artifact.uri, REPORT_FILE)):
+        return read_report(artifact.uri)
+    return None
 
 
 def top_removals(report: Dict[str, Any], count: int) -> List[Tuple[str, int]]:
