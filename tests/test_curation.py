@@ -82,6 +82,9 @@ def test_the_stop_word_rule_runs_on_english_only_and_other_spaced_languages_keep
     assert quality.check(german, QualityOptions(), "de") == (None, ("stop_words",))
     assert quality.failed_rule("Danke schön.", QualityOptions(), "de") == "too_few_words"
     assert quality.failed_rule("Purple elephants dance gracefully under moonlight.", QualityOptions(), "en") == "stop_words"
+    korean = "안녕하세요 여러분, 오늘 동기화 문제를 해결했습니다. 앱을 업데이트해 주세요."  # Hangul: units are syllables
+    assert quality.check(korean, QualityOptions(), "ko") == (
+        None, ("too_few_words", "too_many_words", "mean_word_length", "stop_words", "short_lines"))
 
 
 def test_language_identification_on_english_chinese_and_a_mixed_file(tmp_path):

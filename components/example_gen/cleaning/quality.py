@@ -15,8 +15,9 @@ words with a per-language word tokenizer and with thresholds tuned per language 
 `configs/{lang}_{script}.yml`); this project ships neither, so documents in those languages are
 exempt from those rules (and counted) rather than judged by English thresholds. The line and
 repetition rules apply to every language (CJK characters are units of their own there).
-Without language identification, a document whose letters are mostly CJK counts as written
-without spaces and any other as English.
+A document whose letters are mostly CJK characters (`cjk_min_fraction`; Korean Hangul included,
+which `units` splits into syllables) counts as written without spaces whatever its language;
+without language identification any other document counts as English.
 """
 import collections
 import re
@@ -54,7 +55,7 @@ class Verdict(NamedTuple):
 
 
 def _enabled(options: QualityOptions) -> Dict[str, bool]:
-    """Whether each language-restricted rule is on (a threshold of 0 is off)."""
+    """Whether each rule of RULE_LANGUAGES (one entry each) is on: a threshold of 0 is off."""
     return {"too_few_words": bool(options.min_words), "too_many_words": bool(options.max_words),
             "mean_word_length": bool(options.min_mean_word_length or options.max_mean_word_length),
             "short_lines": bool(options.max_short_lines_fraction), "stop_words": bool(options.min_stop_words)}
@@ -66,9 +67,9 @@ class _Document:
     def __init__(self, text: str, options: QualityOptions, language: str):
         self.text = text
         self.cjk = cjk_fraction(text) >= options.cjk_min_fraction
-        code = language if language else ("zh" if self.cjk else "en")  # no language ID: judge by script
-        self.spaced = code not in NO_SPACE_LANGUAGES
-        self.language = code
+        self.language = language if language else ("zh" if self.cjk else "en")  # no language ID: judge by script
+        # Mostly CJK letters (Korean Hangul too, whose units are syllables) cannot be counted in words either.
+        self.spaced = self.language not in NO_SPACE_LANGUAGES and not self.cjk
         self.words = units(text)
         self.lower_words = [word.lower() for word in self.words]
         self.lines = [line.strip() for line in text.split("\n") if line.strip()]
