@@ -114,7 +114,7 @@ MOSTLY_REMOVED = _ingest_report(3000, 1, {"quality_short_lines": 2990, "quality_
 def test_cleaning_that_removes_most_of_a_span_blocks_naming_the_rules_with_counts_and_an_example():
     error, finding = gate_verdict([], DataGateOptions(), MOSTLY_REMOVED)
     assert finding.documents_fraction > 0.99 and finding.bytes_fraction > 0.99
-    assert error.startswith("data gate: stopping before Transform: cleaning removed 100.0% of the documents")
+    assert error.startswith("data gate: stopping before the Tokenizer and Transform: cleaning removed 100.0% of the documents")
     assert "- quality_short_lines: 2990 (e.g. poems.jsonl:1: \"an example quality_short_lines removed\")" in error
     assert "- quality_stop_words: 6" in error and "- exact_duplicate: 2" in error
     assert "too_short" not in error  # the three rules that removed the most

@@ -15,6 +15,7 @@ cache (`pipeline.pipeline.UNCACHEABLE_NODES`): their result depends on more than
 """
 import json
 import os
+from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
@@ -28,7 +29,7 @@ from tfx.utils import io_utils
 from components.data_gate import accepted_statistics as accepted_lib
 from components.data_gate import distribution_checks as checks
 from components.data_gate import removal as removal_lib
-from components.data_gate.anomalies import SCHEMA_DIFF_FILE, blocking_anomalies, read_anomalies
+from components.data_gate.anomalies import SCHEMA_DIFF_FILE, Anomaly, blocking_anomalies, read_anomalies
 from components.data_gate.options import DataGateOptions
 from components.example_gen import ingest_report
 
@@ -110,12 +111,13 @@ def DistributionValidator(
     anomalies.set_int_custom_property("drift_baseline_span", -1 if baseline.span is None else baseline.span)
 
 
-def gate_verdict(found, gate_options: DataGateOptions, ingest_report=None):
+def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Optional[Dict[str, Any]] = None
+                 ) -> Tuple[Optional[str], Optional[removal_lib.RemovalFinding]]:
     """(the error message when the gate blocks or None, the removal finding or None): blocking
-    anomalies, and (with ExampleGen's `ingest_report`) cleaning that removed more than
+    anomalies, and (given ExampleGen's ingest `report`) cleaning that removed more than
     `max_removed_fraction`, which blocks unless `removal_action` is 'warn'."""
     blocking = blocking_anomalies(found, gate_options.allowed_anomaly_types, gate_options.warn_only_checks())
-    finding = removal_lib.removal_finding(ingest_report, gate_options.max_removed_fraction) if ingest_report else None
+    finding = removal_lib.removal_finding(report, gate_options.max_removed_fraction) if report else None
     problems = []
     if finding is not None and gate_options.removal_action == "block":
         problems.append(finding.message())
@@ -124,7 +126,7 @@ def gate_verdict(found, gate_options: DataGateOptions, ingest_report=None):
         problems.append(f"{len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} in the input data:\n{listing}")
     if not problems:
         return None, finding
-    return "data gate: stopping before Transform: " + "\n".join(problems), finding
+    return "data gate: stopping before the Tokenizer and Transform: " + "\n".join(problems), finding
 
 
 @component

@@ -2,11 +2,12 @@
 
 A cleaning rule that does not fit the corpus (web-crawl rules on poems, English rules on Chinese)
 removes most of it without failing anything: the few documents left pass every schema check and
-the run trains on them. So the gate also reads ExampleGen's ingest report (`ingest_report` on
-the Examples artifact, `ingest_report.read_artifact_report`) and compares the share of the documents, and of their UTF-8 bytes, that
-cleaning removed with `data_gate.max_removed_fraction`. Records quarantined while reading (not
-parseable) are not cleaning removals and do not count. Over the limit, the finding names the
-rules that removed the most, each with its count and one example document.
+the run trains on them. So the gate also reads ExampleGen's ingest report (on the Examples
+artifact: `ingest_report.read_artifact_report`) and compares the share of the documents, and of
+their UTF-8 bytes, that cleaning removed with `data_gate.max_removed_fraction`. Records
+quarantined while reading (not parseable) are not cleaning removals and do not count. Over the
+limit, the finding names the rules that removed the most, each with its count and one example
+document.
 """
 import json
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
@@ -41,9 +42,6 @@ class RemovalFinding(NamedTuple):
         lines.append("if the corpus is meant to be like this, choose another cleaning.profile or switch those rules "
                      "off (cleaning.quality.*), or set data_gate.removal_action=warn")
         return "\n".join(lines)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return self._asdict()
 
 
 def _fraction(read: int, kept: int) -> float:
