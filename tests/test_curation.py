@@ -57,6 +57,13 @@ def test_every_tested_rule_is_listed_for_the_report():
     assert {rule for _, rule, _ in BAD} <= set(quality.RULES)
 
 
+def test_the_report_lists_only_the_rules_that_are_on():
+    assert quality.enabled_rules(QualityOptions()) == quality.RULES
+    assert quality.enabled_rules(CleaningOptions().quality) == ("lorem_ipsum", "alpha_words", "duplicate_line_chars",
+                                                                "top_2gram")
+    assert quality.enabled_rules(CleaningOptions(profile="off").quality) == ()
+
+
 def test_a_rule_set_to_zero_is_off():
     text = "Hello there, the friend and the cat."
     assert quality.failed_rule(text, QualityOptions(min_words=20), "en") == "too_few_words"

@@ -54,11 +54,27 @@ class Verdict(NamedTuple):
     exempt: Tuple[str, ...]  # enabled rules not made for its language, in RULES order
 
 
-def _enabled(options: QualityOptions) -> Dict[str, bool]:
-    """Whether each rule of RULE_LANGUAGES (one entry each) is on: a threshold of 0 is off."""
-    return {"too_few_words": bool(options.min_words), "too_many_words": bool(options.max_words),
-            "mean_word_length": bool(options.min_mean_word_length or options.max_mean_word_length),
-            "short_lines": bool(options.max_short_lines_fraction), "stop_words": bool(options.min_stop_words)}
+def enabled_rules(options: QualityOptions) -> Tuple[str, ...]:
+    """The rules `options` switch on, in RULES order: a threshold of 0 is off (all are off when
+    `enabled` is false)."""
+    if not options.enabled:
+        return ()
+    ngram_limits = _duplicate_ngram_limits(options)
+    on = {
+        "lorem_ipsum": options.reject_lorem_ipsum, "too_few_words": options.min_words, "too_many_words": options.max_words,
+        "mean_word_length": options.min_mean_word_length or options.max_mean_word_length,
+        "symbol_word_ratio": options.max_symbol_word_ratio, "alpha_words": options.min_alpha_words_fraction,
+        "stop_words": options.min_stop_words, "bullet_lines": options.max_bullet_lines_fraction,
+        "ellipsis_lines": options.max_ellipsis_lines_fraction, "punctuated_lines": options.min_punctuated_lines_fraction,
+        "short_lines": options.max_short_lines_fraction, "duplicate_lines": options.max_duplicate_lines_fraction,
+        "duplicate_paragraphs": options.max_duplicate_paragraphs_fraction,
+        "duplicate_line_chars": options.max_duplicate_line_chars_fraction,
+        "duplicate_paragraph_chars": options.max_duplicate_paragraph_chars_fraction,
+        "top_2gram": options.max_top_2gram_chars_fraction, "top_3gram": options.max_top_3gram_chars_fraction,
+        "top_4gram": options.max_top_4gram_chars_fraction,
+        **{f"duplicate_{n}gram": limit for n, limit in ngram_limits.items()},
+    }
+    return tuple(rule for rule in RULES if on[rule])
 
 
 class _Document:
@@ -199,8 +215,7 @@ def check(text: str, options: QualityOptions, language: str = "") -> Verdict:
     """The first quality rule `text` breaks (or None) and the enabled rules it is exempt from.
     `language` is the identified ISO 639-1 code ('' when language identification is off)."""
     doc = _Document(text, options, language)
-    enabled = _enabled(options)
-    exempt = tuple(rule for rule in RULES if enabled.get(rule) and not doc.applies(rule))
+    exempt = tuple(rule for rule in enabled_rules(options) if not doc.applies(rule))
     if options.reject_lorem_ipsum and _LOREM.search(text):
         return Verdict("lorem_ipsum", exempt)
     return Verdict(_word_rules(doc, options) or _line_rules(doc, options) or _repetition_rules(doc, options), exempt)
