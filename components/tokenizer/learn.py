@@ -102,10 +102,10 @@ def learn(documents: Iterable[str], vocab_size: int, algorithm: str = "bpe",
           pieces_cross_words: bool = True) -> LearnedModel:
     """Learns exactly `vocab_size` pieces; raises `VocabularyTooLarge` when the sample supports
     fewer, and `TokenizerLearningError` for anything else SentencePiece refuses."""
-    sample = sorted(document for document in documents if document)
-    if not sample:
+    chunks = [document for document in documents if document]
+    if not chunks:
         raise TokenizerLearningError("cannot learn a tokenizer from an empty sample")
-    sample, rare = fit_alphabet(sample, vocab_size)
+    sample, rare = fit_alphabet(chunks, vocab_size)
     if rare:
         log.info("Tokenizer: %d rare characters of the sample do not fit in %d pieces; byte fallback encodes them",
                  rare, vocab_size)
@@ -121,7 +121,7 @@ def learn(documents: Iterable[str], vocab_size: int, algorithm: str = "bpe",
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise TokenizerLearningError(
             f"SentencePiece could not learn {vocab_size} pieces with algorithm {algorithm} from "
-            f"{len(sample)} sample chunks ({reason}): change tokenizer.vocab_size or tokenizer.algorithm, "
+            f"{len(chunks)} sample chunks ({reason}): change tokenizer.vocab_size or tokenizer.algorithm, "
             "or add data") from None
     return LearnedModel(proto, vocab_size, rare)
 
