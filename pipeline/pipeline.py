@@ -2,7 +2,8 @@
 
     ExampleGen -> StatisticsGen -> ExampleValidator (against the imported curated schema)
       + DistributionValidator (drift vs the last accepted span, skew train vs eval)
-      -> DataGate (fails the run on blocking anomalies; on a pass RecordAcceptedStatistics makes
+      -> DataGate (fails the run on blocking anomalies or when cleaning removed more than
+         data_gate.max_removed_fraction of the span; on a pass RecordAcceptedStatistics makes
          this span the next drift baseline) -> Tokenizer (SentencePiece model: learned, reused from
          the production model, or pinned) -> Transform (tokenizes with it in the graph)
       -> statistics + validation of the token data (curated transformed schema) -> TokenGate
@@ -125,6 +126,7 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
     gate = DataGate(
         anomalies=example_validator.outputs["anomalies"],
         distribution_anomalies=distribution_anomalies,
+        examples=examples if check_distributions else None,  # raw data: what cleaning removed
         options=config.data_gate.to_parameter(),
     ).with_id(gate_id)
     if check_distributions:

@@ -166,6 +166,12 @@ def _data_quality(record: RunRecord) -> Optional[Dict[str, Any]]:
     return quality
 
 
+def _removal_warning(record: RunRecord) -> Optional[str]:
+    """What the DataGate let through with `data_gate.removal_action=warn` (None when nothing)."""
+    artifact = record.output("DataGate", "result")
+    return (_custom_properties(artifact).get("removal_warning") or None) if artifact is not None else None
+
+
 def summarize_latest_run(
     connection_config: metadata_store_pb2.ConnectionConfig,
     pipeline_name: str,
@@ -183,6 +189,7 @@ def summarize_latest_run(
         "error": str(error) if error else None,
         "components": {node: record.status(node) for node in component_ids},
         "data_quality": _data_quality(record),
+        "removal_warning": _removal_warning(record),
         "anomalies": _anomalies(record),
         "distribution_checks": _distribution_checks(record),
         "blessing": blessing,
@@ -243,6 +250,9 @@ def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
         spans = summary["data_quality"].get("spans") or [summary["data_quality"].get("span")]
         lines.append(f"data quality (span{'s' if len(spans) > 1 else ''} {', '.join(map(str, spans))}):")
         lines += [f"  {line}" for line in summary_lines(summary["data_quality"])]
+    if summary.get("removal_warning"):
+        lines += ["data gate WARNING (data_gate.removal_action=warn, the run went on): "
+                  + summary["removal_warning"].splitlines()[0]] + summary["removal_warning"].splitlines()[1:-1]
     lines += _distribution_check_lines(summary.get("distribution_checks"))
     lines += [f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
               f"{anomaly['short_description']} - {anomaly['description']}" for anomaly in summary["anomalies"]]

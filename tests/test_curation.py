@@ -57,15 +57,41 @@ def test_every_tested_rule_is_listed_for_the_report():
     assert {rule for _, rule, _ in BAD} <= set(quality.RULES)
 
 
+def test_the_report_lists_only_the_rules_that_are_on():
+    assert quality.enabled_rules(QualityOptions()) == quality.RULES
+    assert quality.enabled_rules(CleaningOptions().quality) == ("lorem_ipsum", "alpha_words", "duplicate_line_chars",
+                                                                "top_2gram")
+    assert quality.enabled_rules(CleaningOptions(profile="off").quality) == ()
+
+
 def test_a_rule_set_to_zero_is_off():
     text = "Hello there, the friend and the cat."
     assert quality.failed_rule(text, QualityOptions(min_words=20), "en") == "too_few_words"
     assert quality.failed_rule(text, QualityOptions(min_words=0), "en") is None
 
 
-def test_cjk_text_counts_characters_as_words_and_skips_english_only_rules():
-    assert quality.failed_rule(CHINESE, QualityOptions(), "zh") is None
-    assert quality.failed_rule("你好。", QualityOptions(), "zh") == "too_few_words"
+def test_text_without_spaces_is_exempt_from_word_rules_and_the_exemptions_are_named():
+    assert quality.check(CHINESE, QualityOptions(), "zh") == (
+        None, ("too_few_words", "too_many_words", "mean_word_length", "stop_words", "short_lines"))
+    assert quality.check("你好。", QualityOptions(), "zh").rule is None  # Gopher's 50 words do not transfer to characters
+    assert quality.check("你好。", QualityOptions(), "").rule is None  # no language ID: judged by script
+    assert quality.check("你好。", QualityOptions(min_words=0, max_words=0, max_short_lines_fraction=0), "zh").exempt == (
+        "mean_word_length", "stop_words")  # a rule that is off is not counted as exempt
+
+
+def test_repetition_rules_still_apply_to_text_without_spaces_character_by_character():
+    assert quality.failed_rule("\n".join(["买一送一快来买。"] * 4 + [CHINESE]), QualityOptions(), "zh") == "duplicate_lines"
+    assert quality.failed_rule("便宜" * 40 + "。", QualityOptions(), "zh") == "top_2gram"
+
+
+def test_the_stop_word_rule_runs_on_english_only_and_other_spaced_languages_keep_the_word_rules():
+    german = "Wir haben den Fehler in der App behoben und danken Ihnen für die Geduld."
+    assert quality.check(german, QualityOptions(), "de") == (None, ("stop_words",))
+    assert quality.failed_rule("Danke schön.", QualityOptions(), "de") == "too_few_words"
+    assert quality.failed_rule("Purple elephants dance gracefully under moonlight.", QualityOptions(), "en") == "stop_words"
+    korean = "안녕하세요 여러분, 오늘 동기화 문제를 해결했습니다. 앱을 업데이트해 주세요."  # Hangul: units are syllables
+    assert quality.check(korean, QualityOptions(), "ko") == (
+        None, ("too_few_words", "too_many_words", "mean_word_length", "stop_words", "short_lines"))
 
 
 def test_language_identification_on_english_chinese_and_a_mixed_file(tmp_path):
@@ -121,7 +147,7 @@ def test_curation_step_counts_each_removal_keeps_samples_and_reports_languages(t
     suite.write_text('{"prompt": "%s"}\n' % PLANTED, encoding="utf-8")
     documents = [_doc(GOOD, 1), _doc(CHINESE, 2), _doc("Buy cheap pills now and save with the best offer of the year!\n" * 5, 3), _doc(f"Question: {PLANTED}", 4),
                  _doc("You are a stupid idiot and I hate you, get lost with your fucking app.", 5)]
-    options = CleaningOptions(near_dedup=False, languages=("en",), toxicity_threshold=0.5,
+    options = CleaningOptions(profile="web", near_dedup=False, languages=("en",), toxicity_threshold=0.5,
                               decontamination=DecontaminationOptions(files=(str(suite),)))
     with TestPipeline() as pipeline:
         outputs = pipeline | beam.Create(documents) | CleanDocuments(options)

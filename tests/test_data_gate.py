@@ -7,6 +7,8 @@ import tensorflow_data_validation as tfdv
 
 from components.resources import resolve
 from components.data_gate.anomalies import blocking_anomalies, parse_anomalies
+from components.data_gate.component import gate_verdict
+from components.data_gate.options import DataGateOptions
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document
 from pipeline.config import PipelineConfig
@@ -93,3 +95,51 @@ def test_a_few_symbolic_documents_are_tolerated_but_a_symbolic_corpus_blocks(tmp
 def test_whitespace_only_documents_count_as_blank_against_the_empty_rate(tmp_path):
     blocking = blocking_anomalies(_anomalies_for(GOOD + [Document(" \n\t ", "b.jsonl", i) for i in range(3)], tmp_path), [])
     assert [a.feature for a in blocking] == ["content_class"] and "blank" in blocking[0].description
+
+
+def _ingest_report(read, kept, removed, bytes_read=None, bytes_kept=None):
+    """An ingest report as ExampleGen writes it (the parts the removal check reads)."""
+    report = {"documents_read": read, "documents_kept": kept, "removed": removed,
+              "removed_examples": {rule: {"location": f"poems.jsonl:{index + 1}", "text": f"an example {rule} removed"}
+                                   for index, rule in enumerate(removed)}}
+    if bytes_read is not None:
+        report.update(bytes_read=bytes_read, bytes_kept=bytes_kept)
+    return report
+
+
+MOSTLY_REMOVED = _ingest_report(3000, 1, {"quality_short_lines": 2990, "quality_stop_words": 6, "exact_duplicate": 2,
+                                          "too_short": 1}, 600_000, 150)
+
+
+def test_cleaning_that_removes_most_of_a_span_blocks_naming_the_rules_with_counts_and_an_example():
+    error, finding = gate_verdict([], DataGateOptions(), MOSTLY_REMOVED)
+    assert finding.documents_fraction > 0.99 and finding.bytes_fraction > 0.99
+    assert error.startswith("data gate: stopping before the Tokenizer and Transform: cleaning removed 100.0% of the documents")
+    assert "- quality_short_lines: 2990 (e.g. poems.jsonl:1: \"an example quality_short_lines removed\")" in error
+    assert "- quality_stop_words: 6" in error and "- exact_duplicate: 2" in error
+    assert "too_short" not in error  # the three rules that removed the most
+    assert "data_gate.max_removed_fraction=0.3" in error and "data_gate.removal_action=warn" in error
+
+
+def test_cleaning_within_the_limit_passes_and_warn_lets_too_much_removal_through_with_the_finding():
+    assert gate_verdict([], DataGateOptions(), _ingest_report(2100, 2000, {"exact_duplicate": 100}, 660_000, 630_000)) == (
+        None, None)
+    assert gate_verdict([], DataGateOptions(), None) == (None, None)  # the token gate: no ingest report
+    error, finding = gate_verdict([], DataGateOptions(removal_action="warn"), MOSTLY_REMOVED)
+    assert error is None and "quality_short_lines: 2990" in finding.message()
+    assert gate_verdict([], DataGateOptions(max_removed_fraction=1.0), MOSTLY_REMOVED) == (None, None)
+
+
+def test_removing_most_of_the_bytes_blocks_even_when_most_documents_are_kept():
+    few_long_ones = _ingest_report(100, 90, {"quality_duplicate_line_chars": 10}, 1_000_000, 300_000)
+    error, finding = gate_verdict([], DataGateOptions(), few_long_ones)
+    assert finding.documents_fraction == pytest.approx(0.1) and finding.bytes_fraction == pytest.approx(0.7)
+    assert "70.0% of the bytes" in error
+
+
+def test_a_removal_finding_and_blocking_anomalies_are_reported_together(tmp_path):
+    anomalies = _anomalies_for(GOOD + [Document("", "b.jsonl", 1)], tmp_path)
+    error, _ = gate_verdict(anomalies, DataGateOptions(removal_action="warn"), MOSTLY_REMOVED)
+    assert "blocking anomal" in error and "cleaning removed" not in error  # warn: the finding is not a reason
+    error, _ = gate_verdict(anomalies, DataGateOptions(), MOSTLY_REMOVED)
+    assert "cleaning removed" in error and "num_chars" in error

@@ -137,7 +137,8 @@ def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
         for kind, texts in salted.items():
             for index, text in enumerate(texts):
                 handle.write(json.dumps({"text": text.replace("year", f"year {index}")}) + "\n")
-    examples = _run_executor(corpus, str(tmp_path / "out"), ["cleaning.languages=[en]", "cleaning.near_dedup=false"])
+    examples = _run_executor(corpus, str(tmp_path / "out"), ["cleaning.profile=web", "cleaning.languages=[en]",
+                                                              "cleaning.near_dedup=false"])
     report = ingest_report.read_report(examples.uri)
     assert report["removed"]["quality_duplicate_lines"] == 2
     assert report["removed"]["language_not_kept"] == 1
@@ -154,7 +155,12 @@ def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
     assert sorted(r["reason"] for r in removed if r["reason"] != "removed:exact_duplicate").count("removed:quality_duplicate_lines") == 2
     assert {"removed:language_not_kept", "removed:eval_contamination"} <= {r["reason"] for r in removed}
     assert examples.get_int_custom_property("removed_eval_contamination") == 1
-    assert os.path.exists(os.path.join(examples.uri, "data_report.html"))
+    assert 0 < report["bytes_kept"] < report["bytes_read"]
+    example = report["removed_examples"]["quality_duplicate_lines"]
+    assert example["location"].startswith("salted.jsonl:") and example["text"].startswith("BUY CHEAP PILLS")
+    with open(os.path.join(examples.uri, "data_report.html"), encoding="utf-8") as handle:
+        page = handle.read()
+    assert "What each rule removed" in page and "BUY CHEAP PILLS" in page
 
 
 def test_executor_fails_when_no_document_survives(tmp_path):

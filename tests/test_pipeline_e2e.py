@@ -254,3 +254,37 @@ def test_corpus_violating_the_schema_stops_at_the_gate(tmp_path):
     flagged = {anomaly["feature"] for anomaly in written["anomalies"]}
     assert "num_chars" in flagged
     assert "data gate" in written["error"] and "blocking" in written["error"]
+
+
+def test_a_corpus_that_cleaning_mostly_removes_stops_at_the_data_gate_and_warn_lets_it_through(tmp_path, capsys):
+    """Short speeches under the web profile: Gopher's English stop-word rule removes most of them.
+    The DataGate stops the run (exit 2) naming the rule, nothing is trained; with
+    `data_gate.removal_action=warn` the data checks pass and the report says what was let through."""
+    from pipeline.cli import EXIT_BLOCKED, EXIT_OK, main
+    from tests.conftest import FAST_OVERRIDES
+    from tests.curation_corpora import dialogue
+
+    corpus = tmp_path / "speeches"
+    os.makedirs(corpus)
+    with open(corpus / "speeches.jsonl", "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps({"text": speech}) + "\n" for speech in dialogue(400))
+    settings = [argument for override in FAST_OVERRIDES + ["cleaning.profile=web"] for argument in ("--set", override)]
+
+    def textgen(command, output_root, *more):
+        code = main([command, "--data-root", str(corpus), "--output-root", str(output_root), *settings, *more])
+        with open(os.path.join(output_root, "last_run.json"), encoding="utf-8") as handle:
+            return code, json.load(handle)
+
+    code, blocked = textgen("run", tmp_path / "blocked")
+    assert code == EXIT_BLOCKED, blocked["error"]
+    assert blocked["components"]["DataGate"] == "FAILED"
+    assert all(blocked["components"][node] == "NOT_RUN" for node in ("Tokenizer", "Transform", "Trainer", "Pusher"))
+    assert "cleaning removed" in blocked["error"] and "quality_stop_words" in blocked["error"]
+    assert blocked["data_quality"]["removed"]["quality_stop_words"] > 200
+    assert blocked["trained_model"] is None and blocked["push"]["pushed"] is False
+
+    code, warned = textgen("validate", tmp_path / "warned", "--set", "data_gate.removal_action=warn")
+    assert code == EXIT_OK, warned["error"]
+    assert warned["components"]["DataGate"] == "COMPLETE"
+    assert "quality_stop_words" in warned["removal_warning"]
+    assert "data gate WARNING (data_gate.removal_action=warn, the run went on)" in capsys.readouterr().out

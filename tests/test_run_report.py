@@ -85,6 +85,21 @@ def test_a_partial_run_reports_the_data_quality_and_no_push():
     ]
 
 
+def test_removal_the_data_gate_only_warned_about_is_reported_with_its_rules():
+    from components.data_gate.removal import removal_finding
+
+    finding = removal_finding({"documents_read": 10, "documents_kept": 2, "removed": {"quality_stop_words": 8},
+                               "removed_examples": {"quality_stop_words": {"location": "a.txt:1", "text": "Ay."}}}, 0.3)
+    summary = dict(BLESSED_RUN, components={"ExampleGen": "COMPLETE", "DataGate": "COMPLETE"}, blessing=None,
+                   samples=[], anomalies=[], distribution_checks=None, push={"pushed": False, "reason": "no Pusher"},
+                   removal_warning=finding.message())
+    assert report_lines(summary, "s.json")[5:7] == [
+        "data gate WARNING (data_gate.removal_action=warn, the run went on): cleaning removed 80.0% of the documents "
+        "(read 10, kept 2; data_gate.max_removed_fraction=0.3); the rules that removed the most:",
+        '  - quality_stop_words: 8 (e.g. a.txt:1: "Ay.")',
+    ]
+
+
 @pytest.fixture
 def prepared_run(monkeypatch):
     """Makes `run_locally` return `summary` (a copy of BLESSED_RUN the test may update); returns it

@@ -1,4 +1,6 @@
 """The SentencePiece tokenizer: learning, the id layout, the graph ops TF Transform exports, round trips."""
+import random
+
 import hypothesis.strategies as st
 import numpy as np
 import pytest
@@ -10,6 +12,7 @@ from hypothesis import given, settings
 from components.tokenizer import ids, learn, model_file
 from components.tokenizer.graph import GraphTokenizer
 from tests.conftest import FIXTURE_VOCAB_SIZE, PROJECT_ROOT, learn_fixture_tokenizer
+from tests.curation_corpora import chinese_poems, dialogue
 
 SCRIPTS = [
     "plain ASCII, with punctuation!? and ## hashes # and <0x41> [EOS] [UNK]",
@@ -135,6 +138,48 @@ def test_unigram_is_an_option(tmp_path):
 def test_a_size_the_sample_cannot_support_is_a_clear_error():
     with pytest.raises(learn.VocabularyTooLarge, match=r"tokenizer.vocab_size=5000 .*at most \d+ pieces"):
         learn.learn_model(["a small sample, a small sample"] * 3, 5000)
+
+
+def test_an_automatic_vocabulary_is_the_largest_the_sample_supports_and_an_explicit_one_stays_strict():
+    speeches = dialogue(60)
+    with pytest.raises(learn.VocabularyTooLarge, match=r"tokenizer.vocab_size=4096 .*at most (\d+) pieces") as refused:
+        learn.learn(speeches, 4096)
+    automatic = learn.learn_largest_model(speeches, 4096)
+    assert automatic.vocab_size == refused.value.most < 4096
+    assert model_file.describe(automatic.proto, "auto").vocab_size == automatic.vocab_size
+    with pytest.raises(learn.VocabularyTooLarge, match="fewer than the smallest vocabulary"):
+        learn.learn_largest_model(["a tiny sample"], 4096)
+
+
+def _many_character_text(distinct: int, documents: int, seed: int = 0):
+    """Chinese-like text over `distinct` CJK characters with Zipf frequencies (like real text)."""
+    rng = random.Random(seed)
+    characters = [chr(0x4E00 + index) for index in range(distinct)]
+    weights = [1 / (rank + 1) for rank in range(distinct)]
+    return ["".join(rng.choices(characters, weights, k=200)) + "。" for _ in range(documents)]
+
+
+@pytest.mark.parametrize("vocab_size", [512, 4096])
+def test_a_sample_with_more_distinct_characters_than_the_vocabulary_learns_and_round_trips(vocab_size):
+    """At SentencePiece's coverage (0.9995) this sample needs about 5,000 single-character pieces:
+    SentencePiece alone refuses ('Vocabulary size is smaller than required_chars'); the rare
+    characters are left to byte fallback instead."""
+    texts = _many_character_text(6000, 400) + chinese_poems(50)
+    assert len(set("".join(texts))) > vocab_size
+    learned = learn.learn(texts, vocab_size)
+    assert learned.vocab_size == vocab_size and learned.rare_characters > 0
+    processor = spm.SentencePieceProcessor(model_proto=learned.proto)
+    for text in (texts[0], texts[-1], "龘"):
+        assert processor.decode(processor.encode(text)) == text
+
+
+def test_sentencepiece_errors_become_errors_that_name_a_setting(monkeypatch):
+    def refuse(**_):
+        raise RuntimeError("Internal: src/trainer_interface.cc(661) something SentencePiece-internal")
+
+    monkeypatch.setattr(spm.SentencePieceTrainer, "train", refuse)
+    with pytest.raises(learn.TokenizerLearningError, match=r"could not learn 512 pieces .*: change tokenizer.vocab_size"):
+        learn.learn(["some text"], 512)
 
 
 def test_a_model_without_byte_fallback_is_refused(tmp_path):

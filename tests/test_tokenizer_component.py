@@ -15,6 +15,7 @@ from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.options import TokenizerOptions
 from components.pusher.options import RegistryOptions
 from tests.conftest import BUNDLED_TXT
+from tests.curation_corpora import dialogue
 
 
 def _write_examples(directory, documents):
@@ -39,6 +40,19 @@ def examples(tmp_path_factory):
     return artifact
 
 
+@pytest.fixture(scope="module")
+def few_examples(tmp_path_factory):
+    """Examples of the 40 short speeches that survived cleaning out of 1,000 (as the ingest report says)."""
+    root = tmp_path_factory.mktemp("few")
+    _write_examples(str(root / "Split-train"), dialogue(40))
+    artifact = standard_artifacts.Examples()
+    artifact.uri = str(root)
+    artifact.split_names = json.dumps(["train"])
+    artifact.set_string_custom_property("ingest_report", json.dumps(
+        {"documents_read": 1000, "documents_kept": 40, "removed": {"quality_stop_words": 900, "quality_short_lines": 60}}))
+    return artifact
+
+
 def _run(tmp_path, examples, name, production=None, monkeypatch=None, **options):
     """Runs the executor with `options`; `production` is what the registry lookup answers."""
     output = component.Tokenizer()
@@ -48,7 +62,7 @@ def _run(tmp_path, examples, name, production=None, monkeypatch=None, **options)
     context = base_beam_executor.BaseBeamExecutor.Context(
         beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"], tmp_dir=str(tmp_path / f"tmp-{name}"), unique_id="1")
     exec_properties = {
-        "options": TokenizerOptions(vocab_size=1024, **options).model_dump_json(), "text_feature": "text",
+        "options": TokenizerOptions(**{"vocab_size": 1024, **options}).model_dump_json(), "text_feature": "text",
         "registry": RegistryOptions().to_parameter(), "model_name": "textgen",
         "registry_dir": str(tmp_path / "no-registry"),
     }
@@ -80,6 +94,20 @@ def test_learn_writes_the_model_and_what_it_was_learned_from(tmp_path, examples)
     assert learned.get_int_custom_property("learned_from_span") == 3
     assert 0 < learned.get_int_custom_property("sample_chunks") <= 20_000
     assert not os.path.exists(os.path.join(str(tmp_path / "no-registry"), "mlflow.db"))  # the lookup created nothing
+
+
+def test_an_unset_vocab_size_learns_the_largest_vocabulary_the_sample_supports(tmp_path, few_examples):
+    learned = _run(tmp_path, few_examples, "auto", vocab_size=None)
+    size = learned.get_int_custom_property("vocab_size")
+    assert 320 <= size < 4096 == learned.get_int_custom_property("vocab_size_limit")
+    assert learned.get_string_custom_property("vocab_size_choice") == "auto"
+    assert model_file.read_model(model_file.artifact_model_path(learned.uri)).vocab_size == size
+
+
+def test_an_explicit_vocab_size_the_sample_cannot_support_names_the_survivors_of_cleaning(tmp_path, few_examples):
+    with pytest.raises(ValueError, match=r"tokenizer.vocab_size=4096 is more than the sample supports .*"
+                                         r"40 of 1000 documents survived cleaning \(removed the most: quality_stop_words 900"):
+        _run(tmp_path, few_examples, "strict", vocab_size=4096)
 
 
 def test_the_sample_is_bounded_and_the_same_on_every_run(tmp_path, examples):

@@ -5,7 +5,8 @@
                        span, skew train vs eval) <── state location ───┘      └─> RecordAcceptedStatistics
 
 ExampleValidator records schema anomalies but nothing downstream reads them. `DataGate` reads
-them (and the DistributionValidator's) and fails its execution when any is blocking, so
+them (and the DistributionValidator's, and ExampleGen's ingest report: `removal`) and fails its
+execution when any is blocking or cleaning removed more than `max_removed_fraction`, so
 Transform (wired to run after the gate) and everything after it never runs. When it passes, it
 writes a `DataGateResult` artifact recording what it tolerated, and `RecordAcceptedStatistics`
 makes this span's statistics the next run's drift baseline in the state location
@@ -14,6 +15,7 @@ cache (`pipeline.pipeline.UNCACHEABLE_NODES`): their result depends on more than
 """
 import json
 import os
+from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
@@ -26,8 +28,10 @@ from tfx.utils import io_utils
 
 from components.data_gate import accepted_statistics as accepted_lib
 from components.data_gate import distribution_checks as checks
-from components.data_gate.anomalies import SCHEMA_DIFF_FILE, blocking_anomalies, read_anomalies
+from components.data_gate import removal as removal_lib
+from components.data_gate.anomalies import SCHEMA_DIFF_FILE, Anomaly, blocking_anomalies, read_anomalies
 from components.data_gate.options import DataGateOptions
+from components.example_gen import ingest_report
 
 TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"
 
@@ -107,35 +111,58 @@ def DistributionValidator(
     anomalies.set_int_custom_property("drift_baseline_span", -1 if baseline.span is None else baseline.span)
 
 
+def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Optional[Dict[str, Any]] = None
+                 ) -> Tuple[Optional[str], Optional[removal_lib.RemovalFinding]]:
+    """(the error message when the gate blocks or None, the removal finding or None): blocking
+    anomalies, and (given ExampleGen's ingest `report`) cleaning that removed more than
+    `max_removed_fraction`, which blocks unless `removal_action` is 'warn'."""
+    blocking = blocking_anomalies(found, gate_options.allowed_anomaly_types, gate_options.warn_only_checks())
+    finding = removal_lib.removal_finding(report, gate_options.max_removed_fraction) if report else None
+    problems = []
+    if finding is not None and gate_options.removal_action == "block":
+        problems.append(finding.message())
+    if blocking:
+        listing = "\n".join(f"  - {anomaly}" for anomaly in blocking)
+        problems.append(f"{len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} in the input data:\n{listing}")
+    if not problems:
+        return None, finding
+    return "data gate: stopping before the Tokenizer and Transform: " + "\n".join(problems), finding
+
+
 @component
 def DataGate(
     anomalies: InputArtifact[standard_artifacts.ExampleAnomalies],
     result: OutputArtifact[DataGateResult],
     distribution_anomalies: InputArtifact[standard_artifacts.ExampleAnomalies] = None,
+    examples: InputArtifact[standard_artifacts.Examples] = None,
     options: Parameter[str] = "{}",
 ) -> None:
-    """Fails the run when a validator found anomalies that block.
+    """Fails the run when a validator found anomalies that block, or cleaning removed too much.
 
     Args:
       anomalies: ExampleValidator's output.
-      result: written only when the gate passes.
+      result: written only when the gate passes; custom properties `removal_check` (passed,
+        warned, or not checked: token data) and `removal_warning` (the finding that
+        `removal_action` 'warn' let through, empty when none).
       distribution_anomalies: DistributionValidator's output (raw data only).
+      examples: ExampleGen's output (raw data only): its ingest report says what cleaning removed
+        (`removal`).
       options: `DataGateOptions` as JSON: the TFDV anomaly types and the distribution checks
-        ('drift', 'skew') that only warn.
+        ('drift', 'skew') that only warn, and the removal limit and action.
     """
     gate_options = DataGateOptions.from_parameter(options)
     found = read_anomalies(anomalies.uri, anomalies.split_names)
     if distribution_anomalies is not None:
         found += read_anomalies(distribution_anomalies.uri, distribution_anomalies.split_names)
-    blocking = blocking_anomalies(found, gate_options.allowed_anomaly_types, gate_options.warn_only_checks())
-    if blocking:
-        listing = "\n".join(f"  - {anomaly}" for anomaly in blocking)
-        raise BlockingAnomaliesError(
-            f"data gate: {len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} "
-            f"in the input data; stopping before Transform:\n{listing}"
-        )
+    report = ingest_report.read_artifact_report(examples) if examples is not None else None
+    error, finding = gate_verdict(found, gate_options, report)
+    if error:
+        raise BlockingAnomaliesError(error)
     result.set_int_custom_property("passed", 1)
     result.set_string_custom_property("tolerated_anomalies", json.dumps([a.to_dict() for a in found]))
+    result.set_string_custom_property("removal_warning", finding.message() if finding else "")
+    checked = "not checked (no ingest report)" if report is None else "warned" if finding else "passed"
+    result.set_string_custom_property("removal_check", checked)
 
 
 @component

@@ -7,7 +7,8 @@ from components.options import Options
 
 
 class DataGateOptions(Options):
-    """Which TFDV anomalies stop the run (raw data before the Tokenizer, token data before the Trainer)."""
+    """Which TFDV anomalies stop the run (raw data before the Tokenizer, token data before the Trainer), and how much
+    of a span cleaning may remove."""
 
     allowed_anomaly_types: List[str] = Field(
         default_factory=list,
@@ -22,6 +23,16 @@ class DataGateOptions(Options):
         "warn",
         description="What a skew finding does: the schema's skew comparators, train vs eval split. Warns by default: "
                     "both splits are hash samples of one span, so a finding usually means a small or odd sample.",
+    )
+    max_removed_fraction: float = Field(
+        0.3, ge=0.0, le=1.0,
+        description="The most of a span's documents, or of their bytes, that cleaning may remove (ExampleGen's ingest "
+                    "report; quarantined unreadable records do not count); more stops the run before the Tokenizer, "
+                    "naming the rules that removed the most. 1 turns the check off.",
+    )
+    removal_action: Literal["block", "warn"] = Field(
+        "block", description="What removal over max_removed_fraction does: block (exit 2) or warn (the run goes on and "
+                             "the run summary says so).",
     )
     distribution_min_examples: int = Field(
         100, ge=1, description="Drift/skew comparisons with fewer documents on either side are skipped (recorded).",

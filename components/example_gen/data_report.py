@@ -28,6 +28,23 @@ def _table(title: str, counts: Dict[str, int], total: int) -> List[str]:
     return rows
 
 
+def _removed_examples(report: Dict) -> List[str]:
+    """The rules that removed documents, most first, each with its count and one example."""
+    removed, examples = report.get("removed") or {}, report.get("removed_examples") or {}
+    if not removed:
+        return []
+    rows = ["<h2>What each rule removed, most first, with one example</h2><table>"
+            "<tr><th>rule</th><th>removed</th><th>first example</th></tr>"]
+    for rule, count in sorted(removed.items(), key=lambda item: (-item[1], item[0])):
+        example = examples.get(rule) or {}
+        text = example.get("text")
+        shown = f"<pre>{html.escape(text)}</pre>" if text is not None else "(text not kept for this rule)"
+        rows.append(f"<tr><td>{html.escape(rule)}</td><td>{count}</td>"
+                    f"<td>{html.escape(example.get('location') or '')}{shown}</td></tr>")
+    rows.append("</table>")
+    return rows
+
+
 def render(report: Dict) -> str:
     """The HTML page for an ingest report (see `ingest_report` for its layout)."""
     read, kept = report.get("documents_read", 0), report.get("documents_kept", 0)
@@ -35,6 +52,8 @@ def render(report: Dict) -> str:
              f"</head><body><h1>Data report</h1><p>documents read: <b>{read}</b>, kept: <b>{kept}</b>"
              f" ({kept / read if read else 0:.1%}); spans: {html.escape(str(report.get('spans', [])))}</p>"]
     parts += _table("Removed, per rule (every enabled filter)", report.get("filters") or report.get("removed", {}), read)
+    parts += _removed_examples(report)
+    parts += _table("Exempt from a quality rule not made for their language, per rule", report.get("exempt", {}), read)
     parts += _table("Quarantined records, per reason", report.get("quarantined", {}), read)
     parts += _table("Repaired, per repair", report.get("repaired", {}), read)
     parts += _table("Language mix of the documents read", report.get("languages", {}), read)

@@ -196,6 +196,10 @@ def _WriteReport(pipeline_parts, report_dir: str, sample_chars: int):
     counts = [
         read | "CountRead" >> beam.combiners.Count.Globally() | "ReadEntry" >> beam.Map(lambda n: ("documents_read", n)),
         kept | "CountKept" >> beam.combiners.Count.Globally() | "KeptEntry" >> beam.Map(lambda n: ("documents_kept", n)),
+        read | "BytesRead" >> beam.Map(ingest_report.document_bytes) | "SumRead" >> beam.CombineGlobally(sum)
+        | "BytesReadEntry" >> beam.Map(lambda n: ("bytes_read", n)),
+        kept | "BytesKept" >> beam.Map(ingest_report.document_bytes) | "SumKept" >> beam.CombineGlobally(sum)
+        | "BytesKeptEntry" >> beam.Map(lambda n: ("bytes_kept", n)),
         (events, lengths) | "EventsAndLengths" >> beam.Flatten()
         | "CountEvents" >> beam.CombinePerKey(ingest_report.CountAndSample()),
     ]
@@ -249,6 +253,7 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
         report = ingest_report.read_report(examples.uri)
         report["spans"] = [span for span, _ in earlier] + [_selected_span(exec_properties)]
         ingest_report.add_filter_counts(report, enabled_removal_rules(custom_options(exec_properties)[1]))
+        ingest_report.add_removed_examples(report)
         ingest_report.write_report(report, examples.uri)
         data_report.write(report, examples.uri)
         examples.set_string_custom_property("spans", json.dumps(report["spans"]))

@@ -5,21 +5,25 @@ copied onto the Examples artifact's custom properties (so it is in ML Metadata),
 run summary (`last_run.json`) and the CLI. Layout:
 
     {"documents_read": 120, "documents_kept": 101,
+     "bytes_read": 48000, "bytes_kept": 40100,     # UTF-8 bytes of the documents read / kept
      "quarantined": {"malformed_record": 2, ...},   # rejected records, in quarantine/
      "repaired": {"invalid_utf8_replaced": 1, ...}, # kept, changed
      "removed": {"exact_duplicate": 15, "quality_stop_words": 3, ...},  # dropped by a cleaning step
+     "exempt": {"quality_stop_words": 10, ...},     # kept from a rule not made for the document's language
      "filters": {"too_short": 0, "quality_stop_words": 3, ...},  # every enabled filter, zeros included
      "languages": {"en": 110, "zh": 10},           # language mix of what was read (language ID on)
      "length_chars": {"64": 3, "128": 40, ...},    # kept documents by length, upper bound of a 2x bucket
      "samples": {"quarantined:malformed_record": ["notes.jsonl:3", ...], ...},
+     "removed_examples": {"quality_top_2gram": {"location": "a.txt:9", "text": "buy now buy now ..."}, ...},
      "quarantine_dir": "<examples uri>/quarantine"}
 
 The quarantine holds `records-*.jsonl.gz` (every rejected record) and `removed-*.jsonl.gz` (the
 first few documents each curation rule removed, for review).
 """
+import gzip
 import json
 import os
-from typing import Any, Dict, Iterable, List, Tuple
+from typing import Any, Dict, Iterable, List, Optional, Tuple
 
 import apache_beam as beam
 import tensorflow as tf
@@ -30,9 +34,10 @@ REPORT_FILE = "ingest_report.json"
 QUARANTINE_DIR = "quarantine"
 REPORT_PROPERTY = "ingest_report"
 SAMPLES_PER_KIND = 5
-OUTCOME_GROUPS = ("quarantined", "repaired", "removed")
+OUTCOME_GROUPS = ("quarantined", "repaired", "removed", "exempt")
 DISTRIBUTION_GROUPS = ("languages", "length_chars")  # counted without sample locations
 LENGTH_GROUP = "length_chars"
+GROUP_LABELS = {"exempt": "exempt from a rule not made for their language"}
 
 
 def quarantine_record(rejection: Rejection) -> str:
@@ -79,13 +84,12 @@ class CountAndSample(beam.CombineFn):
 
 
 def build_report(entries: Iterable[Tuple[str, Any]], quarantine_dir: str) -> Dict[str, Any]:
-    """Assembles the report from ('documents_read', n), ('documents_kept', n) and
-    (event kind, (count, samples)) entries."""
+    """Assembles the report from (one of COUNTS, n) and (event kind, (count, samples)) entries."""
     groups = OUTCOME_GROUPS + DISTRIBUTION_GROUPS
-    report: Dict[str, Any] = {"documents_read": 0, "documents_kept": 0, **{g: {} for g in groups},
+    report: Dict[str, Any] = {**{count: 0 for count in COUNTS}, **{g: {} for g in groups},
                               "samples": {}, "quarantine_dir": quarantine_dir}
     for key, value in entries:
-        if key in ("documents_read", "documents_kept"):
+        if key in COUNTS:
             report[key] = value
             continue
         group, _, name = key.partition(":")
@@ -99,6 +103,35 @@ def build_report(entries: Iterable[Tuple[str, Any]], quarantine_dir: str) -> Dic
     report[LENGTH_GROUP] = dict(sorted(report[LENGTH_GROUP].items(), key=lambda item: int(item[0])))
     report["samples"] = dict(sorted(report["samples"].items()))
     return report
+
+
+COUNTS = ("documents_read", "documents_kept", "bytes_read", "bytes_kept")
+EXAMPLE_CHARS = 300  # characters of each rule's example document in the report
+
+
+def document_bytes(document) -> int:
+    """UTF-8 size of a document's text (0 for a record without text)."""
+    return len((document.text or "").encode("utf-8"))
+
+
+def add_removed_examples(report: Dict[str, Any], max_chars: int = EXAMPLE_CHARS) -> None:
+    """Adds `removed_examples`: one document per rule that removed any, the first by position,
+    from the quarantine's removed-document samples (curation rules); a rule without stored texts
+    (length, dedup) gets the location of its first removal only."""
+    examples: Dict[str, Dict[str, Any]] = {}
+    for path in sorted(tf.io.gfile.glob(os.path.join(report["quarantine_dir"], "removed-*"))):
+        with tf.io.gfile.GFile(path, "rb") as handle:
+            lines = gzip.decompress(handle.read()).decode("utf-8").splitlines()
+        for record in map(json.loads, filter(None, lines)):
+            rule = record["reason"].partition(":")[2]
+            location = f"{record['file']}:{record['line']}"
+            if rule not in examples or location < examples[rule]["location"]:
+                examples[rule] = {"location": location, "text": record["text"][:max_chars]}
+    for rule in report.get("removed") or {}:
+        if rule not in examples:
+            locations = report.get("samples", {}).get(f"removed:{rule}") or [""]
+            examples[rule] = {"location": locations[0], "text": None}
+    report["removed_examples"] = dict(sorted(examples.items()))
 
 
 def add_filter_counts(report: Dict[str, Any], rules: Iterable[str]) -> None:
@@ -127,6 +160,31 @@ def annotate_artifact(artifact, report: Dict[str, Any]) -> None:
             artifact.set_int_custom_property(f"{group}_{name}", count)
 
 
+def read_artifact_report(artifact) -> Optional[Dict[str, Any]]:
+    """The report of an Examples artifact: the custom property `annotate_artifact` recorded, else
+    the file in its directory (a runner that does not carry custom properties); None when it has
+    neither (not ExampleGen's)."""
+    if artifact.has_custom_property(REPORT_PROPERTY):
+        return json.loads(artifact.get_string_custom_property(REPORT_PROPERTY))
+    if artifact.uri and tf.io.gfile.exists(os.path.join(artifact.uri, REPORT_FILE)):
+        return read_report(artifact.uri)
+    return None
+
+
+def top_removals(report: Dict[str, Any], count: int) -> List[Tuple[str, int]]:
+    """The `count` rules that removed the most documents, most first."""
+    return sorted((report.get("removed") or {}).items(), key=lambda item: (-item[1], item[0]))[:count]
+
+
+def survival_line(report: Dict[str, Any], rules: int = 3) -> str:
+    """'N of M documents survived cleaning (removed the most: rule n, ...)'."""
+    line = f"{report['documents_kept']} of {report['documents_read']} documents survived cleaning"
+    top = top_removals(report, rules)
+    if top:
+        line += " (removed the most: " + ", ".join(f"{rule} {count}" for rule, count in top) + ")"
+    return line
+
+
 def summary_lines(report: Dict[str, Any]) -> List[str]:
     """The report in plain words, for the CLI."""
     lines = [f"documents read: {report['documents_read']}, kept: {report['documents_kept']}"]
@@ -134,7 +192,7 @@ def summary_lines(report: Dict[str, Any]) -> List[str]:
         counts = report.get(group) or {}
         if counts:
             listing = ", ".join(f"{name.replace('_', ' ')} {count}" for name, count in counts.items())
-            lines.append(f"{group} ({sum(counts.values())}): {listing}")
+            lines.append(f"{GROUP_LABELS.get(group, group)} ({sum(counts.values())}): {listing}")
     idle = [name for name, count in (report.get("filters") or {}).items() if not count]
     if idle:
         lines.append(f"filters that removed nothing ({len(idle)}): " + ", ".join(name.replace("_", " ") for name in idle))

@@ -6,10 +6,11 @@ The executor receives each as its JSON text (`Options.to_parameter`) in ExampleG
 under `EXAMPLE_GEN_OPTIONS_KEY` / `CLEANING_OPTIONS_KEY` and parses it with the same class; Beam
 workers get the parsed (picklable) objects.
 """
-from typing import List, Literal, Optional
+from typing import Any, List, Literal, Optional
 
 from pydantic import Field, model_validator
 
+from components.example_gen import profiles
 from components.options import Options
 
 BLANK_LINE = "blank_line"  # txt separator: one or more blank lines between documents
@@ -64,37 +65,42 @@ class ExampleGenOptions(ReadOptions):
 class QualityOptions(Options):
     """Gopher / C4 / FineWeb-style document quality rules (`cleaning/quality.py`).
 
-    Each default is the published value named in its description, except where the description
-    says why it is more lenient here (the bundled corpus is short support replies, not web pages).
-    Words are `\\w+` runs; for CJK text (see `cjk_min_fraction`) every CJK character counts as a
-    word, so word-count and n-gram rules still apply and the word-length rule is skipped. A rule set
-    to 0 (bounds: min 0, max 0) is off.
+    Each field default is the published value named in its description (the `web` profile),
+    except where the description says why it is more lenient here. `cleaning.profile` replaces the
+    defaults of the options the user did not set (`profiles.py`: the default profile `curated`
+    keeps only lorem ipsum, alpha words at 0.25, duplicate line characters at 0.6 and the top
+    2-gram at 0.5). Words are `\\w+` runs, and every CJK character counts as a unit of its own
+    for the repetition rules. Word-based rules apply only to the languages they were made for
+    (`cleaning/quality.py`: `RULE_LANGUAGES`); a document in another language is exempt from
+    them, and counted as exempt. A rule set to 0 (bounds: min 0, max 0) is off.
     """
 
-    enabled: bool = True
-    min_words: int = Field(5, ge=0, description="Gopher: 50; lower so short release notes and replies survive.")
-    max_words: int = Field(100_000, ge=0, description="Gopher: 100,000.")
-    min_mean_word_length: float = Field(3.0, ge=0.0, description="Gopher: 3.")
-    max_mean_word_length: float = Field(10.0, ge=0.0, description="Gopher: 10.")
-    max_symbol_word_ratio: float = Field(0.1, ge=0.0, description="Gopher: 0.1 ('#' and '...' / '\u2026' per word).")
-    max_bullet_lines_fraction: float = Field(0.9, ge=0.0, le=1.0, description="Gopher: 0.9 (lines starting with a bullet).")
-    max_ellipsis_lines_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Gopher: 0.3 (lines ending in '...' or '\u2026').")
-    min_alpha_words_fraction: float = Field(0.8, ge=0.0, le=1.0, description="Gopher: 0.8 (words with at least one letter).")
-    min_stop_words: int = Field(2, ge=0, description="Gopher: 2 of the, be, to, of, and, that, have, with (English only).")
-    min_punctuated_lines_fraction: float = Field(0.12, ge=0.0, le=1.0, description="FineWeb: 0.12 (C4 ends each kept line in . ! ? \").")
-    max_short_lines_fraction: float = Field(0.67, ge=0.0, le=1.0, description="FineWeb: 0.67 (lines of at most short_line_chars characters).")
-    short_line_chars: int = Field(30, ge=1, description="FineWeb: 30.")
-    max_duplicate_lines_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Gopher: 0.3.")
-    max_duplicate_paragraphs_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Gopher: 0.3.")
-    max_duplicate_line_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="Gopher: 0.2.")
-    max_duplicate_paragraph_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="Gopher: 0.2.")
-    max_top_2gram_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="Gopher: 0.20.")
-    max_top_3gram_chars_fraction: float = Field(0.18, ge=0.0, le=1.0, description="Gopher: 0.18.")
-    max_top_4gram_chars_fraction: float = Field(0.16, ge=0.0, le=1.0, description="Gopher: 0.16.")
+    enabled: bool = Field(True, description="Quality rules on. `cleaning.profile` sets the defaults of every "
+                                            "cleaning.quality key; the defaults listed are the default profile's, and "
+                                            "each description names the web profile's value and its source.")
+    min_words: int = Field(5, ge=0, description="web: 5 (Gopher: 50; lower so short release notes and replies survive).")
+    max_words: int = Field(100_000, ge=0, description="web: Gopher 100,000.")
+    min_mean_word_length: float = Field(3.0, ge=0.0, description="web: Gopher 3.")
+    max_mean_word_length: float = Field(10.0, ge=0.0, description="web: Gopher 10.")
+    max_symbol_word_ratio: float = Field(0.1, ge=0.0, description="web: Gopher 0.1 ('#' and '...' / '\u2026' per word).")
+    max_bullet_lines_fraction: float = Field(0.9, ge=0.0, le=1.0, description="web: Gopher 0.9 (lines starting with a bullet).")
+    max_ellipsis_lines_fraction: float = Field(0.3, ge=0.0, le=1.0, description="web: Gopher 0.3 (lines ending in '...' or '\u2026').")
+    min_alpha_words_fraction: float = Field(0.8, ge=0.0, le=1.0, description="web: Gopher 0.8 (words with at least one letter).")
+    min_stop_words: int = Field(2, ge=0, description="web: Gopher 2 of the, be, to, of, and, that, have, with (English only).")
+    min_punctuated_lines_fraction: float = Field(0.12, ge=0.0, le=1.0, description="web: FineWeb 0.12 (C4 ends each kept line in . ! ? \").")
+    max_short_lines_fraction: float = Field(0.67, ge=0.0, le=1.0, description="web: FineWeb 0.67 (lines of at most short_line_chars characters).")
+    short_line_chars: int = Field(30, ge=1, description="web: FineWeb 30.")
+    max_duplicate_lines_fraction: float = Field(0.3, ge=0.0, le=1.0, description="web: Gopher 0.3.")
+    max_duplicate_paragraphs_fraction: float = Field(0.3, ge=0.0, le=1.0, description="web: Gopher 0.3.")
+    max_duplicate_line_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="web: Gopher 0.2.")
+    max_duplicate_paragraph_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="web: Gopher 0.2.")
+    max_top_2gram_chars_fraction: float = Field(0.2, ge=0.0, le=1.0, description="web: Gopher 0.20.")
+    max_top_3gram_chars_fraction: float = Field(0.18, ge=0.0, le=1.0, description="web: Gopher 0.18.")
+    max_top_4gram_chars_fraction: float = Field(0.16, ge=0.0, le=1.0, description="web: Gopher 0.16.")
     max_duplicate_5gram_chars_fraction: float = Field(
-        0.15, ge=0.0, le=1.0, description="Gopher: 0.15 (6- to 9-grams interpolate down to the 10-gram limit).")
-    max_duplicate_10gram_chars_fraction: float = Field(0.1, ge=0.0, le=1.0, description="Gopher: 0.10.")
-    reject_lorem_ipsum: bool = Field(True, description="C4: pages containing 'lorem ipsum' are dropped.")
+        0.15, ge=0.0, le=1.0, description="web: Gopher 0.15 (6- to 9-grams interpolate down to the 10-gram limit).")
+    max_duplicate_10gram_chars_fraction: float = Field(0.1, ge=0.0, le=1.0, description="web: Gopher 0.10.")
+    reject_lorem_ipsum: bool = Field(True, description="web: C4 pages containing 'lorem ipsum' are dropped.")
     cjk_min_fraction: float = Field(0.3, ge=0.0, le=1.0, description="Share of letters in CJK scripts above which a text counts as CJK.")
 
 
@@ -118,6 +124,11 @@ class CleaningOptions(Options):
     strip controls, scrub PII, length filter, language identification and filter, quality rules,
     decontamination, toxicity filter, exact dedup, near-duplicate removal."""
 
+    profile: Literal["web", "curated", "off"] = Field(
+        profiles.DEFAULT_PROFILE,
+        description="Quality rule defaults: 'curated' (only rules for garbage in any corpus: lorem ipsum, symbol soup, "
+                    "extreme repetition), 'web' (every Gopher/C4/FineWeb rule, for crawled text) or 'off' (none). "
+                    "A cleaning.quality option set explicitly wins over the profile.")
     unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
     remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
     scrub_pii: bool = Field(True, description="Replace e-mail addresses, national ID numbers (US SSN, UK NINO, Chinese resident ID), "
@@ -133,12 +144,35 @@ class CleaningOptions(Options):
     seed: int = 1
     language_id: bool = Field(True, description="Identify each document's language (py3langid): `language` and `language_confidence` features.")
     languages: List[str] = Field(default_factory=list, description="ISO 639-1 codes of the languages to keep; empty keeps all (the mix is reported).")
-    quality: QualityOptions = Field(default_factory=QualityOptions, description="Gopher/C4/FineWeb quality rules.")
+    quality: QualityOptions = Field(default_factory=QualityOptions,
+                                    description="Gopher/C4/FineWeb quality rules (defaults set by `profile`).")
     decontamination: DecontaminationOptions = Field(
         default_factory=DecontaminationOptions,
         description="N-gram overlap removal against the evaluator's safety prompts and bias templates plus `files`.")
     toxicity_threshold: float = Field(0.0, ge=0.0, le=1.0, description="Remove English documents the toxicity classifier scores at or above this; 0 is off.")
     removed_samples_per_rule: int = Field(5, ge=0, description="Documents each curation rule removed that are kept in the quarantine for review.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _profile_sets_rule_defaults(cls, data: Any) -> Any:
+        """Fills the quality options the user did not set with the profile's values. Runs on the
+        raw input, where 'not set' is still visible: keys absent from a mapping, or fields outside
+        a `QualityOptions` instance's `model_fields_set`. Options that crossed to an executor as
+        JSON carry every key, so the profile is applied once, where the config is built (assigning
+        `profile` later leaves the resolved rule options as they are)."""
+        if not isinstance(data, dict):
+            return data
+        profile, given = data.get("profile", profiles.DEFAULT_PROFILE), data.get("quality")
+        if profile is False:  # YAML reads a bare `off` (`--set cleaning.profile=off`) as false
+            profile, data = profiles.OFF, dict(data, profile=profiles.OFF)
+        if profile not in profiles.PROFILES:
+            return data  # field validation names the allowed profiles
+        defaults = profiles.quality_defaults(profile)
+        if isinstance(given, QualityOptions):  # also on assignment, where every field is already resolved
+            return dict(data, quality=QualityOptions(**{**defaults, **given.model_dump(include=given.model_fields_set)}))
+        if given is None or isinstance(given, dict):
+            return dict(data, quality={**defaults, **(given or {})})
+        return data  # field validation names the wrong type
 
     @model_validator(mode="after")
     def _consistent(self) -> "CleaningOptions":

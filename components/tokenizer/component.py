@@ -4,6 +4,9 @@ Input: the Examples (train split). Output: a `Tokenizer` artifact whose director
 `sentencepiece.model`, with custom properties (KFP carries custom properties only):
 
     vocab_size, algorithm, sha256      the model
+    vocab_size_choice                  auto (tokenizer.vocab_size unset: the largest vocabulary up to
+                                       vocab_size_limit the sample supports) | explicit (a requirement)
+    rare_characters_left_to_bytes      distinct characters of the sample learned from as bytes only (learn.py)
     source                             learned | reused | pinned, and `source_detail` saying which
     learned_from_examples, learned_from_span, sample_chunks, sample_bytes   for a learned model
 
@@ -20,9 +23,10 @@ from tfx.dsl.components.base import base_beam_component, base_beam_executor, exe
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
+from components.example_gen import ingest_report
 from components.tokenizer import learn, model_file, policy, sample
 from components.pusher.options import RegistryOptions
-from components.tokenizer.options import TokenizerOptions
+from components.tokenizer.options import AUTO_MAX_VOCAB_SIZE, TokenizerOptions
 
 log = logging.getLogger(__name__)
 TRAIN_SPLIT = "train"
@@ -89,7 +93,21 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         pattern = os.path.join(artifact_utils.get_split_uri([examples], TRAIN_SPLIT), "*")
         drawn = sample.draw_sample(self._make_beam_pipeline(), [pattern], text_feature, options.sample_size,
                                    options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
-        proto = learn.learn_model(drawn.chunks, options.vocab_size, options.algorithm, options.pieces_cross_words)
+        try:
+            if options.vocab_size is None:
+                learned = learn.learn_largest_model(drawn.chunks, AUTO_MAX_VOCAB_SIZE, options.algorithm,
+                                                    options.pieces_cross_words)
+            else:
+                learned = learn.learn(drawn.chunks, options.vocab_size, options.algorithm, options.pieces_cross_words)
+        except learn.TokenizerLearningError as exc:
+            raise learn.TokenizerLearningError(f"{exc}{_survivors(examples)}") from None
+        if options.vocab_size is None:
+            log.info("Tokenizer: automatic vocabulary of %d pieces (the largest up to %d that %d sample chunks support; "
+                     "set tokenizer.vocab_size to require a size)", learned.vocab_size, AUTO_MAX_VOCAB_SIZE, len(drawn.chunks))
+        output.set_string_custom_property("vocab_size_choice", "auto" if options.vocab_size is None else "explicit")
+        output.set_int_custom_property("vocab_size_limit", options.vocab_size or AUTO_MAX_VOCAB_SIZE)
+        output.set_int_custom_property("rare_characters_left_to_bytes", learned.rare_characters)
+        proto = learned.proto
         output.set_string_custom_property("learned_from_examples", examples.uri)
         # ExampleGen's driver records the span as a custom property (the standard one stays 0).
         span = examples.get_int_custom_property(SPAN) if examples.has_custom_property(SPAN) else examples.span
@@ -97,6 +115,15 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output.set_int_custom_property("sample_chunks", len(drawn.chunks))
         output.set_int_custom_property("sample_bytes", drawn.num_bytes)
         return proto
+
+
+def _survivors(examples: types.Artifact) -> str:
+    """'; N of M documents survived cleaning (rules that removed the most: ...)' from ExampleGen's
+    ingest report on `examples`, or '' when it has none."""
+    report = ingest_report.read_artifact_report(examples)
+    if report is None:
+        return ""
+    return f"; {ingest_report.survival_line(report)}"
 
 
 class TokenizerComponent(base_beam_component.BaseBeamComponent):

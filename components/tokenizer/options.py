@@ -1,5 +1,5 @@
 """Typed options of the Tokenizer stage (composed into the pipeline config as `tokenizer`)."""
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field, model_validator
 
@@ -8,6 +8,7 @@ from components.tokenizer.ids import MIN_VOCAB_SIZE
 
 Policy = Literal["auto", "learn", "reuse", "pinned"]
 Algorithm = Literal["bpe", "unigram"]
+AUTO_MAX_VOCAB_SIZE = 4096  # the most pieces an automatic vocabulary (vocab_size unset) learns
 
 
 class TokenizerOptions(Options):
@@ -20,8 +21,12 @@ class TokenizerOptions(Options):
                     "exists, else learn.",
     )
     pinned_model_file: str = Field("", description="SentencePiece .model file used when policy=pinned.")
-    vocab_size: int = Field(4096, ge=MIN_VOCAB_SIZE, le=1_000_000,
-                            description="Pieces in a learned model, including 3 special and 256 byte pieces.")
+    vocab_size: Optional[int] = Field(
+        None, ge=MIN_VOCAB_SIZE, le=1_000_000,
+        description=f"Pieces in a learned model, including 3 special and 256 byte pieces. Default (null): automatic, the "
+                    f"largest vocabulary up to {AUTO_MAX_VOCAB_SIZE} that the sample supports (logged, and recorded on "
+                    f"the Tokenizer artifact); a number set here is a requirement, and learning fails when the sample "
+                    f"supports fewer pieces.")
     algorithm: Algorithm = Field("bpe", description="SentencePiece model type of a learned model.")
     sample_size: int = Field(20_000, ge=1, description="Text chunks of the train split a model is learned from "
                                                        "(a hash sample drawn with Beam: learning cost is bounded by it).")

@@ -5,7 +5,8 @@ per call dominates when it is called one document at a time).
 
 Every removal emits a `removed:<rule>` event, and the removed document itself goes to the
 REMOVED_TAG output, from which a few per rule are kept in the quarantine for review. Every
-document also emits `languages:<code>`, so the report has the language mix of what was read.
+document also emits `languages:<code>`, so the report has the language mix of what was read, and
+`exempt:quality_<rule>` for each enabled quality rule not made for its language (`quality.check`).
 """
 from typing import Iterator, List
 
@@ -18,6 +19,7 @@ from components.example_gen.records import Document
 
 REMOVED_TAG = "removed_documents"
 LANGUAGE_GROUP = "languages"
+EXEMPT_GROUP = "exempt"  # a quality rule not made for the document's language was not applied
 
 
 def removed(rule: str, document: Document) -> Iterator[beam.pvalue.TaggedOutput]:
@@ -43,7 +45,11 @@ class CurateEachDocument(beam.DoFn):
             if self._keep and found.code not in self._keep:
                 yield from removed("language_not_kept", document)
                 return
-        rule = quality.failed_rule(document.text, options.quality, document.language) if options.quality.enabled else None
+        rule = None
+        if options.quality.enabled:
+            rule, exempt = quality.check(document.text, options.quality, document.language)
+            for exempt_rule in exempt:
+                yield event(f"{EXEMPT_GROUP}:quality_{exempt_rule}", document.location)
         if rule:
             yield from removed(f"quality_{rule}", document)
         elif decontamination.is_contaminated(document.text, self._suite):

@@ -22,12 +22,12 @@ TOXICITY_MIN_BATCH, TOXICITY_MAX_BATCH = 16, 512
 
 def enabled_removal_rules(options: CleaningOptions) -> Tuple[str, ...]:
     """The `removed:<rule>` names every enabled filter can count, in pipeline order (so a report
-    can show the filters that removed nothing too)."""
+    can show the filters that removed nothing too); a quality rule the profile or a threshold of 0
+    switched off is not one."""
     rules = ["too_short", "too_long"]
     if options.languages:
         rules.append("language_not_kept")
-    if options.quality.enabled:
-        rules += [f"quality_{rule}" for rule in quality.RULES]
+    rules += [f"quality_{rule}" for rule in quality.enabled_rules(options.quality)]
     if options.decontamination.enabled:
         rules.append("eval_contamination")
     if options.toxicity_threshold:
