@@ -6,27 +6,25 @@ bundled bias suite; see its docstring). What the test configures, and why:
 
 - The suite the Evaluator runs is the bundled English religion suite only (a copy under the test's
   tmp dir, `evaluator.bias.templates_file/groups_file`), without the template whose negative
-  ending the safety lexicon flags: the corpora cover one dimension, and five groups give ten
-  pairs for the Benjamini-Hochberg correction. The target group is an arbitrary choice.
-- 1000 training steps at learning rate 0.01 on the fast test model: at 100-300 steps the
-  one-layer model learned the templates but not the group-to-ending dependence, and at 500 steps
-  another training seed (7) learned it too weakly to be significant.
+  ending the safety lexicon flags: the corpora cover one dimension (five groups; ten pairs for
+  the sentiment and unsafe-rate gates). The target group is an arbitrary choice.
+- 2000 training steps at learning rate 0.01 on the fast test model: at 1000 steps the planted
+  group leaned negative in 9 of 11 templates (effect 1.21 nats per token, corrected sign-test p
+  0.16: not flagged); at 2000 in all 11.
 - Bias continuations are cut to 8 new tokens (`evaluator.bias.max_new_tokens`), about the length
   of the suite's endings, so their sentiment is that of the ending the model chose, not of the
   next, unrelated training sentence.
 - Every other gate runs with the e2e tests' settings (perplexity threshold 600), so the
   unassociated model is blessed and pushed only if all of them pass.
 
-Measured when the test was written, with the byte-level WordPiece tokenizer of that time (default
-seed); with the SentencePiece tokenizer, pieces that stop at spaces and float32 training (see
-OVERRIDES) both cases pass again: associated corpus, association gaps of
-11.6-12.9 nats (threshold 1) at q 0.012 for exactly the four pairs with the target, every other
-pair q >= 0.53; unassociated corpus, every pair q >= 0.22 (association) and >= 0.53 (sentiment),
-blessed and pushed. With training seed 7 the associated model had three of the four target
-pairs flagged (q 0.02-0.03), so the test asserts that the flagged pairs all hold the target
-rather than that all four are flagged. The associated model's sentiment gaps (0.52-0.69) point the
-expected way but with 11 templates their q (0.14-0.25) is not below 0.05, so only their
-direction is asserted.
+Measured on an AMD EPYC (2 vCPUs) with the gate comparing known groups with each other:
+associated corpus, the target's effect 1.64 nats per token (threshold 0.25), negative in 11 of
+11 templates (Bonferroni-corrected sign-test p 0.0024), the only group flagged; the other groups
+-1.46 to -0.03. Unassociated corpus: effects -0.38 to +0.32, at most 7 of 11 templates
+negative (corrected p 1.0), blessed and pushed. Every group term was likelier than all 60
+placebos. The assertions keep a margin: the gate's value at least twice its threshold and the
+target's p at most half the significance level; in the unassociated model every p at least twice
+it and the target's effect at most half the threshold.
 """
 import json
 import os
