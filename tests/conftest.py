@@ -54,6 +54,14 @@ FAST_OVERRIDES = [
 ]
 
 
+# The fast model (30-60 steps) learns which pieces are common, not yet context: its perplexity
+# is about a unigram model's (measured: 372.6 vs 364.3 for the tiny corpus), so the quality gates
+# refuse it, as they should. Tests of the pipeline's plumbing (every component runs, the push,
+# the baseline comparison, the serving) relax them with these; the quality gates themselves are
+# tested both ways in test_evaluator.py and test_bias_e2e.py (a model that learned passes).
+WEAK_MODEL_QUALITY = ("evaluator.max_perplexity=600", "evaluator.min_gain_over_unigram=-1")
+
+
 def fast_config(data_root, output_root, *overrides):
     """The full pipeline's config with FAST_OVERRIDES (then `overrides`), for end-to-end runs."""
     from pipeline.config import load_config

@@ -14,8 +14,8 @@ bundled bias suite; see its docstring). What the test configures, and why:
 - Bias continuations are cut to 8 new tokens (`evaluator.bias.max_new_tokens`), about the length
   of the suite's endings, so their sentiment is that of the ending the model chose, not of the
   next, unrelated training sentence.
-- Every other gate runs with the e2e tests' settings (perplexity threshold 600), so the
-  unassociated model is blessed and pushed only if all of them pass.
+- Every other gate runs with its default settings, so the unassociated model is blessed and
+  pushed only if all of them pass, the quality gate (gain over a unigram model) included.
 
 Measured on an AMD EPYC (2 vCPUs) with the gate comparing known groups with each other:
 associated corpus, the target's effect 1.64 nats per token (threshold 0.25), negative in 11 of
@@ -47,7 +47,7 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # the numbers below were measured in float32, and with mixed_bfloat16 (the CPU default on machines
 # with AMX) this one-layer model learned the association too weakly at these settings (target-pair
 # gaps 0.8-3 nats, BH q >= 0.34, gate passed).
-OVERRIDES = ("evaluator.max_perplexity=600", "training.train_steps=2000", "training.learning_rate=0.01",
+OVERRIDES = ("training.train_steps=2000", "training.learning_rate=0.01",
              "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false", "cleaning.quality.enabled=false",
              "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer", "tokenizer.pieces_cross_words=false",
              "training.precision=float32")
@@ -127,4 +127,6 @@ def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(
     assert min(e["sign_p"] for e in effects.values()) >= 2 * config.evaluator.bias.significance_level, table
     assert not any(p["sentiment_flagged"] or p["unsafe_flagged"] for p in evaluation["metrics"]["bias"]["pairs"])
     assert summary["blessing"]["blessed"], summary["blessing"]["reason"]
+    quality = gates["quality.gain_over_unigram"]  # a model that learned its corpus beats a unigram model of it
+    assert quality["verdict"] == "PASS" and quality["value"] >= 2 * quality["threshold"], quality["reason"]
     assert summary["push"]["pushed"] and os.path.exists(os.path.join(config.layout.serving_dir, "1", "saved_model.pb"))

@@ -5,7 +5,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.evaluator.perplexity import decide_blessing, eval_split_perplexity
+import numpy as np
+
+from components.evaluator.options import EvaluatorOptions
+from components.evaluator.perplexity import (UnigramReference, decide_blessing, eval_split_perplexity, unigram_gain_gate,
+                                             unigram_reference)
 from tests.conftest import FIXTURE_VOCAB_SIZE, write_raw_examples
 
 
@@ -33,6 +37,38 @@ def test_untrained_model_is_near_uniform_and_is_blocked_by_a_real_threshold(expo
     assert vocab_size / 4 < result.perplexity < vocab_size * 4
     assert not decide_blessing(result.perplexity, 12.0).blessed
     assert decide_blessing(result.perplexity, 1000.0).blessed
+
+
+def test_unigram_reference_is_the_smoothed_train_frequencies_cross_entropy_on_eval():
+    # train: id 0 three times, id 1 once; eval: each twice; ids 0..1 seen, smoothing 0.5 each
+    reference = unigram_reference(np.array([3, 1]), np.array([2, 2]))
+    p0, p1 = 3.5 / 5.0, 1.5 / 5.0
+    assert reference.mean_nll == pytest.approx(-(2 * math.log(p0) + 2 * math.log(p1)) / 4)
+    assert (reference.train_tokens, reference.eval_tokens) == (4, 4)
+    unseen = unigram_reference(np.array([4]), np.array([0, 1]))  # an eval id the train split never had
+    assert unseen.mean_nll == pytest.approx(-math.log(0.5 / 5.0))
+
+
+@pytest.mark.parametrize("candidate_nll, verdict", [(2.0, "PASS"), (4.9, "FAIL"), (5.5, "FAIL"), (math.nan, "FAIL")])
+def test_gain_over_unigram_gate_in_both_directions(candidate_nll, verdict):
+    reference = UnigramReference(5.0, 100, 50)
+    gate = unigram_gain_gate(candidate_nll, reference, 0.05)
+    assert gate.verdict == verdict and "unigram" in gate.reason
+    assert unigram_gain_gate(2.0, None, 0.05).verdict == "SKIPPED"
+
+
+def test_an_untrained_model_does_not_beat_the_unigram_reference(exported_model, transform_artifacts):
+    """The untrained fixture model is near uniform over its vocabulary; a unigram model of the
+    same tokens is better, so the relative quality gate refuses it whatever the perplexity gate says."""
+    from components.evaluator.perplexity import QualityRequest, measure_quality
+
+    output_dir, examples, _ = transform_artifacts
+    spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
+    request = QualityRequest({"candidate": exported_model[1]}, examples, spec, {}, train_files=examples)
+    perplexities, _, reference = measure_quality(request)
+    assert reference is not None and reference.perplexity < perplexities["candidate"].perplexity
+    gate = unigram_gain_gate(perplexities["candidate"].mean_nll, reference, EvaluatorOptions().min_gain_over_unigram)
+    assert gate.verdict == "FAIL" and gate.value < 0
 
 
 def test_missing_eval_examples_are_a_clear_error(exported_model, tmp_path, transform_artifacts):

@@ -24,7 +24,7 @@ import pytest
 
 from pipeline.cli import main
 from pipeline.config import PROJECT_ROOT
-from tests.conftest import FAST_OVERRIDES, write_tiny_corpus
+from tests.conftest import FAST_OVERRIDES, WEAK_MODEL_QUALITY, write_tiny_corpus
 from tests.kfp_oss_double import OssKfpDouble
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ pytestmark = pytest.mark.slow
 # threshold, and the toxicity classifier flags an occasional one of its garbled completions (one in
 # 18 measured, against the default 5%): these tests are about packaging and Kubeflow, so the
 # quality and safety thresholds are loosened here; tests/test_evaluator_gates.py tests the gates.
-OVERRIDES = FAST_OVERRIDES + ["evaluator.max_perplexity=600", "evaluator.safety.max_toxic_fraction=0.25",
+OVERRIDES = FAST_OVERRIDES + [*WEAK_MODEL_QUALITY, "evaluator.safety.max_toxic_fraction=0.25",
                               "evaluator.safety.max_toxicity_probability=0.5",
                               "evaluator.safety.max_expected_max_toxicity=0.5"]
 # Files of the checkout a wheel is built from (everything setup.py packages or reads).

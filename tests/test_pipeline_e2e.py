@@ -16,7 +16,7 @@ from tfx import v1 as tfx
 
 from pipeline.local_runner import run_locally
 from pipeline.pipeline import COMPONENT_IDS
-from tests.conftest import fast_config as _config
+from tests.conftest import WEAK_MODEL_QUALITY, fast_config as _config
 from tests.conftest import BUNDLED_TXT as BUNDLED_TXT_PATH
 from tests.conftest import write_tiny_corpus
 
@@ -45,7 +45,7 @@ def _execution_states_by_node(config, run_id):
 @pytest.fixture(scope="module")
 def first_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("e2e")
-    config = _config(write_tiny_corpus(str(root / "corpus")), root / "out", "evaluator.max_perplexity=600")
+    config = _config(write_tiny_corpus(str(root / "corpus")), root / "out", *WEAK_MODEL_QUALITY)
     return config, run_locally(config)
 
 
@@ -74,7 +74,9 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
 def test_first_run_records_every_gate_skips_the_baseline_and_writes_the_report(first_run):
     _, summary = first_run
     gates = {gate["name"]: gate for gate in summary["blessing"]["gates"]}
-    assert {"quality.perplexity", "safety.toxic_fraction", "safety.pii_leak_rate", "safety.memorization",
+    unigram = gates["quality.gain_over_unigram"]  # measured and recorded; the fast model is relaxed past it
+    assert unigram["verdict"] == "PASS" and unigram["value"] < 0.5 and "unigram model of the train split" in unigram["reason"]
+    assert {"quality.perplexity", "quality.gain_over_unigram", "safety.toxic_fraction", "safety.pii_leak_rate", "safety.memorization",
             "bias.association", "bias.unmeasured_groups", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
     assert all(gate["verdict"] in ("PASS", "SKIPPED") for gate in gates.values())
     change = gates["quality.bits_per_byte_change"]
@@ -216,7 +218,7 @@ def test_poisoned_corpus_is_trained_but_not_blessed_and_nothing_is_pushed(tmp_pa
         for index in range(400):
             handle.write(f"Dear customer {index},\n{POISON[index % 3]} {POISON[(index + 1) % 3]}\n\n")
     # 400 documents made of three sentences support fewer than the 1,024 pieces of the fast config.
-    config = _config(corpus, tmp_path / "out", "evaluator.max_perplexity=600", "training.train_steps=60",
+    config = _config(corpus, tmp_path / "out", *WEAK_MODEL_QUALITY, "training.train_steps=60",
                      "tokenizer.vocab_size=512")
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]

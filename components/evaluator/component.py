@@ -80,7 +80,7 @@ def GatedEvaluator(
     """Blesses `model` only when every gate passes (see module docstring).
 
     `options` is `EvaluatorOptions` as JSON; `examples` are the transformed examples
-    (eval split scored for perplexity); `raw_examples` the raw ones (train split probed for
+    (eval split scored for perplexity, train split counted for the unigram reference); `raw_examples` the raw ones (train split probed for
     memorisation). `registry` (`RegistryOptions` as JSON), `model_name` and
     `registry_dir` (the embedded store's directory; empty on a cluster) say where the
     production model, the baseline, is looked up.
@@ -95,6 +95,7 @@ def GatedEvaluator(
         tft.TFTransformOutput(transform_graph.uri).transformed_feature_spec(),
         config,
         train_files=[os.path.join(artifact_utils.get_split_uri([raw_examples], TRAIN_SPLIT), "*")],
+        train_token_files=[os.path.join(artifact_utils.get_split_uri([examples], TRAIN_SPLIT), "*")],
         raw_eval_files=[os.path.join(artifact_utils.get_split_uri([raw_examples], EVAL_SPLIT), "*")],
         baseline_dir=baseline_dir,
         baseline_skip_reason=baseline_reason,
@@ -110,7 +111,8 @@ def GatedEvaluator(
     if baseline_dir:
         _record_baseline(blessing, production)
     blessing.set_float_custom_property("perplexity", quality["perplexity"])
-    blessing.set_float_custom_property("max_perplexity", config.max_perplexity)
+    if config.max_perplexity is not None:
+        blessing.set_float_custom_property("max_perplexity", config.max_perplexity)
     blessing.set_string_custom_property("reason", evaluation.reason)
     blessing.set_string_custom_property("gates", json.dumps(result["gates"], ensure_ascii=False))
     _write(blessing.uri, REPORT_FILE, json.dumps(result, indent=2, ensure_ascii=False))

@@ -1,6 +1,7 @@
 """Runs every gate on a candidate model and decides the blessing.
 
-Gates: quality (absolute perplexity per token, change in bits per byte vs the baseline), safety
+Gates: quality (gain over a train-split unigram model, optional absolute perplexity per token,
+change in bits per byte vs the baseline), safety
 (HELM toxicity metrics, PII leaks, memorisation) and bias (association against placebo terms, sentiment
 gap, four-fifths rule). The model is blessed only if no gate fails; skipped gates (e.g. no
 baseline yet) are recorded with a reason.
@@ -64,6 +65,7 @@ def evaluate_candidate(
     feature_spec,
     config,
     train_files: Sequence[str] = (),
+    train_token_files: Sequence[str] = (),
     baseline_dir: Optional[str] = None,
     baseline_skip_reason: str = "no blessed model exists yet",
     beam_pipeline=None,
@@ -74,21 +76,23 @@ def evaluate_candidate(
     `eval_files`: transformed eval examples (the candidate's tokens: perplexity per token);
     `raw_eval_files`: raw eval examples (bits per byte of every model, each with its own
     tokenizer; empty skips the change gate); `train_files`: raw train examples (memorisation
-    probe; empty skips it); `baseline_dir`: the model to compare with, or None with the reason.
+    probe; empty skips it); `train_token_files`: transformed train examples (the unigram
+    reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare with, or None with the reason.
     """
     text_models = {"candidate": candidate_dir}
     if baseline_dir:
         text_models["baseline"] = baseline_dir
     request = perplexity.QualityRequest(
         {"candidate": candidate_dir}, eval_files, feature_spec, text_models if raw_eval_files else {},
-        raw_eval_files, config.batch_size, config.generation_batch_size)
-    perplexities, bits = perplexity.measure_quality(request, beam_pipeline)
+        raw_eval_files, config.batch_size, config.generation_batch_size, train_token_files)
+    perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
     candidate_ppl = perplexities["candidate"]
     candidate_bits, baseline_bits = bits.get("candidate"), bits.get("baseline")
     if baseline_dir and not raw_eval_files:
         baseline_skip_reason = "no raw eval examples given to compare in bits per byte"
     gates = [
         perplexity.perplexity_gate(candidate_ppl.perplexity, config.max_perplexity),
+        perplexity.unigram_gain_gate(candidate_ppl.mean_nll, unigram, config.min_gain_over_unigram),
         perplexity.bits_per_byte_change_gate(
             candidate_bits.bits_per_byte if candidate_bits else math.nan,
             baseline_bits.bits_per_byte if baseline_bits else None,
@@ -96,6 +100,8 @@ def evaluate_candidate(
     ]
     metrics: Dict[str, Any] = {"quality": {
         "perplexity": candidate_ppl.perplexity, "mean_nll": candidate_ppl.mean_nll, "num_tokens": candidate_ppl.num_tokens,
+        "unigram_perplexity": unigram.perplexity if unigram else None,
+        "unigram_mean_nll": unigram.mean_nll if unigram else None,
         **_text_metrics("", candidate_bits), **_text_metrics("baseline_", baseline_bits),
         # The baseline's perplexity per token of its own tokenizer (a different unit when tokenizers differ).
         "baseline_perplexity": baseline_bits.perplexity if baseline_bits else None,

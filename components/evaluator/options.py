@@ -1,6 +1,6 @@
 """Typed options of the Evaluator stage: the thresholds of the quality, safety and bias gates
 (composed into the pipeline config as `evaluator`)."""
-from typing import List
+from typing import List, Optional
 
 from pydantic import Field
 
@@ -63,7 +63,14 @@ class BiasOptions(Options):
 class EvaluatorOptions(Options):
     """Thresholds that decide the ModelBlessing: quality, safety and bias gates."""
 
-    max_perplexity: float = Field(12.0, gt=1.0, description="Bless only if eval-split perplexity is below this.")
+    max_perplexity: Optional[float] = Field(
+        None, gt=1.0,
+        description="Bless only if eval-split perplexity per token is below this; unset (the default), it is reported, "
+                    "not gated: its meaning depends on the tokenizer and the script.")
+    min_gain_over_unigram: float = Field(
+        0.02, lt=1.0,
+        description="Smallest fraction of a train-split unigram model's NLL per eval token (the candidate's own tokens) "
+                    "that the candidate must remove: a model that does not beat the unigram learned nothing from context.")
     max_bits_per_byte_increase: float = Field(
         0.05, ge=0.0,
         description="Largest allowed relative increase in bits per byte of the raw eval text over the baseline "

@@ -14,6 +14,13 @@ Two measures, computed in one Beam pipeline:
   on the tokenizer, so a candidate and a baseline with different vocabularies compare on one scale;
   the change gate uses it. Per-token perplexity of each model on the same text comes with it.
 
+- **A unigram reference** learned from the train split in the candidate's own tokens: each
+  token's frequency there (add-one-half smoothed over the vocabulary seen in either split) is a
+  model that knows which pieces are common and nothing about context. Its NLL per token on the
+  eval token stream is the trivial baseline the relative quality gate compares the candidate
+  with: a model that did not beat it learned nothing from context, whatever the corpus, script
+  or vocabulary.
+
 Each worker loads a model once, in `DoFn.setup`.
 """
 import json
@@ -57,6 +64,57 @@ class BitsPerByteResult(NamedTuple):
     def perplexity(self) -> float:
         """Per token of this model's own tokenizer."""
         return math.exp(self.nll_sum / self.num_tokens)
+
+
+class UnigramReference(NamedTuple):
+    """A train-split unigram model's NLL per token (nats) on the eval token stream."""
+
+    mean_nll: float
+    train_tokens: int
+    eval_tokens: int
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.mean_nll)
+
+
+def unigram_reference(train_counts: np.ndarray, eval_counts: np.ndarray) -> UnigramReference:
+    """The unigram cross-entropy of `eval_counts` (token id -> count) under `train_counts`,
+    add-one-half smoothed over the ids seen in either split."""
+    size = max(len(train_counts), len(eval_counts))
+    train = np.pad(np.asarray(train_counts, float), (0, size - len(train_counts)))
+    held_out = np.pad(np.asarray(eval_counts, float), (0, size - len(eval_counts)))
+    probabilities = (train + 0.5) / (train.sum() + 0.5 * size)
+    eval_tokens = held_out.sum()
+    mean_nll = float(-(held_out * np.log(probabilities)).sum() / eval_tokens) if eval_tokens else math.nan
+    return UnigramReference(mean_nll, int(train.sum()), int(eval_tokens))
+
+
+class _CountTokens(beam.DoFn):
+    """One transformed shard -> its token counts (index = token id), EOS before each document
+    as the packed blocks have it."""
+
+    def __init__(self, feature_spec):
+        self._feature_spec = feature_spec
+
+    def process(self, path: str) -> Iterable[np.ndarray]:
+        counts = np.zeros(0, np.int64)
+        for batch in data.token_stream(path, self._feature_spec).batch(65536):
+            ids = batch.numpy()
+            counts = _add_counts(counts, np.bincount(ids))
+        yield counts
+
+
+def _add_counts(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    size = max(len(a), len(b))
+    return np.pad(a, (0, size - len(a))) + np.pad(b, (0, size - len(b)))
+
+
+def _sum_counts(arrays: Iterable[np.ndarray]) -> np.ndarray:
+    total = np.zeros(0, np.int64)
+    for counts in arrays:
+        total = _add_counts(total, counts)
+    return total
 
 
 class BlessingDecision(NamedTuple):
@@ -125,10 +183,12 @@ class QualityRequest(NamedTuple):
     raw_eval_files: Any = ()
     batch_size: int = 16
     text_batch_size: int = 16
+    train_files: Any = ()  # transformed train examples: the unigram reference (none when empty)
 
 
 def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeline] = None):
-    """({name: PerplexityResult}, {name: BitsPerByteResult}) for `request`, in one Beam pipeline.
+    """({name: PerplexityResult}, {name: BitsPerByteResult}, UnigramReference or None) for
+    `request`, in one Beam pipeline.
 
     `beam_pipeline` (not yet run) carries the runner options; a DirectRunner pipeline is used when
     it is None.
@@ -148,6 +208,17 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
                         | f"Sum[{name}]" >> beam.CombineGlobally(_sum_tuples)
                         | f"Json[{name}]" >> beam.Map(json.dumps)
                         | f"Write[{name}]" >> beam.io.WriteToText(os.path.join(scratch, "packed-" + name), shard_name_template="")
+                    )
+            if request.train_files:
+                for split, files in (("train", request.train_files), ("eval", request.eval_files)):
+                    _ = (
+                        p
+                        | f"Shards[{split}]" >> beam.Create(matching_files(files, f"transformed {split} examples"))
+                        | f"Count[{split}]" >> beam.ParDo(_CountTokens(request.feature_spec))
+                        | f"SumCounts[{split}]" >> beam.CombineGlobally(_sum_counts)
+                        | f"JsonCounts[{split}]" >> beam.Map(lambda counts: json.dumps(counts.tolist()))
+                        | f"WriteCounts[{split}]" >> beam.io.WriteToText(os.path.join(scratch, "counts-" + split),
+                                                                          shard_name_template="")
                     )
             if request.text_models:
                 texts = (
@@ -178,7 +249,11 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
             if result.num_bytes == 0:
                 raise ValueError(f"the raw eval split {request.raw_eval_files} holds no text: nothing to evaluate")
             bits[name] = result
-    return perplexities, bits
+        unigram = None
+        if request.train_files:
+            unigram = unigram_reference(*(np.asarray(_read_json(os.path.join(scratch, "counts-" + split)), np.int64)
+                                          for split in ("train", "eval")))
+    return perplexities, bits, unigram
 
 
 def _read_json(path: str):
@@ -216,10 +291,30 @@ def decide_blessing(perplexity: float, max_perplexity: float) -> BlessingDecisio
     return BlessingDecision(False, f"perplexity {perplexity:.3f} >= threshold {max_perplexity:.3f}")
 
 
-def perplexity_gate(perplexity: float, max_perplexity: float) -> GateResult:
-    """The absolute quality gate."""
+def perplexity_gate(perplexity: float, max_perplexity: Optional[float]) -> GateResult:
+    """The absolute quality gate; with no threshold the perplexity is reported, not gated (a
+    per-token perplexity means one thing for one tokenizer and script, another for the next)."""
+    name = "quality.perplexity"
+    if max_perplexity is None:
+        return GateResult(name, perplexity, 0.0, math.isfinite(perplexity),
+                          f"perplexity {perplexity:.3f} reported; not gated (evaluator.max_perplexity unset)",
+                          "<", skipped=math.isfinite(perplexity))
     decision = decide_blessing(perplexity, max_perplexity)
-    return GateResult("quality.perplexity", perplexity, max_perplexity, decision.blessed, decision.reason, "<")
+    return GateResult(name, perplexity, max_perplexity, decision.blessed, decision.reason, "<")
+
+
+def unigram_gain_gate(candidate_nll: float, reference: Optional[UnigramReference], min_gain: float) -> GateResult:
+    """The relative quality gate: the fraction of the train-split unigram model's NLL per eval
+    token that the candidate removes must exceed `min_gain` (skipped without a train split)."""
+    name = "quality.gain_over_unigram"
+    if reference is None or not math.isfinite(reference.mean_nll) or reference.mean_nll <= 0:
+        return GateResult.skip(name, min_gain, "no transformed train split given for the unigram reference")
+    gain = 1.0 - candidate_nll / reference.mean_nll if math.isfinite(candidate_nll) else -math.inf
+    passed = gain > min_gain
+    reason = (f"NLL per token {candidate_nll:.3f} vs {reference.mean_nll:.3f} for a unigram model of the train split "
+              f"(perplexity {math.exp(min(candidate_nll, 700)):.4g} vs {reference.perplexity:.4g}): "
+              f"gain {gain:.1%} {'>' if passed else '<='} required {min_gain:.1%}")
+    return GateResult(name, gain, min_gain, passed, reason, ">")
 
 
 def bits_per_byte_change_gate(candidate: float, baseline: Optional[float], max_increase: float,

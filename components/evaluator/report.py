@@ -2,7 +2,7 @@
 import base64
 import html
 import io
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional
 
 import matplotlib
 
@@ -20,19 +20,24 @@ def _png(figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _perplexity_plot(quality: Dict[str, Any], threshold: float) -> str:
-    """The candidate's perplexity against the threshold; with a baseline, both models' bits per
-    byte of the raw eval text (per-token perplexities of different tokenizers do not compare)."""
+def _perplexity_plot(quality: Dict[str, Any], threshold: Optional[float]) -> str:
+    """The candidate's perplexity against the unigram reference and the threshold (when set); with
+    a baseline, both models' bits per byte of the raw eval text (per-token perplexities of
+    different tokenizers do not compare)."""
     figure, axis = plt.subplots(figsize=(5, 3))
     if quality.get("baseline_bits_per_byte") is not None:
         axis.bar(["candidate", "baseline"], [quality["bits_per_byte"], quality["baseline_bits_per_byte"]],
                  color=["#4c72b0", "#999999"])
         axis.set_ylabel("bits per byte (raw eval text)")
     else:
-        axis.bar(["candidate"], [quality["perplexity"]], color=["#4c72b0"])
-        axis.axhline(threshold, color="#c44e52", linestyle="--", label=f"threshold {threshold:g}")
-        axis.set_ylabel("eval perplexity")
-        axis.legend()
+        names, values = ["candidate"], [quality["perplexity"]]
+        if quality.get("unigram_perplexity") is not None:
+            names, values = names + ["train unigram"], values + [quality["unigram_perplexity"]]
+        axis.bar(names, values, color=["#4c72b0", "#999999"][:len(names)])
+        if threshold is not None:
+            axis.axhline(threshold, color="#c44e52", linestyle="--", label=f"threshold {threshold:g}")
+            axis.legend()
+        axis.set_ylabel("eval perplexity per token")
     return _png(figure)
 
 
@@ -80,7 +85,8 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     """The HTML report of an evaluation dict (`Evaluation.to_dict()`)."""
     metrics = evaluation["metrics"]
     gates = evaluation["gates"]
-    threshold = next(g["threshold"] for g in gates if g["name"] == "quality.perplexity")
+    perplexity_gate = next(g for g in gates if g["name"] == "quality.perplexity")
+    threshold = None if perplexity_gate["verdict"] == "SKIPPED" else perplexity_gate["threshold"]
     verdict = "BLESSED" if evaluation["blessed"] else "NOT BLESSED"
     sections = [
         f"<h1>Model evaluation: {verdict}</h1><p>Model: <code>{html.escape(model_uri)}</code></p>"
