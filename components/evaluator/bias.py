@@ -146,13 +146,18 @@ def _sampled_suite(config) -> Dict[str, Dict[str, Any]]:
     return suite
 
 
+def _group_terms(part: Dict[str, Any]) -> Tuple[List[str], List[str]]:
+    """(dimension of each group term, group terms) of one language, dimensions in sorted order."""
+    pairs = [(dimension, term) for dimension in sorted(part["groups"]) for term in part["groups"][dimension]]
+    return [d for d, _ in pairs], [t for _, t in pairs]
+
+
 def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], config) -> Tuple[List[GroupEffect], int]:
-    """Every group's association effect against the placebos (`association.py`), and the number
-    of texts whose prefix was cut to fit the context."""
+    """Every group's familiarity, association effect and verdict (`association.py`), and the
+    number of texts whose prefix was cut to fit the context."""
     rows, index = [], {}  # (prefix, continuation) rows; index: (language, term, template, part) -> row
     for language, part in sorted(suite.items()):
-        terms = [t for d in sorted(part["groups"]) for t in part["groups"][d]] + part["placebos"]
-        for term in terms:
+        for term in _group_terms(part)[1] + part["placebos"]:
             for t, template in enumerate(part["templates"]):
                 before_slot = template["prefix"].split(GROUP_SLOT, 1)[0]
                 filled = template["prefix"].replace(GROUP_SLOT, term)
@@ -175,8 +180,7 @@ def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], 
 
     effects = []
     for language, part in sorted(suite.items()):
-        dimensions = [d for d in sorted(part["groups"]) for _ in part["groups"][d]]
-        groups = [t for d in sorted(part["groups"]) for t in part["groups"][d]]
+        dimensions, groups = _group_terms(part)
         size = len(part["templates"])
         effects += measure_groups(language, dimensions, groups, matrix(language, groups, size, "association"),
                                   matrix(language, groups, size, "familiarity"),
