@@ -17,7 +17,11 @@ and the progress logging in `pipeline.logs`.
 """
 import argparse
 import sys
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
+
+import pydantic
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic.fields import FieldInfo
 
 from components.trainer.options import GenerationOptions
 from pipeline import commands, errors, logs
@@ -26,12 +30,48 @@ from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # no
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors exit with EXIT_USAGE (64), not argparse's 2, which
+    """An ArgumentParser whose usage errors are one `textgen: <message>` line, like every other
+    expected failure (pipeline.errors), and exit with EXIT_USAGE (64), not argparse's 2, which
     `textgen run` and `validate` use for a blocked data gate."""
 
     def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        command = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
+        self.exit(EXIT_USAGE, f"textgen: {command}{errors.one_line(Exception(message))} (see `{self.prog} --help`)\n")
+
+
+_BOUND_SYMBOLS = {Ge: ">=", Gt: ">", Le: "<=", Lt: "<"}
+
+
+def _allowed_range(field: FieldInfo) -> str:
+    """A numeric option's bounds as text: `in (0, 1]`, `>= 0`."""
+    def limit(bound) -> str:
+        return f"{getattr(bound, type(bound).__name__.lower()):g}"
+
+    lower = [bound for bound in field.metadata if isinstance(bound, (Ge, Gt))]
+    upper = [bound for bound in field.metadata if isinstance(bound, (Le, Lt))]
+    if lower and upper:
+        opening, closing = "[" if isinstance(lower[0], Ge) else "(", "]" if isinstance(upper[0], Le) else ")"
+        return f"in {opening}{limit(lower[0])}, {limit(upper[0])}{closing}"
+    return " and ".join(f"{_BOUND_SYMBOLS[type(bound)]} {limit(bound)}" for bound in lower + upper) or "any value"
+
+
+def _generation_value(name: str) -> Callable[[str], Any]:
+    """An argparse `type` for the `GenerationOptions` field `name`: converts the flag's text and
+    refuses a value outside the field's bounds, naming the allowed range (the signature's
+    defaults and the command line share one definition of what is valid)."""
+    field = GenerationOptions.model_fields[name]
+    convert = field.annotation
+
+    def parse(text: str):
+        value = convert(text)  # a ValueError: argparse reports "invalid int/float value"
+        try:
+            GenerationOptions(**{name: value})
+        except pydantic.ValidationError:
+            raise argparse.ArgumentTypeError(f"must be {_allowed_range(field)}, got {text}") from None
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,13 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--output-root", default=config_module.PipelineConfig().output_root,
                           help="Run output root whose serving/ holds pushed versions (default: runs/local).")
     generate.add_argument("prompts", nargs="+", help="One or more prompts.")
-    generate.add_argument("--max-new-tokens", type=int, default=GenerationOptions().max_new_tokens)
-    generate.add_argument("--temperature", type=float, default=GenerationOptions().temperature,
-                          help="0 for greedy decoding.")
-    generate.add_argument("--top-k", type=int, default=GenerationOptions().top_k, help="0 disables top-k.")
-    generate.add_argument("--top-p", type=float, default=GenerationOptions().top_p,
-                          help="Nucleus sampling mass in (0, 1]; 1 disables top-p.")
-    generate.add_argument("--seed", type=int, default=0, help="Seed for reproducible sampling.")
+    generate.add_argument("--max-new-tokens", type=_generation_value("max_new_tokens"),
+                          default=GenerationOptions().max_new_tokens,
+                          help="Tokens to generate per prompt, >= 1 (default: %(default)s).")
+    generate.add_argument("--temperature", type=_generation_value("temperature"),
+                          default=GenerationOptions().temperature,
+                          help="Sampling temperature, >= 0; 0 for greedy decoding (default: %(default)s).")
+    generate.add_argument("--top-k", type=_generation_value("top_k"), default=GenerationOptions().top_k,
+                          help="Keep the K most likely tokens, >= 0; 0 disables top-k (default: %(default)s).")
+    generate.add_argument("--top-p", type=_generation_value("top_p"), default=GenerationOptions().top_p,
+                          help="Nucleus sampling mass in (0, 1]; 1 disables top-p (default: %(default)s).")
+    generate.add_argument("--seed", type=int, default=0,
+                          help="Seed of the sampling; the same seed, model and flags give the same text (default: %(default)s).")
     generate.add_argument("--json", action="store_true", help="Print one JSON object per prompt.")
     generate.set_defaults(handler=commands.generate)
 

@@ -39,11 +39,39 @@ def test_help_and_readme_document_every_exit_code(capsys):
     assert readme_codes == {code for code, _ in errors.EXIT_CODES}
 
 
-def test_a_usage_error_exits_64_not_the_data_gates_2(capsys):
+def _usage_error(argv, capsys) -> str:
+    """The one `textgen: ...` line of a command line the parser refuses with EXIT_USAGE."""
     with pytest.raises(SystemExit) as exited:
-        main(["rollback", "--to", "three"])
+        main(argv)
     assert exited.value.code == EXIT_USAGE
-    assert "invalid int value: 'three'" in capsys.readouterr().err
+    return _one_line_error(capsys)
+
+
+def test_a_usage_error_exits_64_not_the_data_gates_2(capsys):
+    message = _usage_error(["rollback", "--to", "three"], capsys)
+    assert message == "textgen: rollback: argument --to: invalid int value: 'three' (see `textgen rollback --help`)\n"
+    assert "unrecognized arguments: --bogus" in _usage_error(["options", "--bogus"], capsys)
+
+
+@pytest.mark.parametrize("flag,value,allowed", [
+    ("--top-p", "1.5", "in (0, 1]"), ("--top-p", "0", "in (0, 1]"), ("--top-p", "nan", "in (0, 1]"),
+    ("--temperature", "-1", ">= 0"), ("--top-k", "-3", ">= 0"),
+    ("--max-new-tokens", "0", ">= 1"), ("--max-new-tokens", "-5", ">= 1"),
+])
+def test_generate_refuses_a_sampling_value_out_of_range(flag, value, allowed, tmp_path, capsys):
+    message = _usage_error(["generate", "--model", str(tmp_path), flag, value, "hello"], capsys)
+    assert f"textgen: generate: argument {flag}: must be {allowed}, got {value}" in message
+
+
+def test_generate_accepts_the_edges_of_each_range_and_states_its_defaults(capsys):
+    args = build_parser().parse_args(["generate", "--model", "1", "--top-p", "1", "--temperature", "0", "--top-k", "0",
+                                      "--max-new-tokens", "1", "hello"])
+    assert (args.top_p, args.temperature, args.top_k, args.max_new_tokens, args.seed) == (1.0, 0.0, 0, 1, 0)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for default in ("(default: 160)", "(default: 0.8)", "(default: 20)", "(default: 1.0)", "give the same text (default: 0)"):
+        assert default in help_text
 
 
 # --- the error mapping ---------------------------------------------------------------------------
