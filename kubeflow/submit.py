@@ -10,7 +10,9 @@ service-account credentials. A token is never printed or written into the spec.
 """
 import contextlib
 import datetime
+import json
 import os
+import re
 import sys
 from dataclasses import dataclass
 from typing import Any, Dict, Optional
@@ -137,14 +139,61 @@ def dry_run(target: KfpTarget, path: str, body) -> Dict[str, Any]:
     }
 
 
+class HostError(Exception):
+    """The KFP host could not be reached, or answered a request with an HTTP error."""
+
+
+def _causes(exc: BaseException):
+    """`exc`, then what it was raised from or while handling (urllib3's `reason` first)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        reason = getattr(exc, "reason", None)
+        exc = reason if isinstance(reason, BaseException) else exc.__cause__ or exc.__context__
+
+
+def _network_reason(exc: BaseException) -> str:
+    """What failed on the network: the OS's words where they are in the chain ("Connection
+    refused"), else the message without urllib3's `<... object at 0x...>: ` prefix."""
+    from_os = next((cause for cause in _causes(exc) if isinstance(cause, OSError) and cause.strerror), None)
+    return from_os.strerror if from_os else re.sub(r"<[^>]* object at 0x[0-9a-f]+>: ", "", str(exc))
+
+
+def _http_error(exc) -> str:
+    """A kfp_server_api ApiException as `HTTP 403 Forbidden: <the server's message>`."""
+    try:
+        message = json.loads(exc.body).get("message", "")
+    except (TypeError, ValueError, AttributeError):  # no body, not JSON, not an object
+        message = ""
+    return f"HTTP {exc.status} {exc.reason}" + (f": {message}" if message else "")
+
+
+@contextlib.contextmanager
+def talking_to(target: KfpTarget):
+    """Runs kfp client calls for `target`: kfp's UI links go to stderr (stdout stays
+    machine-readable), and a network failure or an HTTP error becomes a HostError naming the host."""
+    import kfp_server_api
+    import urllib3
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            yield
+        except kfp_server_api.ApiException as exc:
+            raise HostError(f"KFP host {target.host} refused the request: {_http_error(exc)}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # OSError: e.g. kfp's TimeoutError on /healthz
+            raise HostError(f"cannot reach KFP host {target.host}: {_network_reason(exc)}") from exc
+
+
 def connect(target: KfpTarget):
-    """A kfp.Client for `target` (checks the host answers /healthz)."""
+    """A kfp.Client for `target`, after one /healthz request (kfp's `get_kfp_healthz` would retry an
+    HTTP error five times, 5 s apart, logging each)."""
     import kfp
 
     if not target.host:
         raise ValueError("no KFP host: pass --host or set kubeflow.host")
     client = kfp.Client(host=target.host, namespace=target.namespace, existing_token=target.token())
-    client.get_kfp_healthz()
+    client.healthzs.get_healthz()
     return client
 
 
@@ -154,7 +203,7 @@ def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str,
     spec = load_pipeline_spec(spec_path)
     if dry:
         return dry_run(target, RUNS_PATH, run_body(spec, run_name, pipeline_root, "<id of experiment " + target.experiment + ">"))
-    with contextlib.redirect_stdout(sys.stderr):  # kfp prints UI links; stdout stays machine-readable
+    with talking_to(target):
         client = connect(target)
         experiment = client.create_experiment(target.experiment, namespace=target.namespace)
         run = client.run_pipeline(experiment_id=experiment.experiment_id, job_name=run_name,
@@ -170,7 +219,7 @@ def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: str, t
     if dry:
         body = recurring_run_body(spec, name, pipeline_root, trigger, "<id of experiment " + target.experiment + ">")
         return dry_run(target, RECURRING_RUNS_PATH, body)
-    with contextlib.redirect_stdout(sys.stderr):
+    with talking_to(target):
         client = connect(target)
         experiment = client.create_experiment(target.experiment, namespace=target.namespace)
         recurring = client.create_recurring_run(

@@ -152,7 +152,8 @@ def rollback(args: argparse.Namespace) -> int:
 def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
     """Runs `send(kubeflow.submit, config, KfpTarget, pipeline root)` for submit/schedule and prints
     its JSON result. What kubeflow.submit refuses (a ValueError: cron, pipeline root, spec, host,
-    token file) is a usage error; a missing spec or an unreachable host is a failure."""
+    token file) is a usage error; a missing spec, an unreachable host or one that answers with an
+    HTTP error is a failure."""
     cfg = _load_config(args)
     from kubeflow import submit as kfp_submit
 
@@ -166,7 +167,7 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
         raise errors.UsageError(str(exc)) from exc
     except (FileNotFoundError, NotADirectoryError):
         raise  # mapped by pipeline.errors
-    except OSError as exc:  # the host cannot be reached
+    except kfp_submit.HostError as exc:  # the host cannot be reached, or answered with an HTTP error
         raise errors.CommandError(str(exc)) from exc
     print(json.dumps(result, indent=2, sort_keys=True))
     return EXIT_OK

@@ -195,3 +195,29 @@ def test_refused_submit_and_schedule_exit_64_and_a_missing_spec_exits_1(tmp_path
     assert "is not a gs:// or s3:// URI" in _one_line_error(capsys)
     assert main(["submit", "--spec", spec, "--pipeline-root", "gs://b/r", "--dry-run"]) == EXIT_FAILED
     assert f"{spec} does not exist; run `textgen compile` first" in _one_line_error(capsys)
+
+
+def _minimal_spec(tmp_path) -> str:
+    """A pipeline spec file `kubeflow.submit.load_pipeline_spec` accepts, without compiling."""
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("pipelineInfo: {name: textgen}\nroot: {dag: {tasks: {}}}\ndeploymentSpec: {executors: {}}\n")
+    return str(path)
+
+
+def _closed_loopback_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_an_unreachable_kfp_host_is_one_line_naming_it(command, tmp_path, capsys):
+    host = f"http://alice:hunter2@127.0.0.1:{_closed_loopback_port()}"
+    argv = ["schedule" if command else "submit", "--spec", _minimal_spec(tmp_path), "--host", host,
+            "--pipeline-root", "gs://bucket/root"] + command
+    assert main(argv) == EXIT_FAILED
+    message = _one_line_error(capsys)
+    assert f"cannot reach KFP host http://***@127.0.0.1:{host.rsplit(':', 1)[1]}: Connection refused" in message

@@ -94,15 +94,46 @@ class _FakeKfp(BaseHTTPRequestHandler):
         self.send_error(404)
 
 
-@pytest.fixture
-def kfp_host():
-    _FakeKfp.requests, _FakeKfp.experiments = [], {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeKfp)
+class _ForbiddingKfp(_FakeKfp):
+    """A KFP API that answers /healthz but refuses every experiment request, as a multi-user
+    KFP does to a token without access to the namespace."""
+
+    def do_GET(self):
+        if urlparse(self.path).path == "/apis/v2beta1/healthz":
+            return super().do_GET()
+        self._forbid()
+
+    def do_POST(self):
+        self._forbid()
+
+    def _forbid(self):
+        data = json.dumps({"message": "user is not allowed in namespace ml-team", "code": 7}).encode()
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _serve(handler):
+    """Serves `handler` on a loopback port; yields (its URL, the requests it recorded)."""
+    handler.requests, handler.experiments = [], {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _FakeKfp.requests
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler.requests
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def kfp_host():
+    yield from _serve(_FakeKfp)
+
+
+@pytest.fixture
+def forbidding_kfp_host():
+    yield from _serve(_ForbiddingKfp)
 
 
 def _posted(requests, path):
@@ -167,6 +198,18 @@ def test_submit_and_schedule_refuse_a_pipeline_root_tf_cannot_read(compiled_spec
     assert main(argv) == 64
     assert "is not a gs:// or s3:// URI" in capsys.readouterr().err
     assert requests == []
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_an_http_error_from_the_host_is_one_line_with_the_servers_message(compiled_spec, forbidding_kfp_host, capsys,
+                                                                          command):
+    host, _ = forbidding_kfp_host
+    argv = ["schedule" if command else "submit", "--spec", compiled_spec, "--host", host, "--namespace", "ml-team",
+            "--pipeline-root", "gs://bucket/root"] + command
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (f"textgen: KFP host {host} refused the request: HTTP 403 Forbidden: "
+                   "user is not allowed in namespace ml-team\n")
 
 
 def test_schedule_rejects_bad_cron_before_contacting_anything(compiled_spec, kfp_host, capsys):
