@@ -13,7 +13,7 @@ import yaml
 
 from pipeline import config as config_module
 from pipeline import errors
-from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK
+from pipeline.errors import EXIT_OK
 
 # A failed gate means the data was refused (exit 2), not that the run broke (exit 1).
 BLOCKING_GATES = ("DataGate", "TokenGate")
@@ -40,7 +40,8 @@ def _require_local_directory(path: str, what: str) -> None:
 
 def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
     """`run` (the whole pipeline) and `validate` (a partial run `through` the data validation):
-    runs locally, prints the report, and exits 0, 2 (a gate blocked) or 1 (any other failure)."""
+    runs locally, prints the report, and exits 0, or reports the run's error in one line and
+    exits 2 (a gate blocked) or 1 (any other failure)."""
     cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
                        enable_cache=False if args.no_cache else None)
     _require_local_directory(cfg.data_root, "data root")
@@ -49,9 +50,17 @@ def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
 
     summary = run_locally(cfg, through=through)
     print("\n".join(report_lines(summary, cfg.layout.summary_path)))
-    if summary["succeeded"]:
-        return EXIT_OK
-    return EXIT_BLOCKED if any(summary["components"].get(gate) == "FAILED" for gate in BLOCKING_GATES) else EXIT_FAILED
+    if not summary["succeeded"]:
+        raise _run_failure(summary)
+    return EXIT_OK
+
+
+def _run_failure(summary: Dict[str, Any]) -> errors.CommandError:
+    """The expected failure of a run that did not succeed, from its summary: `Blocked` (exit 2)
+    when a data gate stopped it, else a failure (exit 1); its message is the run's error."""
+    blocked = any(summary["components"].get(gate) == "FAILED" for gate in BLOCKING_GATES)
+    message = summary.get("error") or "the pipeline run failed"
+    return errors.Blocked(message) if blocked else errors.CommandError(message)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,8 +174,6 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
         result: Dict[str, Any] = send(kfp_submit, cfg, target, args.pipeline_root or cfg.kubeflow.pipeline_root)
     except ValueError as exc:
         raise errors.UsageError(str(exc)) from exc
-    except (FileNotFoundError, NotADirectoryError):
-        raise  # mapped by pipeline.errors
     except kfp_submit.HostError as exc:  # the host cannot be reached, or answered with an HTTP error
         raise errors.CommandError(str(exc)) from exc
     print(json.dumps(result, indent=2, sort_keys=True))

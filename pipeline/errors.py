@@ -21,7 +21,8 @@ EXIT_CODES = (
     (EXIT_OK, "success (`run`: the run completed, whether or not the model was blessed and pushed)"),
     (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing; "
                   "a promote/rollback was refused (unknown version, nothing to roll back to, no registry "
-                  "under the output root; nothing was changed); a KFP host could not be reached"),
+                  "under the output root; nothing was changed); a KFP host could not be reached or answered with an "
+                  "HTTP error"),
     (EXIT_BLOCKED, "a data gate (DataGate or TokenGate) stopped `run` or `validate`"),
     (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
                  "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host)"),
@@ -36,6 +37,12 @@ class CommandError(Exception):
 
 class Refused(CommandError):
     """A change the command will not make, e.g. a promotion to a version that was never pushed."""
+
+
+class Blocked(CommandError):
+    """A data gate (DataGate or TokenGate) stopped a `run` or `validate`: the data was refused."""
+
+    exit_code = EXIT_BLOCKED
 
 
 class UsageError(CommandError):

@@ -16,6 +16,8 @@ class ProgressFilter(logging.Filter):
     )
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if record.pathname.endswith(os.path.join("portable", "launcher.py")) and str(record.msg).startswith("Execution "):
+            return False  # "Execution 6 failed.": the CLI reports which component failed, and why, in one line
         if record.levelno >= logging.ERROR:
             return True
         if record.pathname.endswith("local_dag_runner.py"):  # it also dumps the whole pipeline IR

@@ -221,3 +221,16 @@ def test_an_unreachable_kfp_host_is_one_line_naming_it(command, tmp_path, capsys
     assert main(argv) == EXIT_FAILED
     message = _one_line_error(capsys)
     assert f"cannot reach KFP host http://***@127.0.0.1:{host.rsplit(':', 1)[1]}: Connection refused" in message
+
+
+def test_the_progress_log_leaves_a_failed_component_to_the_one_line_error():
+    import logging
+
+    from pipeline.logs import ProgressFilter
+
+    def record(pathname, level, msg):
+        return logging.LogRecord("absl", level, pathname, 1, msg, None, None)
+
+    launcher = os.path.join("site-packages", "tfx", "orchestration", "portable", "launcher.py")
+    assert not ProgressFilter().filter(record(launcher, logging.ERROR, "Execution %d failed."))
+    assert ProgressFilter().filter(record(launcher, logging.ERROR, "Something else broke"))

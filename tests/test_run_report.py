@@ -117,18 +117,26 @@ def prepared_run(monkeypatch):
     return summary, calls
 
 
+GATE_ERROR = "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data:\n  - New column"
+
+
 @pytest.mark.parametrize("command,through", [("run", None), ("validate", "RecordAcceptedStatistics")])
-@pytest.mark.parametrize("outcome,exit_code", [
-    ({}, EXIT_OK),
-    ({"succeeded": False, "components": {"DataGate": "FAILED"}}, EXIT_BLOCKED),
-    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "TokenGate": "FAILED"}}, EXIT_BLOCKED),
-    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "Trainer": "FAILED"}}, EXIT_FAILED),
+@pytest.mark.parametrize("outcome,exit_code,error_line", [
+    ({}, EXIT_OK, None),
+    ({"succeeded": False, "components": {"DataGate": "FAILED"}, "error": GATE_ERROR}, EXIT_BLOCKED,
+     "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data: - New column"),
+    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "TokenGate": "FAILED"}, "error": "token gate: x"},
+     EXIT_BLOCKED, "token gate: x"),
+    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "Trainer": "FAILED"}, "error": "the Trainer failed"},
+     EXIT_FAILED, "the Trainer failed"),
 ])
 def test_run_and_validate_print_the_report_and_exit_by_the_gates(prepared_run, tmp_path, capsys, command, through,
-                                                                  outcome, exit_code):
+                                                                  outcome, exit_code, error_line):
     summary, calls = prepared_run
     summary.update(outcome)
     output_root = str(tmp_path / "out")
     assert main([command, "--data-root", str(tmp_path), "--output-root", output_root]) == exit_code
     assert calls == [through]
-    assert capsys.readouterr().out == "\n".join(report_lines(summary, f"{output_root}/last_run.json")) + "\n"
+    printed = capsys.readouterr()
+    assert printed.out == "\n".join(report_lines(summary, f"{output_root}/last_run.json")) + "\n"
+    assert printed.err == (f"textgen: {error_line}\n" if error_line else "")
