@@ -15,7 +15,7 @@ import os
 import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import yaml
 
@@ -78,18 +78,35 @@ class Schedule:
 
 
 def load_pipeline_spec(path: str) -> Dict[str, Any]:
-    """The compiled pipeline spec (the document KFP expects in `pipeline_spec`)."""
+    """The compiled pipeline spec (the document KFP expects in `pipeline_spec`); refuses one that
+    OSS KFP cannot run or that still names a placeholder bucket (oss_compat.RootError)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} does not exist; run `textgen compile` first")
     with open(path, encoding="utf-8") as handle:
-        spec = yaml.safe_load(handle)
+        text = handle.read()
+    spec = yaml.safe_load(text)
     if not isinstance(spec, dict) or "root" not in spec or "deploymentSpec" not in spec:
         raise ValueError(f"{path} is not a KFP v2 pipeline spec (no root/deploymentSpec)")
+    placeholders = oss_compat.placeholder_buckets(text)
+    if placeholders:
+        raise oss_compat.RootError(
+            f"{path} names the placeholder bucket {', '.join(placeholders)} (the kubeflow.* defaults): compile it "
+            "again with --pipeline-root, --data-root and --serving-dir naming your buckets")
     problems = oss_compat.problems(spec)
     if problems:
         raise ValueError(f"{path} would not run on open-source Kubeflow Pipelines (compile it again with this "
                          "version of textgen):\n  " + "\n  ".join(problems))
     return spec
+
+
+def spec_and_root(spec_path: str, pipeline_root: Optional[str], fallback_root: str) -> Tuple[Dict[str, Any], str]:
+    """The spec at `spec_path` and the run's pipeline root: `pipeline_root` (--pipeline-root), else
+    the root the spec was compiled with, else `fallback_root` (kubeflow.pipeline_root), checked
+    with oss_compat. A root given explicitly is checked before the spec is read."""
+    if pipeline_root:
+        oss_compat.check_pipeline_root(pipeline_root)
+    spec = load_pipeline_spec(spec_path)
+    return spec, oss_compat.check_pipeline_root(pipeline_root or spec.get(oss_compat.DEFAULT_PIPELINE_ROOT) or fallback_root)
 
 
 def _runtime_config(pipeline_root: str):
@@ -197,10 +214,11 @@ def connect(target: KfpTarget):
     return client
 
 
-def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str, dry: bool = False) -> Dict[str, Any]:
-    """Submits one run (or, with `dry`, returns what would be sent)."""
-    oss_compat.check_pipeline_root(pipeline_root)
-    spec = load_pipeline_spec(spec_path)
+def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: Optional[str], fallback_root: str,
+           dry: bool = False) -> Dict[str, Any]:
+    """Submits one run (or, with `dry`, returns what would be sent); the pipeline root is chosen by
+    `spec_and_root`."""
+    spec, pipeline_root = spec_and_root(spec_path, pipeline_root, fallback_root)
     if dry:
         return dry_run(target, RUNS_PATH, run_body(spec, run_name, pipeline_root, "<id of experiment " + target.experiment + ">"))
     with talking_to(target):
@@ -211,11 +229,11 @@ def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str,
     return {"run_id": run.run_id, "experiment_id": experiment.experiment_id, "host": target.host}
 
 
-def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: str, trigger: Schedule,
-             dry: bool = False) -> Dict[str, Any]:
-    """Creates a recurring run (or, with `dry`, returns what would be sent)."""
-    oss_compat.check_pipeline_root(pipeline_root)
-    spec = load_pipeline_spec(spec_path)
+def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: Optional[str], fallback_root: str,
+             trigger: Schedule, dry: bool = False) -> Dict[str, Any]:
+    """Creates a recurring run (or, with `dry`, returns what would be sent); the pipeline root is
+    chosen by `spec_and_root`."""
+    spec, pipeline_root = spec_and_root(spec_path, pipeline_root, fallback_root)
     if dry:
         body = recurring_run_body(spec, name, pipeline_root, trigger, "<id of experiment " + target.experiment + ">")
         return dry_run(target, RECURRING_RUNS_PATH, body)

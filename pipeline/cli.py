@@ -94,7 +94,8 @@ def _add_kfp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="KFP API endpoint (kubeflow.host), e.g. https://kfp.example.com/pipeline.")
     parser.add_argument("--namespace", help="Kubernetes/KFP namespace (kubeflow.namespace).")
     parser.add_argument("--experiment", help="KFP experiment name (kubeflow.experiment); created if missing.")
-    parser.add_argument("--pipeline-root", help="Artifact root for the run (default kubeflow.pipeline_root).")
+    parser.add_argument("--pipeline-root", help="Artifact root for the run, gs:// or s3:// (default: the root the spec "
+                                                "was compiled with, else kubeflow.pipeline_root).")
     parser.add_argument("--token-env", default="KFP_TOKEN", help="Environment variable holding a bearer token (default KFP_TOKEN).")
     parser.add_argument("--token-file", help="File holding a bearer token (wins over --token-env), e.g. a mounted SA token.")
     parser.add_argument("--dry-run", action="store_true", help="Print the request as JSON instead of sending it.")
@@ -137,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output-dir", default="runs/kubeflow", help="Where to write pipeline.yaml (default: runs/kubeflow).")
     compile_.add_argument("--image", help="Container image the components run in (kubeflow.image).")
-    compile_.add_argument("--pipeline-root", help="Artifact root on the cluster, e.g. gs://bucket/root (kubeflow.pipeline_root).")
+    compile_.add_argument("--pipeline-root", help="Artifact root on the cluster, gs:// or s3://, e.g. gs://bucket/root "
+                                                  "(kubeflow.pipeline_root); recorded in the spec for submit/schedule.")
     compile_.add_argument("--data-root", help="Corpus location the cluster reads (kubeflow.data_root).")
     compile_.add_argument("--serving-dir", help="TF Serving model base path on the cluster (kubeflow.serving_dir).")
     compile_.add_argument(

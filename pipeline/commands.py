@@ -84,8 +84,12 @@ def compile_(args: argparse.Namespace) -> int:
         kubeflow_overrides["beam_args"] = args.beam_args
     cfg = _load_config(args, kubeflow=kubeflow_overrides or None)
     from kubeflow.compile import compile_pipeline
+    from kubeflow.oss_compat import RootError
 
-    path = compile_pipeline(cfg, args.output_dir)
+    try:
+        path = compile_pipeline(cfg, args.output_dir)
+    except RootError as exc:  # e.g. a minio:// pipeline root
+        raise errors.UsageError(str(exc)) from exc
     print(f"wrote KFP v2 pipeline spec: {path}")
     return EXIT_OK
 
@@ -159,8 +163,8 @@ def rollback(args: argparse.Namespace) -> int:
 
 
 def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
-    """Runs `send(kubeflow.submit, config, KfpTarget, pipeline root)` for submit/schedule and prints
-    its JSON result. What kubeflow.submit refuses (a ValueError: cron, pipeline root, spec, host,
+    """Runs `send(kubeflow.submit, config, KfpTarget, (--pipeline-root, kubeflow.pipeline_root))`
+    for submit/schedule and prints its JSON result. What kubeflow.submit refuses (a ValueError: cron, pipeline root, spec, host,
     token file) is a usage error; a missing spec, an unreachable host or one that answers with an
     HTTP error is a failure."""
     cfg = _load_config(args)
@@ -171,7 +175,7 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
         experiment=args.experiment or cfg.kubeflow.experiment, token_env=args.token_env, token_file=args.token_file or "",
     )
     try:
-        result: Dict[str, Any] = send(kfp_submit, cfg, target, args.pipeline_root or cfg.kubeflow.pipeline_root)
+        result: Dict[str, Any] = send(kfp_submit, cfg, target, (args.pipeline_root, cfg.kubeflow.pipeline_root))
     except ValueError as exc:
         raise errors.UsageError(str(exc)) from exc
     except kfp_submit.HostError as exc:  # the host cannot be reached, or answered with an HTTP error
@@ -181,18 +185,18 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
 
 
 def submit(args: argparse.Namespace) -> int:
-    def send(kfp_submit, cfg, target, pipeline_root):
+    def send(kfp_submit, cfg, target, roots):
         run_name = args.run_name or f"{cfg.pipeline_name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
-        return kfp_submit.submit(target, args.spec, run_name, pipeline_root, dry=args.dry_run)
+        return kfp_submit.submit(target, args.spec, run_name, *roots, dry=args.dry_run)
 
     return _kfp_request(args, send)
 
 
 def schedule(args: argparse.Namespace) -> int:
-    def send(kfp_submit, cfg, target, pipeline_root):
+    def send(kfp_submit, cfg, target, roots):
         trigger = kfp_submit.Schedule(cron=args.cron, max_concurrency=args.max_concurrency, catchup=args.catchup,
                                       start_time=args.start_time, end_time=args.end_time)
-        return kfp_submit.schedule(target, args.spec, args.name or f"{cfg.pipeline_name} schedule", pipeline_root,
+        return kfp_submit.schedule(target, args.spec, args.name or f"{cfg.pipeline_name} schedule", *roots,
                                    trigger, dry=args.dry_run)
 
     return _kfp_request(args, send)

@@ -13,6 +13,7 @@ class ProgressFilter(logging.Filter):
     _PROGRESS_SOURCES = (
         os.path.join(PROJECT_ROOT, "components") + os.sep,
         os.path.join(PROJECT_ROOT, "pipeline") + os.sep,
+        os.path.join(PROJECT_ROOT, "kubeflow") + os.sep,
     )
 
     def filter(self, record: logging.LogRecord) -> bool:

@@ -234,3 +234,18 @@ def test_the_progress_log_leaves_a_failed_component_to_the_one_line_error():
     launcher = os.path.join("site-packages", "tfx", "orchestration", "portable", "launcher.py")
     assert not ProgressFilter().filter(record(launcher, logging.ERROR, "Execution %d failed."))
     assert ProgressFilter().filter(record(launcher, logging.ERROR, "Something else broke"))
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_submit_refuses_a_placeholder_bucket_in_the_pipeline_root_or_the_spec(command, tmp_path, capsys):
+    """The README's walkthrough names gs://BUCKET; the kubeflow.* defaults name gs://YOUR-BUCKET."""
+    submit = ["schedule" if command else "submit", *command, "--dry-run"]
+    spec = _minimal_spec(tmp_path)
+    assert main(submit + ["--spec", spec, "--pipeline-root", "gs://BUCKET/root"]) == EXIT_USAGE
+    assert "pipeline root 'gs://BUCKET/root' names the placeholder bucket BUCKET" in _one_line_error(capsys)
+    assert main(submit + ["--spec", spec]) == EXIT_USAGE  # neither the flag nor the spec: kubeflow.pipeline_root
+    assert "'gs://YOUR-BUCKET/textgen/pipeline-root' names the placeholder bucket YOUR-BUCKET" in _one_line_error(capsys)
+    with open(spec, "a", encoding="utf-8") as handle:
+        handle.write("defaultPipelineRoot: gs://my-bucket/root\nx: {data_root: gs://YOUR-BUCKET/textgen/corpus}\n")
+    assert main(submit + ["--spec", spec]) == EXIT_USAGE
+    assert f"{spec} names the placeholder bucket YOUR-BUCKET" in _one_line_error(capsys)

@@ -18,6 +18,7 @@ from kubeflow.cron import CronError, validate_cron
 from pipeline.cli import main
 
 SECRET = "s3cr3t-token-value"
+COMPILED_ROOT = "gs://bucket/compiled-root"
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,8 @@ def compiled_spec(tmp_path_factory):
     os.environ.update(MLFLOW_TRACKING_TOKEN=SECRET, MLFLOW_TRACKING_PASSWORD=SECRET, KFP_TOKEN=SECRET)
     try:
         assert main(["compile", "--output-dir", str(output_dir), "--image", "registry.example/textgen:1.0",
+                     "--pipeline-root", COMPILED_ROOT, "--data-root", "gs://bucket/corpus",
+                     "--serving-dir", "gs://bucket/serving",
                      "--set", "registry.tracking_uri=http://mlflow.textgen.svc:5000",
                      "--set", "registry.credentials_file=/var/run/secrets/mlflow/credentials"]) == 0
     finally:
@@ -210,6 +213,13 @@ def test_an_http_error_from_the_host_is_one_line_with_the_servers_message(compil
     err = capsys.readouterr().err
     assert err == (f"textgen: KFP host {host} refused the request: HTTP 403 Forbidden: "
                    "user is not allowed in namespace ml-team\n")
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_without_pipeline_root_the_run_uses_the_root_the_spec_was_compiled_for(compiled_spec, capsys, command):
+    argv = ["schedule" if command else "submit", "--spec", compiled_spec] + command
+    printed = _dry_run_body(capsys, argv)
+    assert printed["request"]["body"]["runtime_config"]["pipeline_root"] == COMPILED_ROOT
 
 
 def test_schedule_rejects_bad_cron_before_contacting_anything(compiled_spec, kfp_host, capsys):
