@@ -152,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     generate = subcommands.add_parser("generate", help="Generate text from an exported model.")
     generate.add_argument("--model", required=True, metavar="PATH_OR_VERSION",
-                          help="A SavedModel directory, a serving base directory (its highest version is used), "
+                          help="A SavedModel directory, a serving base directory (the version its models.config labels "
+                               "stable, else its highest), "
                                "or a pushed version number (looked up under OUTPUT_ROOT/serving).")
     generate.add_argument("--output-root", default=config_module.PipelineConfig().output_root,
                           help="Run output root whose serving/ holds pushed versions (default: runs/local).")

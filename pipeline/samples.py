@@ -4,6 +4,7 @@ from typing import List, Sequence
 
 import tensorflow as tf
 
+from components.pusher import serving_config
 from components.trainer.serving import signatures
 from components.trainer.serving.client import ModelClient
 
@@ -34,8 +35,10 @@ def generate(
 
 
 def resolve_model_dir(path: str, serving_dir: str = "") -> str:
-    """A SavedModel directory as given, the highest integer version under a serving base path, or
-    (when `path` is a plain version number such as `3`) that version under `serving_dir`."""
+    """A SavedModel directory as given; under a serving base path, the version its models.config
+    labels `stable` (what TF Serving serves as stable: after a rollback, the version rolled back
+    to), else the highest integer version; or (when `path` is a plain version number such as `3`)
+    that version under `serving_dir`."""
     if path.isdigit() and serving_dir and not tf.io.gfile.exists(path):
         version_dir = os.path.join(serving_dir, path)
         if not tf.io.gfile.exists(os.path.join(version_dir, "saved_model.pb")):
@@ -44,6 +47,9 @@ def resolve_model_dir(path: str, serving_dir: str = "") -> str:
     if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         return path
     if tf.io.gfile.isdir(path):
+        stable = serving_config.read_labels(path).get(serving_config.STABLE_LABEL)
+        if stable is not None:
+            return os.path.join(path, str(stable))
         versions = sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(path) if name.rstrip("/").isdigit())
         if versions:
             return os.path.join(path, str(versions[-1]))

@@ -150,8 +150,21 @@ def test_generate_resolves_a_version_number_under_the_serving_dir(tmp_path, caps
     (serving / "2").mkdir(parents=True)
     (serving / "2" / "saved_model.pb").write_bytes(b"")
     assert resolve_model_dir("2", str(serving)) == str(serving / "2")
+    assert resolve_model_dir(str(serving)) == str(serving / "2")
     assert main(["generate", "--model", "7", "--output-root", str(tmp_path), "hello"]) == EXIT_FAILED
     assert "no pushed model version 7" in _one_line_error(capsys)
+
+
+def test_generate_from_a_serving_dir_uses_the_stable_version_not_the_highest(tmp_path):
+    from components.pusher.serving_config import write_serving_config
+    from pipeline.samples import resolve_model_dir
+
+    serving = tmp_path / "serving"
+    for version in (1, 2, 3):
+        fake_saved_model(serving / str(version))
+    assert resolve_model_dir(str(serving)) == str(serving / "3")  # no models.config: the highest
+    write_serving_config("textgen", str(serving), {"stable": 2, "canary": 3})  # e.g. after `rollback --to 2`
+    assert resolve_model_dir(str(serving)) == str(serving / "2")
 
 
 def test_a_refused_rollback_creates_nothing(tmp_path, capsys):

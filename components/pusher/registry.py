@@ -340,6 +340,20 @@ class ModelRegistry:
         self.client.set_registered_model_alias(self.model_name, alias, version.version)
         return int(version.version)
 
+    def remove_alias(self, alias: str) -> None:
+        """Deletes `alias` (nothing happens when it is not set)."""
+        self.client.delete_registered_model_alias(self.model_name, alias)
+
+    def follow_labels(self, serving_base: str, serving_version: int, before: Dict[str, int], after: Dict[str, int]) -> None:
+        """Keeps the aliases equal to the serving labels after models.config's labels changed from
+        `before` to `after` by pointing labels at `serving_version`: the alias of every label now on
+        that version moves to its registered version, and the alias of every label that went (a
+        canary promoted to stable ends) is deleted."""
+        for label in sorted(label for label, version in after.items() if version == serving_version):
+            self.move_alias(self.alias_for_label(label), serving_base, serving_version)
+        for label in sorted(set(before) - set(after)):
+            self.remove_alias(self.alias_for_label(label))
+
     def alias_for_label(self, label: str) -> str:
         """The registry alias that follows a TF Serving version label (stable -> production)."""
         return self.production_alias if label == "stable" else label
