@@ -11,7 +11,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.data_gate.anomalies import read_anomalies
+from components.data_gate.anomalies import Anomaly, read_anomalies
 
 _OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
 
@@ -238,6 +238,13 @@ def _push_lines(summary: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _anomaly_line(anomaly: Dict[str, Any]) -> str:
+    """`anomaly in <data> [<split>] <feature>: <words> [<TFDV type>] - <description>`."""
+    fields = {field: anomaly.get(field) for field in Anomaly._fields}
+    found = Anomaly(**dict(fields, types=fields["types"] or []))  # a summary written before types were kept
+    return f"anomaly in {anomaly['data']} [{found.split}] {found.feature}: {found.label()} - {found.description}"
+
+
 def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
     """The run report the CLI prints after `run` and `validate`, from a summary as written to
     `summary_path` (`last_run.json`). Printed one per line; a sample's prompt or continuation may
@@ -254,8 +261,7 @@ def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
         lines += ["data gate WARNING (data_gate.removal_action=warn, the run went on): "
                   + summary["removal_warning"].splitlines()[0]] + summary["removal_warning"].splitlines()[1:-1]
     lines += _distribution_check_lines(summary.get("distribution_checks"))
-    lines += [f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
-              f"{anomaly['short_description']} - {anomaly['description']}" for anomaly in summary["anomalies"]]
+    lines += [_anomaly_line(anomaly) for anomaly in summary["anomalies"]]
     blessing = summary.get("blessing")
     if blessing:
         lines.append(f"evaluation: {'BLESSED' if blessing['blessed'] else 'NOT BLESSED'} ({blessing['reason']})")

@@ -16,6 +16,7 @@ BLESSED_RUN = {
     "components": {"ExampleGen": "COMPLETE", "DataGate": "COMPLETE", "Pusher": "COMPLETE"},
     "data_quality": None,
     "anomalies": [{"data": "raw data", "split": "eval", "feature": "text", "short_description": "Unexpected string",
+                   "types": ["ENUM_TYPE_UNEXPECTED_STRING_VALUES"],
                    "description": "Examples contain values missing from the schema."}],
     "distribution_checks": {
         "drift_baseline_span": 2,
@@ -43,7 +44,8 @@ def test_a_blessed_and_pushed_run():
         "drift check (this span vs accepted span 2): 2 features compared, 1 over threshold; "
         "largest Jensen-Shannon divergence 0.500 on num_chars (threshold 0.1)",
         "skew check skipped: too few documents",
-        "anomaly in raw data [eval] text: Unexpected string - Examples contain values missing from the schema.",
+        "anomaly in raw data [eval] text: Unexpected string [ENUM_TYPE_UNEXPECTED_STRING_VALUES] - Examples contain "
+        "values missing from the schema.",
         "evaluation: BLESSED (all gates passed)",
         "  gate quality.perplexity             PASS     7.1 < 12",
         "pushed model: /out/serving/3 (version 3)",
