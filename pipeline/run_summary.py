@@ -6,6 +6,8 @@ states, output artifacts and their custom properties), so the summary reports wh
 not what the runner expected.
 """
 import json
+import os
+import shlex
 from typing import Any, Dict, List, Optional, Sequence
 
 from ml_metadata.metadata_store import metadata_store
@@ -238,6 +240,21 @@ def _push_lines(summary: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _next_step_lines(summary: Dict[str, Any]) -> List[str]:
+    """After a push, what to do with it: generate from the stable version, watch the training in
+    TensorBoard, browse an embedded registry; nothing when nothing was pushed."""
+    push = summary["push"]
+    if not push.get("pushed"):
+        return []
+    lines = ["next:", f"  textgen generate --model {shlex.quote(os.path.dirname(push['path']))} 'Once upon a time'"]
+    if summary.get("trained_model"):  # .../Trainer/model/<id>: the TensorBoard summaries are in .../Trainer/model_run/
+        trainer_dir = os.path.dirname(os.path.dirname(summary["trained_model"]))
+        lines.append(f"  tensorboard --logdir {shlex.quote(os.path.join(trainer_dir, 'model_run'))}")
+    if str(push.get("registry_uri", "")).startswith("sqlite:"):  # the embedded registry: no server to browse it
+        lines.append(f"  mlflow ui --backend-store-uri {shlex.quote(push['registry_uri'])}")
+    return lines
+
+
 def _anomaly_line(anomaly: Dict[str, Any]) -> str:
     """`anomaly in <data> [<split>] <feature>: <words> [<TFDV type>] - <description>`."""
     fields = {field: anomaly.get(field) for field in Anomaly._fields}
@@ -275,4 +292,4 @@ def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
     if blessing and blessing.get("report"):
         lines.append(f"evaluation report: {blessing['report']}")
     lines.append(f"summary written to {summary_path}")
-    return lines
+    return lines + _next_step_lines(summary)

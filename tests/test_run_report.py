@@ -58,6 +58,10 @@ def test_a_blessed_and_pushed_run():
         "",
         "evaluation report: /out/evaluation.html",
         "summary written to /out/last_run.json",
+        "next:",
+        "  textgen generate --model /out/serving 'Once upon a time'",
+        "  tensorboard --logdir /out/pipeline/Trainer/model_run",
+        "  mlflow ui --backend-store-uri sqlite:////out/registry/mlflow.db",
     ]
 
 
