@@ -99,9 +99,12 @@ def generate(args: argparse.Namespace) -> int:
 
     serving_dir = config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir
     model_dir = samples.resolve_model_dir(args.model, serving_dir)  # FileNotFoundError: no such model
-    continuations = samples.generate(
-        model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
-    )
+    try:
+        continuations = samples.generate(
+            model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
+        )
+    except samples.UnusableModel as exc:
+        raise errors.CommandError(str(exc)) from exc
     for prompt, continuation in zip(args.prompts, continuations):
         print(json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False) if args.json
               else f"{prompt}{continuation}\n")

@@ -7,7 +7,7 @@ exception is a bug and keeps its traceback.
 The commands raise `CommandError` subclasses where a library exception means different things in
 different places (a ValueError from a KFP submit is a refused request; a LookupError from the model
 registry is an unknown version); the few library exceptions that mean the same everywhere
-(`ConfigError`, a missing file or directory) are mapped here directly.
+(`ConfigError`, a missing or forbidden file or directory) are mapped here directly.
 """
 import sys
 import textwrap
@@ -19,7 +19,8 @@ EXIT_OK, EXIT_FAILED, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 64
 
 EXIT_CODES = (
     (EXIT_OK, "success (`run`: the run completed, whether or not the model was blessed and pushed)"),
-    (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing; "
+    (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing or not "
+                  "permitted; "
                   "a promote/rollback was refused (unknown version, nothing to roll back to, no registry "
                   "under the output root; nothing was changed); a KFP host could not be reached or answered with an "
                   "HTTP error"),
@@ -57,7 +58,7 @@ def exit_code(exc: BaseException) -> Optional[int]:
         return exc.exit_code
     if isinstance(exc, ConfigError):
         return EXIT_USAGE
-    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError, PermissionError)):
         return EXIT_FAILED
     return None
 

@@ -20,6 +20,21 @@ def load_prompts(path: str, limit: int) -> List[str]:
     return prompts[:limit]
 
 
+class UnusableModel(Exception):
+    """A directory whose SavedModel cannot be loaded, or has no `generate` signature."""
+
+
+def open_model(saved_model_dir: str) -> ModelClient:
+    """A client for the `generate` signature of `saved_model_dir`; raises UnusableModel when the
+    SavedModel cannot be parsed or lacks the signature (FileNotFoundError when there is none)."""
+    try:
+        return ModelClient(saved_model_dir, required=(signatures.GENERATE,))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # an unparsable saved_model.pb; a model without `generate`
+        raise UnusableModel(f"cannot generate from {saved_model_dir}: {exc}") from exc
+
+
 def generate(
     saved_model_dir: str,
     prompts: Sequence[str],
@@ -30,8 +45,7 @@ def generate(
     top_p: float = 1.0,
 ) -> List[str]:
     """Calls the model's `generate` signature on `prompts` (through the serving client); returns the continuations."""
-    client = ModelClient(saved_model_dir, required=(signatures.GENERATE,))
-    return client.generate(prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
+    return open_model(saved_model_dir).generate(prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
 
 
 def resolve_model_dir(path: str, serving_dir: str = "") -> str:

@@ -83,6 +83,7 @@ def test_generate_accepts_the_edges_of_each_range_and_states_its_defaults(capsys
      "spec.yaml does not exist; run `textgen compile` first"),
     (FileNotFoundError(2, "No such file or directory", "/no/such"), EXIT_FAILED, "/no/such: No such file or directory"),
     (NotADirectoryError(20, "Not a directory", "/etc/hostname/x"), EXIT_FAILED, "/etc/hostname/x: Not a directory"),
+    (PermissionError(13, "Permission denied", "/srv/runs"), EXIT_FAILED, "/srv/runs: Permission denied"),
     (errors.Refused("no complete pushed version 7"), EXIT_FAILED, "no complete pushed version 7"),
     (errors.UsageError("'0 2 * * *' has 5 fields"), EXIT_USAGE, "'0 2 * * *' has 5 fields"),
     (errors.CommandError("cannot reach https://alice:hunter2@kfp.example"), EXIT_FAILED,
@@ -165,6 +166,12 @@ def test_generate_from_a_serving_dir_uses_the_stable_version_not_the_highest(tmp
     assert resolve_model_dir(str(serving)) == str(serving / "3")  # no models.config: the highest
     write_serving_config("textgen", str(serving), {"stable": 2, "canary": 3})  # e.g. after `rollback --to 2`
     assert resolve_model_dir(str(serving)) == str(serving / "2")
+
+
+def test_generate_from_a_saved_model_that_does_not_load_is_one_line(tmp_path, capsys):
+    model = fake_saved_model(tmp_path / "serving" / "1")  # files shaped like a SavedModel, not a parsable graph
+    assert main(["generate", "--model", model, "hello"]) == EXIT_FAILED
+    assert f"textgen: cannot generate from {model}: Cannot parse file" in _one_line_error(capsys)
 
 
 def test_a_refused_rollback_creates_nothing(tmp_path, capsys):
