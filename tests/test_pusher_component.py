@@ -141,3 +141,21 @@ def test_rollback_and_promote_move_the_label_and_the_alias(tmp_path, capsys):
     assert _aliases(tmp_path) == {"production": 3}  # promoting the canary ended it in the registry too
     assert main(["promote", "7", *root]) == 1
     assert "no complete pushed version 7" in capsys.readouterr().err
+
+
+def test_a_copied_output_root_promotes_and_its_models_config_follows_the_copy(tmp_path, capsys):
+    """The registry's tags and models.config hold the serving directory's absolute path: on a
+    copy, the registry version is found through the pushed version's push_info.json, and the
+    rewritten models.config names the copy."""
+    import shutil
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    _push_three(original)
+    shutil.copytree(original, copy)
+    assert main(["rollback", "--output-root", str(copy)]) == 0
+    assert serving_config.read_labels(str(copy / "serving")) == {"stable": 2}
+    (model,) = serving_config.read_serving_config(str(copy / "serving")).model_config_list.config
+    assert model.base_path == str(copy / "serving")
+    assert _aliases(copy) == {"production": 2}
+    assert serving_config.read_labels(str(original / "serving")) == {"stable": 3}
+    assert _aliases(original) == {"production": 3}
