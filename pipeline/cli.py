@@ -36,7 +36,8 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):
         command = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
-        self.exit(EXIT_USAGE, f"textgen: {command}{errors.one_line(Exception(message))} (see `{self.prog} --help`)\n")
+        line = errors.one_line(Exception(message))  # argparse quotes bad values: a URL's password is redacted
+        self.exit(EXIT_USAGE, f"textgen: {command}{line} (see `{self.prog} --help`)\n")
 
 
 _BOUND_SYMBOLS = {Ge: ">=", Gt: ">", Le: "<=", Lt: "<"}

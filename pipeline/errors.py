@@ -26,7 +26,8 @@ EXIT_CODES = (
                   "HTTP error"),
     (EXIT_BLOCKED, "a data gate (DataGate or TokenGate) stopped `run` or `validate`"),
     (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
-                 "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host)"),
+                 "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host), a pipeline "
+                 "root of a scheme other than gs:// or s3:// or naming a placeholder bucket"),
 )
 
 
