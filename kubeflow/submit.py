@@ -198,7 +198,7 @@ def talking_to(target: KfpTarget):
             yield
         except kfp_server_api.ApiException as exc:
             raise HostError(f"KFP host {target.host} refused the request: {_http_error(exc)}") from exc
-        except (urllib3.exceptions.HTTPError, OSError) as exc:  # OSError: e.g. kfp's TimeoutError on /healthz
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # OSError: a socket error urllib3 did not wrap
             raise HostError(f"cannot reach KFP host {target.host}: {_network_reason(exc)}") from exc
 
 

@@ -167,9 +167,9 @@ def rollback(args: argparse.Namespace) -> int:
 
 def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
     """Runs `send(kubeflow.submit, config, KfpTarget, (--pipeline-root, kubeflow.pipeline_root))`
-    for submit/schedule and prints its JSON result. What kubeflow.submit refuses (a ValueError: cron, pipeline root, spec, host,
-    token file) is a usage error; a missing spec, an unreachable host or one that answers with an
-    HTTP error is a failure."""
+    for submit/schedule and prints its JSON result. What kubeflow.submit refuses (a ValueError:
+    cron, pipeline root, placeholder bucket, spec, host, token file) is a usage error; a missing
+    spec, an unreachable host or one that answers with an HTTP error is a failure."""
     cfg = _load_config(args)
     from kubeflow import submit as kfp_submit
 
