@@ -106,7 +106,8 @@ def spec_and_root(spec_path: str, pipeline_root: Optional[str], fallback_root: s
     if pipeline_root:
         oss_compat.check_pipeline_root(pipeline_root)
     spec = load_pipeline_spec(spec_path)
-    return spec, oss_compat.check_pipeline_root(pipeline_root or spec.get(oss_compat.DEFAULT_PIPELINE_ROOT) or fallback_root)
+    compiled_root = spec.get(oss_compat.DEFAULT_PIPELINE_ROOT)
+    return spec, oss_compat.check_pipeline_root(pipeline_root or compiled_root or fallback_root)
 
 
 def _runtime_config(pipeline_root: str):

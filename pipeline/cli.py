@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
     generate.add_argument("--top-p", type=_generation_value("top_p"), default=GenerationOptions().top_p,
                           help="Nucleus sampling mass in (0, 1]; 1 disables top-p (default: %(default)s).")
     generate.add_argument("--seed", type=int, default=0,
-                          help="Seed of the sampling; the same seed, model and flags give the same text (default: %(default)s).")
+                          help="Seed of the sampling; the same seed, model and flags give the same text "
+                               "(default: %(default)s).")
     generate.add_argument("--json", action="store_true", help="Print one JSON object per prompt.")
     generate.set_defaults(handler=commands.generate)
 

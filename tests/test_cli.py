@@ -70,7 +70,8 @@ def test_generate_accepts_the_edges_of_each_range_and_states_its_defaults(capsys
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    for default in ("(default: 160)", "(default: 0.8)", "(default: 20)", "(default: 1.0)", "give the same text (default: 0)"):
+    for default in ("(default: 160)", "(default: 0.8)", "(default: 20)", "(default: 1.0)",
+                    "give the same text (default: 0)"):
         assert default in help_text
 
 

@@ -129,6 +129,14 @@ def _serve(handler):
     server.server_close()
 
 
+class _UnhealthyKfp(_FakeKfp):
+    """A KFP API whose /healthz answers 500, as a backend whose database is down does."""
+
+    def do_GET(self):
+        self._record()
+        self.send_error(500, "Internal Server Error")
+
+
 @pytest.fixture
 def kfp_host():
     yield from _serve(_FakeKfp)
@@ -137,6 +145,11 @@ def kfp_host():
 @pytest.fixture
 def forbidding_kfp_host():
     yield from _serve(_ForbiddingKfp)
+
+
+@pytest.fixture
+def unhealthy_kfp_host():
+    yield from _serve(_UnhealthyKfp)
 
 
 def _posted(requests, path):
@@ -220,6 +233,19 @@ def test_without_pipeline_root_the_run_uses_the_root_the_spec_was_compiled_for(c
     argv = ["schedule" if command else "submit", "--spec", compiled_spec] + command
     printed = _dry_run_body(capsys, argv)
     assert printed["request"]["body"]["runtime_config"]["pipeline_root"] == COMPILED_ROOT
+
+
+def test_an_unhealthy_host_is_one_line_without_kfps_retry_tracebacks(compiled_spec, unhealthy_kfp_host, capsys,
+                                                                      monkeypatch):
+    import kfp.client.client
+
+    # kfp waits 5 s between its 5 tries (this patches the `time` module itself, for this test only)
+    monkeypatch.setattr(kfp.client.client.time, "sleep", lambda seconds: None)
+    host, requests = unhealthy_kfp_host
+    assert main(["submit", "--spec", compiled_spec, "--host", host, "--pipeline-root", "gs://bucket/root"]) == 1
+    assert capsys.readouterr().err == (f"textgen: cannot reach KFP host {host}: "
+                                       "Failed getting healthz endpoint after 5 attempts.\n")
+    assert not _posted(requests, "/apis/v2beta1/runs")
 
 
 def test_schedule_rejects_bad_cron_before_contacting_anything(compiled_spec, kfp_host, capsys):
