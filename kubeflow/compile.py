@@ -11,9 +11,12 @@ launchers fill in), plus `--json_serialized_inputs_spec_args`, from which our en
 (`kubeflow/entrypoint.py`, the container command of every step) recovers input artifact types the
 OSS driver leaves empty.
 
-After TFX compiles, two things are set that TFX cannot express per node: the steps
-`uncacheable_nodes` names get caching turned off, and the spec is checked for anything open-source KFP
-cannot run (`oss_compat`); compiling fails rather than writing such a spec.
+After TFX compiles, three things are set that TFX cannot express: the steps `uncacheable_nodes`
+names get caching turned off; the pipeline root goes into the spec as its `defaultPipelineRoot`, so
+`textgen submit` uses the root the paths in the spec (the drift baseline's, under it) were compiled
+for; and the spec is checked for anything open-source KFP cannot run (`oss_compat`): compiling
+fails rather than writing such a spec, and warns when a location still names a placeholder bucket
+(the `kubeflow.*` defaults' YOUR-BUCKET), which `textgen submit` refuses.
 """
 import logging
 import os
@@ -29,24 +32,38 @@ from pipeline.pipeline import create_pipeline, uncacheable_nodes
 PIPELINE_SPEC_FILE = "pipeline.yaml"
 # Every step's container command: our entrypoint module, installed with the project in the image.
 ENTRYPOINT_COMMAND = ["python", "-m", "kubeflow.entrypoint"]
-def _finish_spec(path: str, uncacheable: frozenset) -> None:
-    """Turns caching off for `uncacheable` steps and refuses constructs OSS KFP cannot run."""
+
+log = logging.getLogger(__name__)
+
+
+def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str) -> None:
+    """Turns caching off for `uncacheable` steps, records `pipeline_root` as the spec's default,
+    refuses constructs OSS KFP cannot run and warns about placeholder buckets."""
     with open(path, encoding="utf-8") as handle:
         spec = yaml.safe_load(handle)
     for name, task in spec["root"]["dag"]["tasks"].items():
         if name in uncacheable:  # no cachingOptions = caching off (TFX writes it only to turn caching on)
             task.pop("cachingOptions", None)
+    spec[oss_compat.DEFAULT_PIPELINE_ROOT] = pipeline_root
     problems = oss_compat.problems(spec)
     if problems:
         raise ValueError("the compiled spec would not run on open-source Kubeflow Pipelines:\n  " + "\n  ".join(problems))
+    text = yaml.safe_dump(spec, sort_keys=False)
+    placeholders = oss_compat.placeholder_buckets(text)
+    if placeholders:
+        log.warning("%s names the placeholder bucket %s (the kubeflow.pipeline_root, data_root and serving_dir "
+                    "defaults): `textgen submit` refuses it; compile again with --pipeline-root, --data-root and "
+                    "--serving-dir naming your buckets", path, ", ".join(placeholders))
     with open(path, "w", encoding="utf-8") as handle:
-        yaml.safe_dump(spec, handle, sort_keys=False)
+        handle.write(text)
 
 
 def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
-    """Writes OUTPUT_DIR/pipeline.yaml and returns its path."""
+    """Writes OUTPUT_DIR/pipeline.yaml and returns its path; raises oss_compat.RootError, before
+    compiling, when the pipeline root has a scheme the components cannot use (e.g. minio://)."""
+    oss_compat.check_scheme(config.kubeflow.pipeline_root)
     if config.registry.enabled and not config.registry.tracking_uri:
-        logging.getLogger(__name__).warning(
+        log.warning(
             "registry.tracking_uri is empty: on the cluster the Evaluator, Trainer and Pusher find the registry only if "
             "their pods have MLFLOW_TRACKING_URI set (set the URI, or registry.enabled=false)")
     os.makedirs(output_dir, exist_ok=True)
@@ -61,5 +78,5 @@ def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
     paths = PipelinePaths.kubeflow(config)
     runner.run(create_pipeline(cluster_config, paths), write_out=True)
     path = os.path.join(output_dir, PIPELINE_SPEC_FILE)
-    _finish_spec(path, uncacheable_nodes(config, paths))
+    _finish_spec(path, uncacheable_nodes(config, paths), config.kubeflow.pipeline_root)
     return path

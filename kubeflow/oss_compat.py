@@ -10,10 +10,26 @@ Read from kubeflow/pipelines' backend (2.0 to 2.17; ../shared/DESIGN.md section 
   `tf.io.gfile`).
 `problems` lists every such construct so `textgen compile` refuses to write a spec that a cluster
 would reject or run wrongly, and the OSS-style test double refuses to run one.
+
+Roots and locations on the cluster are checked too: `check_scheme` refuses a URI scheme the
+components cannot use (`textgen compile`), `check_pipeline_root` also a pod-local path and a
+placeholder bucket (`textgen submit`/`schedule`), and `placeholder_buckets` finds the defaults'
+`YOUR-BUCKET` (or the README's `BUCKET`) anywhere in a spec: GCS and S3 bucket names are lower
+case, so an upper-case bucket name is never a real one.
 """
+import re
 from typing import Any, Dict, List
 
 OBJECT_STORE_SCHEMES = ("gs://", "s3://")
+# The PipelineSpec field `textgen compile` records the pipeline root in; a KFP backend falls back to
+# it when a run gives none.
+DEFAULT_PIPELINE_ROOT = "defaultPipelineRoot"
+# gs://BUCKET/..., s3://YOUR-BUCKET/...: a bucket name with an upper-case letter.
+_PLACEHOLDER_BUCKET = re.compile(r"\b(?:gs|s3)://([a-z0-9._-]*[A-Z][A-Za-z0-9._-]*)")
+
+
+class RootError(ValueError):
+    """A pipeline root (or another cluster location) the pipeline cannot use."""
 
 
 def problems(spec: Dict[str, Any]) -> List[str]:
@@ -30,11 +46,33 @@ def problems(spec: Dict[str, Any]) -> List[str]:
     return found
 
 
+def placeholder_buckets(text: str) -> List[str]:
+    """The placeholder bucket names (e.g. YOUR-BUCKET) of the gs:// and s3:// URIs in `text`."""
+    return sorted(set(_PLACEHOLDER_BUCKET.findall(text)))
+
+
+def _not_an_object_store_uri(pipeline_root: str, why: str) -> RootError:
+    return RootError(f"pipeline root {pipeline_root!r} is not a gs:// or s3:// URI: the components read and write it "
+                     f"with tf.io.gfile, {why} (pass --pipeline-root gs://<bucket>/... or s3://<bucket>/...)")
+
+
+def check_scheme(pipeline_root: str) -> str:
+    """`pipeline_root` unless it is a URI of a scheme other than gs:// and s3:// (a path is left to
+    the caller: a volume every pod mounts, as the OSS test double uses); else raises RootError."""
+    if "://" in pipeline_root and not pipeline_root.startswith(OBJECT_STORE_SCHEMES):
+        raise _not_an_object_store_uri(pipeline_root, "which cannot open KFP's default minio:// root or other schemes")
+    return pipeline_root
+
+
 def check_pipeline_root(pipeline_root: str) -> str:
-    """`pipeline_root` if TF's file system and the KFP launcher can both use it; else raises."""
+    """`pipeline_root` if TF's file system and the KFP launcher can both use it and its bucket is
+    not a placeholder; else raises RootError."""
+    check_scheme(pipeline_root)
     if not pipeline_root.startswith(OBJECT_STORE_SCHEMES):
-        raise ValueError(
-            f"pipeline root {pipeline_root!r} is not a gs:// or s3:// URI: the components read and write it with "
-            "tf.io.gfile, which cannot open KFP's default minio:// root or a pod-local path "
-            "(pass --pipeline-root gs://BUCKET/... or s3://BUCKET/...)")
+        raise _not_an_object_store_uri(pipeline_root, "and the KFP launcher cannot use a pod-local path")
+    placeholders = placeholder_buckets(pipeline_root)
+    if placeholders:
+        raise RootError(
+            f"pipeline root {pipeline_root!r} names the placeholder bucket {placeholders[0]} (bucket names are lower "
+            "case): pass --pipeline-root gs://<your bucket>/... to compile (or submit)")
     return pipeline_root

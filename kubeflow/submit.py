@@ -10,10 +10,12 @@ service-account credentials. A token is never printed or written into the spec.
 """
 import contextlib
 import datetime
+import json
 import os
+import re
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
 
 import yaml
 
@@ -76,18 +78,36 @@ class Schedule:
 
 
 def load_pipeline_spec(path: str) -> Dict[str, Any]:
-    """The compiled pipeline spec (the document KFP expects in `pipeline_spec`)."""
+    """The compiled pipeline spec (the document KFP expects in `pipeline_spec`); refuses one that
+    OSS KFP cannot run or that still names a placeholder bucket (oss_compat.RootError)."""
     if not os.path.exists(path):
         raise FileNotFoundError(f"{path} does not exist; run `textgen compile` first")
     with open(path, encoding="utf-8") as handle:
-        spec = yaml.safe_load(handle)
+        text = handle.read()
+    spec = yaml.safe_load(text)
     if not isinstance(spec, dict) or "root" not in spec or "deploymentSpec" not in spec:
         raise ValueError(f"{path} is not a KFP v2 pipeline spec (no root/deploymentSpec)")
+    placeholders = oss_compat.placeholder_buckets(text)
+    if placeholders:
+        raise oss_compat.RootError(
+            f"{path} names the placeholder bucket {', '.join(placeholders)} (the kubeflow.* defaults): compile it "
+            "again with --pipeline-root, --data-root and --serving-dir naming your buckets")
     problems = oss_compat.problems(spec)
     if problems:
         raise ValueError(f"{path} would not run on open-source Kubeflow Pipelines (compile it again with this "
                          "version of textgen):\n  " + "\n  ".join(problems))
     return spec
+
+
+def spec_and_root(spec_path: str, pipeline_root: Optional[str], fallback_root: str) -> Tuple[Dict[str, Any], str]:
+    """The spec at `spec_path` and the run's pipeline root: `pipeline_root` (--pipeline-root), else
+    the root the spec was compiled with, else `fallback_root` (kubeflow.pipeline_root), checked
+    with oss_compat. A root given explicitly is checked before the spec is read."""
+    if pipeline_root:
+        oss_compat.check_pipeline_root(pipeline_root)
+    spec = load_pipeline_spec(spec_path)
+    compiled_root = spec.get(oss_compat.DEFAULT_PIPELINE_ROOT)
+    return spec, oss_compat.check_pipeline_root(pipeline_root or compiled_root or fallback_root)
 
 
 def _runtime_config(pipeline_root: str):
@@ -137,24 +157,72 @@ def dry_run(target: KfpTarget, path: str, body) -> Dict[str, Any]:
     }
 
 
+class HostError(Exception):
+    """The KFP host could not be reached, or answered a request with an HTTP error."""
+
+
+def _causes(exc: BaseException):
+    """`exc`, then what it was raised from or while handling (urllib3's `reason` first)."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        yield exc
+        reason = getattr(exc, "reason", None)
+        exc = reason if isinstance(reason, BaseException) else exc.__cause__ or exc.__context__
+
+
+def _network_reason(exc: BaseException) -> str:
+    """What failed on the network: the OS's words where they are in the chain ("Connection
+    refused"), else the message without urllib3's `<... object at 0x...>: ` prefix."""
+    from_os = next((cause for cause in _causes(exc) if isinstance(cause, OSError) and cause.strerror), None)
+    return from_os.strerror if from_os else re.sub(r"<[^>]* object at 0x[0-9a-f]+>: ", "", str(exc))
+
+
+def _http_error(exc) -> str:
+    """A kfp_server_api ApiException as `HTTP 403 Forbidden: <the server's message>`."""
+    try:
+        message = json.loads(exc.body).get("message", "")
+    except (TypeError, ValueError, AttributeError):  # no body, not JSON, not an object
+        message = ""
+    return f"HTTP {exc.status} {exc.reason}" + (f": {message}" if message else "")
+
+
+@contextlib.contextmanager
+def talking_to(target: KfpTarget):
+    """Runs kfp client calls for `target`: kfp's UI links go to stderr (stdout stays
+    machine-readable), and a network failure or an HTTP error becomes a HostError naming the host."""
+    import kfp_server_api
+    import urllib3
+
+    with contextlib.redirect_stdout(sys.stderr):
+        try:
+            yield
+        except kfp_server_api.ApiException as exc:
+            raise HostError(f"KFP host {target.host} refused the request: {_http_error(exc)}") from exc
+        except (urllib3.exceptions.HTTPError, OSError) as exc:  # OSError: a socket error urllib3 did not wrap
+            raise HostError(f"cannot reach KFP host {target.host}: {_network_reason(exc)}") from exc
+
+
 def connect(target: KfpTarget):
-    """A kfp.Client for `target` (checks the host answers /healthz)."""
+    """A kfp.Client for `target`, after one /healthz request (kfp's `get_kfp_healthz` would retry an
+    HTTP error five times, 5 s apart, logging each)."""
     import kfp
 
     if not target.host:
         raise ValueError("no KFP host: pass --host or set kubeflow.host")
     client = kfp.Client(host=target.host, namespace=target.namespace, existing_token=target.token())
-    client.get_kfp_healthz()
+    client.healthzs.get_healthz()
     return client
 
 
-def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str, dry: bool = False) -> Dict[str, Any]:
-    """Submits one run (or, with `dry`, returns what would be sent)."""
-    oss_compat.check_pipeline_root(pipeline_root)
-    spec = load_pipeline_spec(spec_path)
+def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: Optional[str], fallback_root: str,
+           dry: bool = False) -> Dict[str, Any]:
+    """Submits one run (or, with `dry`, returns what would be sent); the pipeline root is chosen by
+    `spec_and_root`."""
+    spec, pipeline_root = spec_and_root(spec_path, pipeline_root, fallback_root)
     if dry:
         return dry_run(target, RUNS_PATH, run_body(spec, run_name, pipeline_root, "<id of experiment " + target.experiment + ">"))
-    with contextlib.redirect_stdout(sys.stderr):  # kfp prints UI links; stdout stays machine-readable
+    with talking_to(target):
         client = connect(target)
         experiment = client.create_experiment(target.experiment, namespace=target.namespace)
         run = client.run_pipeline(experiment_id=experiment.experiment_id, job_name=run_name,
@@ -162,15 +230,15 @@ def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: str,
     return {"run_id": run.run_id, "experiment_id": experiment.experiment_id, "host": target.host}
 
 
-def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: str, trigger: Schedule,
-             dry: bool = False) -> Dict[str, Any]:
-    """Creates a recurring run (or, with `dry`, returns what would be sent)."""
-    oss_compat.check_pipeline_root(pipeline_root)
-    spec = load_pipeline_spec(spec_path)
+def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: Optional[str], fallback_root: str,
+             trigger: Schedule, dry: bool = False) -> Dict[str, Any]:
+    """Creates a recurring run (or, with `dry`, returns what would be sent); the pipeline root is
+    chosen by `spec_and_root`."""
+    spec, pipeline_root = spec_and_root(spec_path, pipeline_root, fallback_root)
     if dry:
         body = recurring_run_body(spec, name, pipeline_root, trigger, "<id of experiment " + target.experiment + ">")
         return dry_run(target, RECURRING_RUNS_PATH, body)
-    with contextlib.redirect_stdout(sys.stderr):
+    with talking_to(target):
         client = connect(target)
         experiment = client.create_experiment(target.experiment, namespace=target.namespace)
         recurring = client.create_recurring_run(

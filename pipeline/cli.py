@@ -17,7 +17,11 @@ and the progress logging in `pipeline.logs`.
 """
 import argparse
 import sys
-from typing import List, Optional
+from typing import Any, Callable, List, Optional
+
+import pydantic
+from annotated_types import Ge, Gt, Le, Lt
+from pydantic.fields import FieldInfo
 
 from components.trainer.options import GenerationOptions
 from pipeline import commands, errors, logs
@@ -26,12 +30,49 @@ from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # no
 
 
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose usage errors exit with EXIT_USAGE (64), not argparse's 2, which
+    """An ArgumentParser whose usage errors are one `textgen: <message>` line, like every other
+    expected failure (pipeline.errors), and exit with EXIT_USAGE (64), not argparse's 2, which
     `textgen run` and `validate` use for a blocked data gate."""
 
     def error(self, message: str):
-        self.print_usage(sys.stderr)
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+        command = self.prog.split(" ", 1)[1] + ": " if " " in self.prog else ""
+        line = errors.one_line(Exception(message))  # argparse quotes bad values: a URL's password is redacted
+        self.exit(EXIT_USAGE, f"textgen: {command}{line} (see `{self.prog} --help`)\n")
+
+
+_BOUND_SYMBOLS = {Ge: ">=", Gt: ">", Le: "<=", Lt: "<"}
+
+
+def _allowed_range(field: FieldInfo) -> str:
+    """A numeric option's bounds as text: `in (0, 1]`, `>= 0`."""
+    def limit(bound) -> str:
+        return f"{getattr(bound, type(bound).__name__.lower()):g}"
+
+    lower = [bound for bound in field.metadata if isinstance(bound, (Ge, Gt))]
+    upper = [bound for bound in field.metadata if isinstance(bound, (Le, Lt))]
+    if lower and upper:
+        opening, closing = "[" if isinstance(lower[0], Ge) else "(", "]" if isinstance(upper[0], Le) else ")"
+        return f"in {opening}{limit(lower[0])}, {limit(upper[0])}{closing}"
+    return " and ".join(f"{_BOUND_SYMBOLS[type(bound)]} {limit(bound)}" for bound in lower + upper) or "any value"
+
+
+def _generation_value(name: str) -> Callable[[str], Any]:
+    """An argparse `type` for the `GenerationOptions` field `name`: converts the flag's text and
+    refuses a value outside the field's bounds, naming the allowed range (the signature's
+    defaults and the command line share one definition of what is valid)."""
+    field = GenerationOptions.model_fields[name]
+    convert = field.annotation
+
+    def parse(text: str):
+        value = convert(text)  # a ValueError: argparse reports "invalid int/float value"
+        try:
+            GenerationOptions(**{name: value})
+        except pydantic.ValidationError:
+            raise argparse.ArgumentTypeError(f"must be {_allowed_range(field)}, got {text}") from None
+        return value
+
+    parse.__name__ = convert.__name__
+    return parse
 
 
 def _add_config_arguments(parser: argparse.ArgumentParser) -> None:
@@ -54,7 +95,8 @@ def _add_kfp_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="KFP API endpoint (kubeflow.host), e.g. https://kfp.example.com/pipeline.")
     parser.add_argument("--namespace", help="Kubernetes/KFP namespace (kubeflow.namespace).")
     parser.add_argument("--experiment", help="KFP experiment name (kubeflow.experiment); created if missing.")
-    parser.add_argument("--pipeline-root", help="Artifact root for the run (default kubeflow.pipeline_root).")
+    parser.add_argument("--pipeline-root", help="Artifact root for the run, gs:// or s3:// (default: the root the spec "
+                                                "was compiled with, else kubeflow.pipeline_root).")
     parser.add_argument("--token-env", default="KFP_TOKEN", help="Environment variable holding a bearer token (default KFP_TOKEN).")
     parser.add_argument("--token-file", help="File holding a bearer token (wins over --token-env), e.g. a mounted SA token.")
     parser.add_argument("--dry-run", action="store_true", help="Print the request as JSON instead of sending it.")
@@ -97,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compile_.add_argument("--output-dir", default="runs/kubeflow", help="Where to write pipeline.yaml (default: runs/kubeflow).")
     compile_.add_argument("--image", help="Container image the components run in (kubeflow.image).")
-    compile_.add_argument("--pipeline-root", help="Artifact root on the cluster, e.g. gs://bucket/root (kubeflow.pipeline_root).")
+    compile_.add_argument("--pipeline-root", help="Artifact root on the cluster, gs:// or s3://, e.g. gs://bucket/root "
+                                                  "(kubeflow.pipeline_root); recorded in the spec for submit/schedule.")
     compile_.add_argument("--data-root", help="Corpus location the cluster reads (kubeflow.data_root).")
     compile_.add_argument("--serving-dir", help="TF Serving model base path on the cluster (kubeflow.serving_dir).")
     compile_.add_argument(
@@ -110,18 +153,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     generate = subcommands.add_parser("generate", help="Generate text from an exported model.")
     generate.add_argument("--model", required=True, metavar="PATH_OR_VERSION",
-                          help="A SavedModel directory, a serving base directory (its highest version is used), "
+                          help="A SavedModel directory, a serving base directory (the version its models.config labels "
+                               "stable, else its highest), "
                                "or a pushed version number (looked up under OUTPUT_ROOT/serving).")
     generate.add_argument("--output-root", default=config_module.PipelineConfig().output_root,
                           help="Run output root whose serving/ holds pushed versions (default: runs/local).")
     generate.add_argument("prompts", nargs="+", help="One or more prompts.")
-    generate.add_argument("--max-new-tokens", type=int, default=GenerationOptions().max_new_tokens)
-    generate.add_argument("--temperature", type=float, default=GenerationOptions().temperature,
-                          help="0 for greedy decoding.")
-    generate.add_argument("--top-k", type=int, default=GenerationOptions().top_k, help="0 disables top-k.")
-    generate.add_argument("--top-p", type=float, default=GenerationOptions().top_p,
-                          help="Nucleus sampling mass in (0, 1]; 1 disables top-p.")
-    generate.add_argument("--seed", type=int, default=0, help="Seed for reproducible sampling.")
+    generate.add_argument("--max-new-tokens", type=_generation_value("max_new_tokens"),
+                          default=GenerationOptions().max_new_tokens,
+                          help="Tokens to generate per prompt, >= 1 (default: %(default)s).")
+    generate.add_argument("--temperature", type=_generation_value("temperature"),
+                          default=GenerationOptions().temperature,
+                          help="Sampling temperature, >= 0; 0 for greedy decoding (default: %(default)s).")
+    generate.add_argument("--top-k", type=_generation_value("top_k"), default=GenerationOptions().top_k,
+                          help="Keep the K most likely tokens, >= 0; 0 disables top-k (default: %(default)s).")
+    generate.add_argument("--top-p", type=_generation_value("top_p"), default=GenerationOptions().top_p,
+                          help="Nucleus sampling mass in (0, 1]; 1 disables top-p (default: %(default)s).")
+    generate.add_argument("--seed", type=int, default=0,
+                          help="Seed of the sampling; the same seed, model and flags give the same text "
+                               "(default: %(default)s).")
     generate.add_argument("--json", action="store_true", help="Print one JSON object per prompt.")
     generate.set_defaults(handler=commands.generate)
 

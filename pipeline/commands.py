@@ -13,7 +13,7 @@ import yaml
 
 from pipeline import config as config_module
 from pipeline import errors
-from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK
+from pipeline.errors import EXIT_OK
 
 # A failed gate means the data was refused (exit 2), not that the run broke (exit 1).
 BLOCKING_GATES = ("DataGate", "TokenGate")
@@ -40,7 +40,8 @@ def _require_local_directory(path: str, what: str) -> None:
 
 def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
     """`run` (the whole pipeline) and `validate` (a partial run `through` the data validation):
-    runs locally, prints the report, and exits 0, 2 (a gate blocked) or 1 (any other failure)."""
+    runs locally, prints the report, and exits 0, or reports the run's error in one line and
+    exits 2 (a gate blocked) or 1 (any other failure)."""
     cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
                        enable_cache=False if args.no_cache else None)
     _require_local_directory(cfg.data_root, "data root")
@@ -49,9 +50,17 @@ def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
 
     summary = run_locally(cfg, through=through)
     print("\n".join(report_lines(summary, cfg.layout.summary_path)))
-    if summary["succeeded"]:
-        return EXIT_OK
-    return EXIT_BLOCKED if any(summary["components"].get(gate) == "FAILED" for gate in BLOCKING_GATES) else EXIT_FAILED
+    if not summary["succeeded"]:
+        raise _run_failure(summary)
+    return EXIT_OK
+
+
+def _run_failure(summary: Dict[str, Any]) -> errors.CommandError:
+    """The expected failure of a run that did not succeed, from its summary: `Blocked` (exit 2)
+    when a data gate stopped it, else a failure (exit 1); its message is the run's error."""
+    blocked = any(summary["components"].get(gate) == "FAILED" for gate in BLOCKING_GATES)
+    message = summary.get("error") or "the pipeline run failed"
+    return errors.Blocked(message) if blocked else errors.CommandError(message)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,8 +84,12 @@ def compile_(args: argparse.Namespace) -> int:
         kubeflow_overrides["beam_args"] = args.beam_args
     cfg = _load_config(args, kubeflow=kubeflow_overrides or None)
     from kubeflow.compile import compile_pipeline
+    from kubeflow.oss_compat import RootError
 
-    path = compile_pipeline(cfg, args.output_dir)
+    try:
+        path = compile_pipeline(cfg, args.output_dir)
+    except RootError as exc:  # e.g. a minio:// pipeline root
+        raise errors.UsageError(str(exc)) from exc
     print(f"wrote KFP v2 pipeline spec: {path}")
     return EXIT_OK
 
@@ -86,9 +99,12 @@ def generate(args: argparse.Namespace) -> int:
 
     serving_dir = config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir
     model_dir = samples.resolve_model_dir(args.model, serving_dir)  # FileNotFoundError: no such model
-    continuations = samples.generate(
-        model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
-    )
+    try:
+        continuations = samples.generate(
+            model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
+        )
+    except samples.UnusableModel as exc:
+        raise errors.CommandError(str(exc)) from exc
     for prompt, continuation in zip(args.prompts, continuations):
         print(json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False) if args.json
               else f"{prompt}{continuation}\n")
@@ -150,9 +166,10 @@ def rollback(args: argparse.Namespace) -> int:
 
 
 def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
-    """Runs `send(kubeflow.submit, config, KfpTarget, pipeline root)` for submit/schedule and prints
-    its JSON result. What kubeflow.submit refuses (a ValueError: cron, pipeline root, spec, host,
-    token file) is a usage error; a missing spec or an unreachable host is a failure."""
+    """Runs `send(kubeflow.submit, config, KfpTarget, (--pipeline-root, kubeflow.pipeline_root))`
+    for submit/schedule and prints its JSON result. What kubeflow.submit refuses (a ValueError:
+    cron, pipeline root, placeholder bucket, spec, host, token file) is a usage error; a missing
+    spec, an unreachable host or one that answers with an HTTP error is a failure."""
     cfg = _load_config(args)
     from kubeflow import submit as kfp_submit
 
@@ -161,30 +178,28 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
         experiment=args.experiment or cfg.kubeflow.experiment, token_env=args.token_env, token_file=args.token_file or "",
     )
     try:
-        result: Dict[str, Any] = send(kfp_submit, cfg, target, args.pipeline_root or cfg.kubeflow.pipeline_root)
+        result: Dict[str, Any] = send(kfp_submit, cfg, target, (args.pipeline_root, cfg.kubeflow.pipeline_root))
     except ValueError as exc:
         raise errors.UsageError(str(exc)) from exc
-    except (FileNotFoundError, NotADirectoryError):
-        raise  # mapped by pipeline.errors
-    except OSError as exc:  # the host cannot be reached
+    except kfp_submit.HostError as exc:  # the host cannot be reached, or answered with an HTTP error
         raise errors.CommandError(str(exc)) from exc
     print(json.dumps(result, indent=2, sort_keys=True))
     return EXIT_OK
 
 
 def submit(args: argparse.Namespace) -> int:
-    def send(kfp_submit, cfg, target, pipeline_root):
+    def send(kfp_submit, cfg, target, roots):
         run_name = args.run_name or f"{cfg.pipeline_name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
-        return kfp_submit.submit(target, args.spec, run_name, pipeline_root, dry=args.dry_run)
+        return kfp_submit.submit(target, args.spec, run_name, *roots, dry=args.dry_run)
 
     return _kfp_request(args, send)
 
 
 def schedule(args: argparse.Namespace) -> int:
-    def send(kfp_submit, cfg, target, pipeline_root):
+    def send(kfp_submit, cfg, target, roots):
         trigger = kfp_submit.Schedule(cron=args.cron, max_concurrency=args.max_concurrency, catchup=args.catchup,
                                       start_time=args.start_time, end_time=args.end_time)
-        return kfp_submit.schedule(target, args.spec, args.name or f"{cfg.pipeline_name} schedule", pipeline_root,
+        return kfp_submit.schedule(target, args.spec, args.name or f"{cfg.pipeline_name} schedule", *roots,
                                    trigger, dry=args.dry_run)
 
     return _kfp_request(args, send)

@@ -16,6 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic_core import to_jsonable_python
 
 from components.data_gate.options import DataGateOptions
 from components.evaluator.options import EvaluatorOptions
@@ -193,8 +194,16 @@ def load_config(
         raise ConfigError(_format_validation_error(exc, source)) from None
 
 
+def yaml_value(value: Any) -> str:
+    """`value` as it is written in a --config file or a --set override: `null`, `true`, `0.8`,
+    `[a, b]`, `''` (YAML flow style, on one line)."""
+    text = yaml.safe_dump(to_jsonable_python(value), default_flow_style=True, width=float("inf"))
+    return text[: -len("\n...\n")] if text.endswith("\n...\n") else text.rstrip("\n")
+
+
 def describe_options() -> List[str]:
-    """One line per configurable key with its default, for `textgen config --help`-style listings."""
+    """One line per configurable key with its default written as YAML (`textgen options`,
+    `textgen run --help`)."""
     lines: List[str] = []
 
     def walk(model_cls: type, instance: BaseModel, prefix: str) -> None:
@@ -204,7 +213,7 @@ def describe_options() -> List[str]:
                 walk(type(value), value, f"{prefix}{name}.")
                 continue
             doc = f"  {field.description}" if field.description else ""
-            lines.append(f"{prefix}{name} = {value!r}{doc}")
+            lines.append(f"{prefix}{name} = {yaml_value(value)}{doc}")
 
     walk(PipelineConfig, PipelineConfig(), "")
     return lines

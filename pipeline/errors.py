@@ -7,7 +7,7 @@ exception is a bug and keeps its traceback.
 The commands raise `CommandError` subclasses where a library exception means different things in
 different places (a ValueError from a KFP submit is a refused request; a LookupError from the model
 registry is an unknown version); the few library exceptions that mean the same everywhere
-(`ConfigError`, a missing file or directory) are mapped here directly.
+(`ConfigError`, a missing or forbidden file or directory) are mapped here directly.
 """
 import sys
 import textwrap
@@ -19,12 +19,15 @@ EXIT_OK, EXIT_FAILED, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 64
 
 EXIT_CODES = (
     (EXIT_OK, "success (`run`: the run completed, whether or not the model was blessed and pushed)"),
-    (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing; "
+    (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing or not "
+                  "permitted; "
                   "a promote/rollback was refused (unknown version, nothing to roll back to, no registry "
-                  "under the output root; nothing was changed); a KFP host could not be reached"),
+                  "under the output root; nothing was changed); a KFP host could not be reached or answered with an "
+                  "HTTP error"),
     (EXIT_BLOCKED, "a data gate (DataGate or TokenGate) stopped `run` or `validate`"),
     (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
-                 "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host)"),
+                 "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host), a pipeline "
+                 "root of a scheme other than gs:// or s3:// or naming a placeholder bucket"),
 )
 
 
@@ -36,6 +39,12 @@ class CommandError(Exception):
 
 class Refused(CommandError):
     """A change the command will not make, e.g. a promotion to a version that was never pushed."""
+
+
+class Blocked(CommandError):
+    """A data gate (DataGate or TokenGate) stopped a `run` or `validate`: the data was refused."""
+
+    exit_code = EXIT_BLOCKED
 
 
 class UsageError(CommandError):
@@ -50,7 +59,7 @@ def exit_code(exc: BaseException) -> Optional[int]:
         return exc.exit_code
     if isinstance(exc, ConfigError):
         return EXIT_USAGE
-    if isinstance(exc, (FileNotFoundError, NotADirectoryError)):
+    if isinstance(exc, (FileNotFoundError, NotADirectoryError, PermissionError)):
         return EXIT_FAILED
     return None
 

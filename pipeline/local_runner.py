@@ -62,7 +62,7 @@ def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[s
     try:
         _LocalDagRunner(uncacheable_nodes(config, paths)).run(pipeline, run_options=run_options)
     except Exception as exc:  # the summary records any component failure; the CLI reports it
-        log.error("The pipeline run failed: %s", exc)
+        log.debug("The pipeline run failed", exc_info=True)  # the CLI reports it, in one line
         error = exc
     component_ids = COMPONENT_IDS[: COMPONENT_IDS.index(through) + 1] if through else COMPONENT_IDS
     summary = summarize_latest_run(connection, config.pipeline_name, component_ids, error)

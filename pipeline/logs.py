@@ -13,9 +13,18 @@ class ProgressFilter(logging.Filter):
     _PROGRESS_SOURCES = (
         os.path.join(PROJECT_ROOT, "components") + os.sep,
         os.path.join(PROJECT_ROOT, "pipeline") + os.sep,
+        os.path.join(PROJECT_ROOT, "kubeflow") + os.sep,
+    )
+    # Errors the CLI reports itself, in its one `textgen:` line: (file logging it, start of the message).
+    _REPORTED_BY_THE_CLI = (
+        (os.path.join("portable", "launcher.py"), "Execution "),  # TFX: "Execution 6 failed."
+        (os.path.join("kfp", "client", "client.py"), "Failed to get healthz info"),  # kfp.Client retrying /healthz
     )
 
     def filter(self, record: logging.LogRecord) -> bool:
+        if any(record.pathname.endswith(path) and str(record.msg).startswith(start)
+               for path, start in self._REPORTED_BY_THE_CLI):
+            return False
         if record.levelno >= logging.ERROR:
             return True
         if record.pathname.endswith("local_dag_runner.py"):  # it also dumps the whole pipeline IR

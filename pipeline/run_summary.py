@@ -6,12 +6,14 @@ states, output artifacts and their custom properties), so the summary reports wh
 not what the runner expected.
 """
 import json
+import os
+import shlex
 from typing import Any, Dict, List, Optional, Sequence
 
 from ml_metadata.metadata_store import metadata_store
 from ml_metadata.proto import metadata_store_pb2
 
-from components.data_gate.anomalies import read_anomalies
+from components.data_gate.anomalies import Anomaly, read_anomalies
 
 _OUTPUT_EVENTS = (metadata_store_pb2.Event.OUTPUT, metadata_store_pb2.Event.DECLARED_OUTPUT)
 
@@ -238,6 +240,28 @@ def _push_lines(summary: Dict[str, Any]) -> List[str]:
     return lines
 
 
+def _next_step_lines(summary: Dict[str, Any]) -> List[str]:
+    """After a push, what to do with it: generate from the stable version, watch the training in
+    TensorBoard, browse an embedded registry; nothing when nothing was pushed."""
+    push = summary["push"]
+    if not push.get("pushed"):
+        return []
+    lines = ["next:", f"  textgen generate --model {shlex.quote(os.path.dirname(push['path']))} 'Once upon a time'"]
+    if summary.get("trained_model"):  # .../Trainer/model/<id>: the TensorBoard summaries are in .../Trainer/model_run/
+        trainer_dir = os.path.dirname(os.path.dirname(summary["trained_model"]))
+        lines.append(f"  tensorboard --logdir {shlex.quote(os.path.join(trainer_dir, 'model_run'))}")
+    if str(push.get("registry_uri", "")).startswith("sqlite:"):  # the embedded registry: no server to browse it
+        lines.append(f"  mlflow ui --backend-store-uri {shlex.quote(push['registry_uri'])}")
+    return lines
+
+
+def _anomaly_line(anomaly: Dict[str, Any]) -> str:
+    """`anomaly in <data> [<split>] <feature>: <words> [<TFDV type>] - <description>`."""
+    fields = {field: anomaly.get(field) for field in Anomaly._fields}
+    found = Anomaly(**dict(fields, types=fields["types"] or []))  # a summary written before types were kept
+    return f"anomaly in {anomaly['data']} [{found.split}] {found.feature}: {found.label()} - {found.description}"
+
+
 def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
     """The run report the CLI prints after `run` and `validate`, from a summary as written to
     `summary_path` (`last_run.json`). Printed one per line; a sample's prompt or continuation may
@@ -254,8 +278,7 @@ def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
         lines += ["data gate WARNING (data_gate.removal_action=warn, the run went on): "
                   + summary["removal_warning"].splitlines()[0]] + summary["removal_warning"].splitlines()[1:-1]
     lines += _distribution_check_lines(summary.get("distribution_checks"))
-    lines += [f"anomaly in {anomaly['data']} [{anomaly['split']}] {anomaly['feature']}: "
-              f"{anomaly['short_description']} - {anomaly['description']}" for anomaly in summary["anomalies"]]
+    lines += [_anomaly_line(anomaly) for anomaly in summary["anomalies"]]
     blessing = summary.get("blessing")
     if blessing:
         lines.append(f"evaluation: {'BLESSED' if blessing['blessed'] else 'NOT BLESSED'} ({blessing['reason']})")
@@ -269,4 +292,4 @@ def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
     if blessing and blessing.get("report"):
         lines.append(f"evaluation report: {blessing['report']}")
     lines.append(f"summary written to {summary_path}")
-    return lines
+    return lines + _next_step_lines(summary)

@@ -4,6 +4,7 @@ from typing import List, Sequence
 
 import tensorflow as tf
 
+from components.pusher import serving_config
 from components.trainer.serving import signatures
 from components.trainer.serving.client import ModelClient
 
@@ -19,6 +20,21 @@ def load_prompts(path: str, limit: int) -> List[str]:
     return prompts[:limit]
 
 
+class UnusableModel(Exception):
+    """A directory whose SavedModel cannot be loaded, or has no `generate` signature."""
+
+
+def open_model(saved_model_dir: str) -> ModelClient:
+    """A client for the `generate` signature of `saved_model_dir`; raises UnusableModel when the
+    SavedModel cannot be parsed or lacks the signature (FileNotFoundError when there is none)."""
+    try:
+        return ModelClient(saved_model_dir, required=(signatures.GENERATE,))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError) as exc:  # an unparsable saved_model.pb; a model without `generate`
+        raise UnusableModel(f"cannot generate from {saved_model_dir}: {exc}") from exc
+
+
 def generate(
     saved_model_dir: str,
     prompts: Sequence[str],
@@ -29,13 +45,14 @@ def generate(
     top_p: float = 1.0,
 ) -> List[str]:
     """Calls the model's `generate` signature on `prompts` (through the serving client); returns the continuations."""
-    client = ModelClient(saved_model_dir, required=(signatures.GENERATE,))
-    return client.generate(prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
+    return open_model(saved_model_dir).generate(prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
 
 
 def resolve_model_dir(path: str, serving_dir: str = "") -> str:
-    """A SavedModel directory as given, the highest integer version under a serving base path, or
-    (when `path` is a plain version number such as `3`) that version under `serving_dir`."""
+    """A SavedModel directory as given; under a serving base path, the version its models.config
+    labels `stable` (what TF Serving serves as stable: after a rollback, the version rolled back
+    to), else the highest integer version; or (when `path` is a plain version number such as `3`)
+    that version under `serving_dir`."""
     if path.isdigit() and serving_dir and not tf.io.gfile.exists(path):
         version_dir = os.path.join(serving_dir, path)
         if not tf.io.gfile.exists(os.path.join(version_dir, "saved_model.pb")):
@@ -44,6 +61,9 @@ def resolve_model_dir(path: str, serving_dir: str = "") -> str:
     if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         return path
     if tf.io.gfile.isdir(path):
+        stable = serving_config.read_labels(path).get(serving_config.STABLE_LABEL)
+        if stable is not None:
+            return os.path.join(path, str(stable))
         versions = sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(path) if name.rstrip("/").isdigit())
         if versions:
             return os.path.join(path, str(versions[-1]))

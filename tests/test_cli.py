@@ -39,11 +39,40 @@ def test_help_and_readme_document_every_exit_code(capsys):
     assert readme_codes == {code for code, _ in errors.EXIT_CODES}
 
 
-def test_a_usage_error_exits_64_not_the_data_gates_2(capsys):
+def _usage_error(argv, capsys) -> str:
+    """The one `textgen: ...` line of a command line the parser refuses with EXIT_USAGE."""
     with pytest.raises(SystemExit) as exited:
-        main(["rollback", "--to", "three"])
+        main(argv)
     assert exited.value.code == EXIT_USAGE
-    assert "invalid int value: 'three'" in capsys.readouterr().err
+    return _one_line_error(capsys)
+
+
+def test_a_usage_error_exits_64_not_the_data_gates_2(capsys):
+    message = _usage_error(["rollback", "--to", "three"], capsys)
+    assert message == "textgen: rollback: argument --to: invalid int value: 'three' (see `textgen rollback --help`)\n"
+    assert "unrecognized arguments: --bogus" in _usage_error(["options", "--bogus"], capsys)
+
+
+@pytest.mark.parametrize("flag,value,allowed", [
+    ("--top-p", "1.5", "in (0, 1]"), ("--top-p", "0", "in (0, 1]"), ("--top-p", "nan", "in (0, 1]"),
+    ("--temperature", "-1", ">= 0"), ("--top-k", "-3", ">= 0"),
+    ("--max-new-tokens", "0", ">= 1"), ("--max-new-tokens", "-5", ">= 1"),
+])
+def test_generate_refuses_a_sampling_value_out_of_range(flag, value, allowed, tmp_path, capsys):
+    message = _usage_error(["generate", "--model", str(tmp_path), flag, value, "hello"], capsys)
+    assert f"textgen: generate: argument {flag}: must be {allowed}, got {value}" in message
+
+
+def test_generate_accepts_the_edges_of_each_range_and_states_its_defaults(capsys):
+    args = build_parser().parse_args(["generate", "--model", "1", "--top-p", "1", "--temperature", "0", "--top-k", "0",
+                                      "--max-new-tokens", "1", "hello"])
+    assert (args.top_p, args.temperature, args.top_k, args.max_new_tokens, args.seed) == (1.0, 0.0, 0, 1, 0)
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    for default in ("(default: 160)", "(default: 0.8)", "(default: 20)", "(default: 1.0)",
+                    "give the same text (default: 0)"):
+        assert default in help_text
 
 
 # --- the error mapping ---------------------------------------------------------------------------
@@ -55,6 +84,7 @@ def test_a_usage_error_exits_64_not_the_data_gates_2(capsys):
      "spec.yaml does not exist; run `textgen compile` first"),
     (FileNotFoundError(2, "No such file or directory", "/no/such"), EXIT_FAILED, "/no/such: No such file or directory"),
     (NotADirectoryError(20, "Not a directory", "/etc/hostname/x"), EXIT_FAILED, "/etc/hostname/x: Not a directory"),
+    (PermissionError(13, "Permission denied", "/srv/runs"), EXIT_FAILED, "/srv/runs: Permission denied"),
     (errors.Refused("no complete pushed version 7"), EXIT_FAILED, "no complete pushed version 7"),
     (errors.UsageError("'0 2 * * *' has 5 fields"), EXIT_USAGE, "'0 2 * * *' has 5 fields"),
     (errors.CommandError("cannot reach https://alice:hunter2@kfp.example"), EXIT_FAILED,
@@ -122,8 +152,27 @@ def test_generate_resolves_a_version_number_under_the_serving_dir(tmp_path, caps
     (serving / "2").mkdir(parents=True)
     (serving / "2" / "saved_model.pb").write_bytes(b"")
     assert resolve_model_dir("2", str(serving)) == str(serving / "2")
+    assert resolve_model_dir(str(serving)) == str(serving / "2")
     assert main(["generate", "--model", "7", "--output-root", str(tmp_path), "hello"]) == EXIT_FAILED
     assert "no pushed model version 7" in _one_line_error(capsys)
+
+
+def test_generate_from_a_serving_dir_uses_the_stable_version_not_the_highest(tmp_path):
+    from components.pusher.serving_config import write_serving_config
+    from pipeline.samples import resolve_model_dir
+
+    serving = tmp_path / "serving"
+    for version in (1, 2, 3):
+        fake_saved_model(serving / str(version))
+    assert resolve_model_dir(str(serving)) == str(serving / "3")  # no models.config: the highest
+    write_serving_config("textgen", str(serving), {"stable": 2, "canary": 3})  # e.g. after `rollback --to 2`
+    assert resolve_model_dir(str(serving)) == str(serving / "2")
+
+
+def test_generate_from_a_saved_model_that_does_not_load_is_one_line(tmp_path, capsys):
+    model = fake_saved_model(tmp_path / "serving" / "1")  # files shaped like a SavedModel, not a parsable graph
+    assert main(["generate", "--model", model, "hello"]) == EXIT_FAILED
+    assert f"textgen: cannot generate from {model}: Cannot parse file" in _one_line_error(capsys)
 
 
 def test_a_refused_rollback_creates_nothing(tmp_path, capsys):
@@ -167,3 +216,57 @@ def test_refused_submit_and_schedule_exit_64_and_a_missing_spec_exits_1(tmp_path
     assert "is not a gs:// or s3:// URI" in _one_line_error(capsys)
     assert main(["submit", "--spec", spec, "--pipeline-root", "gs://b/r", "--dry-run"]) == EXIT_FAILED
     assert f"{spec} does not exist; run `textgen compile` first" in _one_line_error(capsys)
+
+
+def _minimal_spec(tmp_path) -> str:
+    """A pipeline spec file `kubeflow.submit.load_pipeline_spec` accepts, without compiling."""
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("pipelineInfo: {name: textgen}\nroot: {dag: {tasks: {}}}\ndeploymentSpec: {executors: {}}\n")
+    return str(path)
+
+
+def _closed_loopback_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then released)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_an_unreachable_kfp_host_is_one_line_naming_it(command, tmp_path, capsys):
+    host = f"http://alice:hunter2@127.0.0.1:{_closed_loopback_port()}"
+    argv = ["schedule" if command else "submit", "--spec", _minimal_spec(tmp_path), "--host", host,
+            "--pipeline-root", "gs://bucket/root"] + command
+    assert main(argv) == EXIT_FAILED
+    message = _one_line_error(capsys)
+    assert f"cannot reach KFP host http://***@127.0.0.1:{host.rsplit(':', 1)[1]}: Connection refused" in message
+
+
+def test_the_progress_log_leaves_a_failed_component_to_the_one_line_error():
+    import logging
+
+    from pipeline.logs import ProgressFilter
+
+    def record(pathname, level, msg):
+        return logging.LogRecord("absl", level, pathname, 1, msg, None, None)
+
+    launcher = os.path.join("site-packages", "tfx", "orchestration", "portable", "launcher.py")
+    assert not ProgressFilter().filter(record(launcher, logging.ERROR, "Execution %d failed."))
+    assert ProgressFilter().filter(record(launcher, logging.ERROR, "Something else broke"))
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_submit_refuses_a_placeholder_bucket_in_the_pipeline_root_or_the_spec(command, tmp_path, capsys):
+    """The README's walkthrough names gs://BUCKET; the kubeflow.* defaults name gs://YOUR-BUCKET."""
+    submit = ["schedule" if command else "submit", *command, "--dry-run"]
+    spec = _minimal_spec(tmp_path)
+    assert main(submit + ["--spec", spec, "--pipeline-root", "gs://BUCKET/root"]) == EXIT_USAGE
+    assert "pipeline root 'gs://BUCKET/root' names the placeholder bucket BUCKET" in _one_line_error(capsys)
+    assert main(submit + ["--spec", spec]) == EXIT_USAGE  # neither the flag nor the spec: kubeflow.pipeline_root
+    assert "'gs://YOUR-BUCKET/textgen/pipeline-root' names the placeholder bucket YOUR-BUCKET" in _one_line_error(capsys)
+    with open(spec, "a", encoding="utf-8") as handle:
+        handle.write("defaultPipelineRoot: gs://my-bucket/root\nx: {data_root: gs://YOUR-BUCKET/textgen/corpus}\n")
+    assert main(submit + ["--spec", spec]) == EXIT_USAGE
+    assert f"{spec} names the placeholder bucket YOUR-BUCKET" in _one_line_error(capsys)

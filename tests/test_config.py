@@ -1,5 +1,6 @@
 """The typed configuration surface: defaults, YAML and flag layering, rejection of bad keys."""
 import json
+import re
 
 import pytest
 
@@ -68,6 +69,16 @@ def test_every_leaf_option_is_described():
     assert any(line.startswith("training.train_steps = ") for line in lines)
     assert any(line.startswith("kubeflow.image = ") for line in lines)
     assert len(lines) == len({line.split(" = ")[0] for line in lines})
+
+
+def test_every_listed_default_is_yaml_that_sets_the_default_again():
+    """`textgen options` writes values as --set and --config take them (null, true, [a, b]), not
+    as Python's repr (None, True, ['a', 'b'])."""
+    listed = dict(re.match(r"^(\S+) = (.*?)(?:  .*)?$", line).groups() for line in describe_options())
+    assert (listed["tokenizer.vocab_size"], listed["enable_cache"], listed["kubeflow.host"]) == ("null", "true", "''")
+    assert listed["kubeflow.tfjob.cpu"] == "'4'"
+    assert not [key for key, value in listed.items() if value in ("None", "True", "False") or "['" in value]
+    assert load_config(overrides=[f"{key}={value}" for key, value in listed.items()]) == PipelineConfig()
 
 
 def test_example_gen_options_reach_the_executor_unchanged():

@@ -82,13 +82,38 @@ def test_the_cluster_beam_args_default_to_a_worker_per_core_and_the_drift_state_
     assert validator["state_uri"]["runtimeValue"]["constant"] == "gs://bucket/root/state/drift_baseline"
 
 
-def test_compile_takes_runner_beam_args(tmp_path):
+def test_the_spec_carries_the_pipeline_root_it_was_compiled_for(compiled):
+    _, spec = compiled
+    assert spec[oss_compat.DEFAULT_PIPELINE_ROOT] == "gs://bucket/root"
+    assert kfp.components.load_component_from_file(str(compiled[0])).pipeline_spec.default_pipeline_root == "gs://bucket/root"
+
+
+def test_compile_takes_runner_beam_args_and_warns_of_placeholder_buckets(tmp_path, capsys):
     dataflow = ["--runner=DataflowRunner", "--project=p", "--region=europe-west1", "--temp_location=gs://b/tmp"]
     assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://b/root",
                  *[f"--beam-arg={arg}" for arg in dataflow]]) == 0
     spec = yaml.safe_load((tmp_path / "pipeline.yaml").read_text())
     args = spec["deploymentSpec"]["executors"]["Transform_executor"]["container"]["args"]
     assert args[-len(dataflow):] == dataflow
+    # --data-root and --serving-dir were not given: the spec still reads the defaults' placeholder bucket.
+    assert "names the placeholder bucket YOUR-BUCKET" in capsys.readouterr().err
+    assert oss_compat.placeholder_buckets((tmp_path / "pipeline.yaml").read_text()) == ["YOUR-BUCKET"]
+
+
+@pytest.mark.parametrize("root", ["minio://mlpipeline/v2/artifacts", "hdfs://nn/root", "http://store/root"])
+def test_compile_refuses_a_pipeline_root_scheme_the_components_cannot_use(root, tmp_path, capsys):
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", root]) == 64
+    err = capsys.readouterr().err
+    assert err.startswith(f"textgen: pipeline root '{root}' is not a gs:// or s3:// URI") and err.count("\n") == 1
+    assert not (tmp_path / "pipeline.yaml").exists()
+
+
+@pytest.mark.parametrize("text,placeholders", [
+    ("gs://YOUR-BUCKET/textgen/corpus", ["YOUR-BUCKET"]), ("root: s3://BUCKET/r, gs://BUCKET/x", ["BUCKET"]),
+    ("gs://my-bucket.example/root s3://b/r", []), ("see https://Example.com/x", []),
+])
+def test_placeholder_buckets_are_the_upper_case_bucket_names(text, placeholders):
+    assert oss_compat.placeholder_buckets(text) == placeholders
 
 
 def test_a_spec_with_a_resolver_or_a_lifecycle_hook_is_named(compiled):

@@ -18,6 +18,7 @@ from kubeflow.cron import CronError, validate_cron
 from pipeline.cli import main
 
 SECRET = "s3cr3t-token-value"
+COMPILED_ROOT = "gs://bucket/compiled-root"
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +30,8 @@ def compiled_spec(tmp_path_factory):
     os.environ.update(MLFLOW_TRACKING_TOKEN=SECRET, MLFLOW_TRACKING_PASSWORD=SECRET, KFP_TOKEN=SECRET)
     try:
         assert main(["compile", "--output-dir", str(output_dir), "--image", "registry.example/textgen:1.0",
+                     "--pipeline-root", COMPILED_ROOT, "--data-root", "gs://bucket/corpus",
+                     "--serving-dir", "gs://bucket/serving",
                      "--set", "registry.tracking_uri=http://mlflow.textgen.svc:5000",
                      "--set", "registry.credentials_file=/var/run/secrets/mlflow/credentials"]) == 0
     finally:
@@ -94,15 +97,59 @@ class _FakeKfp(BaseHTTPRequestHandler):
         self.send_error(404)
 
 
-@pytest.fixture
-def kfp_host():
-    _FakeKfp.requests, _FakeKfp.experiments = [], {}
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _FakeKfp)
+class _ForbiddingKfp(_FakeKfp):
+    """A KFP API that answers /healthz but refuses every experiment request, as a multi-user
+    KFP does to a token without access to the namespace."""
+
+    def do_GET(self):
+        if urlparse(self.path).path == "/apis/v2beta1/healthz":
+            return super().do_GET()
+        self._forbid()
+
+    def do_POST(self):
+        self._forbid()
+
+    def _forbid(self):
+        data = json.dumps({"message": "user is not allowed in namespace ml-team", "code": 7}).encode()
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _serve(handler):
+    """Serves `handler` on a loopback port; yields (its URL, the requests it recorded)."""
+    handler.requests, handler.experiments = [], {}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _FakeKfp.requests
+    yield f"http://127.0.0.1:{server.server_address[1]}", handler.requests
     server.shutdown()
     server.server_close()
+
+
+class _UnhealthyKfp(_FakeKfp):
+    """A KFP API whose /healthz answers 500, as a backend whose database is down does."""
+
+    def do_GET(self):
+        self._record()
+        self.send_error(500, "Internal Server Error")
+
+
+@pytest.fixture
+def kfp_host():
+    yield from _serve(_FakeKfp)
+
+
+@pytest.fixture
+def forbidding_kfp_host():
+    yield from _serve(_ForbiddingKfp)
+
+
+@pytest.fixture
+def unhealthy_kfp_host():
+    yield from _serve(_UnhealthyKfp)
 
 
 def _posted(requests, path):
@@ -167,6 +214,38 @@ def test_submit_and_schedule_refuse_a_pipeline_root_tf_cannot_read(compiled_spec
     assert main(argv) == 64
     assert "is not a gs:// or s3:// URI" in capsys.readouterr().err
     assert requests == []
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_an_http_error_from_the_host_is_one_line_with_the_servers_message(compiled_spec, forbidding_kfp_host, capsys,
+                                                                          command):
+    host, _ = forbidding_kfp_host
+    argv = ["schedule" if command else "submit", "--spec", compiled_spec, "--host", host, "--namespace", "ml-team",
+            "--pipeline-root", "gs://bucket/root"] + command
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert err == (f"textgen: KFP host {host} refused the request: HTTP 403 Forbidden: "
+                   "user is not allowed in namespace ml-team\n")
+
+
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_without_pipeline_root_the_run_uses_the_root_the_spec_was_compiled_for(compiled_spec, capsys, command):
+    argv = ["schedule" if command else "submit", "--spec", compiled_spec] + command
+    printed = _dry_run_body(capsys, argv)
+    assert printed["request"]["body"]["runtime_config"]["pipeline_root"] == COMPILED_ROOT
+
+
+def test_an_unhealthy_host_is_one_line_without_kfps_retry_tracebacks(compiled_spec, unhealthy_kfp_host, capsys,
+                                                                      monkeypatch):
+    import kfp.client.client
+
+    # kfp waits 5 s between its 5 tries (this patches the `time` module itself, for this test only)
+    monkeypatch.setattr(kfp.client.client.time, "sleep", lambda seconds: None)
+    host, requests = unhealthy_kfp_host
+    assert main(["submit", "--spec", compiled_spec, "--host", host, "--pipeline-root", "gs://bucket/root"]) == 1
+    assert capsys.readouterr().err == (f"textgen: cannot reach KFP host {host}: "
+                                       "Failed getting healthz endpoint after 5 attempts.\n")
+    assert not _posted(requests, "/apis/v2beta1/runs")
 
 
 def test_schedule_rejects_bad_cron_before_contacting_anything(compiled_spec, kfp_host, capsys):

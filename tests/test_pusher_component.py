@@ -96,6 +96,33 @@ def test_canary_push_keeps_stable_serving_and_retention_spares_it(tmp_path):
     assert _registry(tmp_path).alias_version("canary") == 4
 
 
+def _aliases(tmp_path) -> dict:
+    """{alias: registered version} of the serving labels' aliases that are set."""
+    model_registry = _registry(tmp_path)
+    found = {alias: model_registry.alias_version(alias) for alias in ("production", "canary")}
+    return {alias: version for alias, version in found.items() if version is not None}
+
+
+def test_a_first_push_as_canary_is_stable_in_serving_and_production_in_the_registry(tmp_path):
+    _push(tmp_path, _model(tmp_path, 50), _blessing(51, True), label="canary")
+    assert serving_config.read_labels(str(tmp_path / "serving")) == {"stable": 1, "canary": 1}
+    assert _aliases(tmp_path) == {"production": 1, "canary": 1}
+
+
+def test_rolling_back_to_the_canary_ends_it_in_serving_and_in_the_registry(tmp_path, capsys):
+    _push_three(tmp_path)  # versions 2 and 3 kept (keep_versions=2), 3 stable
+    base = str(tmp_path / "serving")
+    root = ["--output-root", str(tmp_path)]
+    assert main(["promote", "2", "--label", "canary", *root]) == 0
+    assert serving_config.read_labels(base) == {"stable": 3, "canary": 2}
+    assert _aliases(tmp_path) == {"production": 3, "canary": 2}
+    capsys.readouterr()
+    assert main(["rollback", "--to", "2", *root]) == 0
+    assert json.loads(capsys.readouterr().out)["labels"] == {"stable": 2}
+    assert serving_config.read_labels(base) == {"stable": 2}
+    assert _aliases(tmp_path) == {"production": 2}
+
+
 def test_rollback_and_promote_move_the_label_and_the_alias(tmp_path, capsys):
     _push_three(tmp_path)
     base = str(tmp_path / "serving")
@@ -111,6 +138,24 @@ def test_rollback_and_promote_move_the_label_and_the_alias(tmp_path, capsys):
     assert _registry(tmp_path).alias_version("canary") == 3
     assert main(["promote", "3", *root]) == 0
     assert serving_config.read_labels(base) == {"stable": 3}
-    assert _registry(tmp_path).alias_version("production") == 3
+    assert _aliases(tmp_path) == {"production": 3}  # promoting the canary ended it in the registry too
     assert main(["promote", "7", *root]) == 1
     assert "no complete pushed version 7" in capsys.readouterr().err
+
+
+def test_a_copied_output_root_promotes_and_its_models_config_follows_the_copy(tmp_path, capsys):
+    """The registry's tags and models.config hold the serving directory's absolute path: on a
+    copy, the registry version is found through the pushed version's push_info.json, and the
+    rewritten models.config names the copy."""
+    import shutil
+
+    original, copy = tmp_path / "original", tmp_path / "copy"
+    _push_three(original)
+    shutil.copytree(original, copy)
+    assert main(["rollback", "--output-root", str(copy)]) == 0
+    assert serving_config.read_labels(str(copy / "serving")) == {"stable": 2}
+    (model,) = serving_config.read_serving_config(str(copy / "serving")).model_config_list.config
+    assert model.base_path == str(copy / "serving")
+    assert _aliases(copy) == {"production": 2}
+    assert serving_config.read_labels(str(original / "serving")) == {"stable": 3}
+    assert _aliases(original) == {"production": 3}

@@ -54,6 +54,11 @@ def _check_registry_behaviour(model_registry: registry.ModelRegistry, base: str)
     assert model_registry.alias_version("production") == 1
     with pytest.raises(LookupError, match="was pushed as"):
         model_registry.move_alias("production", base, 99)
+    model_registry.follow_labels(base, 2, before={"stable": 1}, after={"stable": 1, "canary": 2})
+    assert (model_registry.alias_version("production"), model_registry.alias_version("canary")) == (1, 2)
+    model_registry.follow_labels(base, 2, before={"stable": 1, "canary": 2}, after={"stable": 2})  # canary made stable
+    assert (model_registry.alias_version("production"), model_registry.alias_version("canary")) == (2, None)
+    model_registry.remove_alias("canary")  # not set: nothing happens
 
 
 def test_embedded_registry_records_lineage_is_idempotent_and_moves_the_alias(tmp_path):

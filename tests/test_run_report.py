@@ -16,6 +16,7 @@ BLESSED_RUN = {
     "components": {"ExampleGen": "COMPLETE", "DataGate": "COMPLETE", "Pusher": "COMPLETE"},
     "data_quality": None,
     "anomalies": [{"data": "raw data", "split": "eval", "feature": "text", "short_description": "Unexpected string",
+                   "types": ["ENUM_TYPE_UNEXPECTED_STRING_VALUES"],
                    "description": "Examples contain values missing from the schema."}],
     "distribution_checks": {
         "drift_baseline_span": 2,
@@ -43,7 +44,8 @@ def test_a_blessed_and_pushed_run():
         "drift check (this span vs accepted span 2): 2 features compared, 1 over threshold; "
         "largest Jensen-Shannon divergence 0.500 on num_chars (threshold 0.1)",
         "skew check skipped: too few documents",
-        "anomaly in raw data [eval] text: Unexpected string - Examples contain values missing from the schema.",
+        "anomaly in raw data [eval] text: Unexpected string [ENUM_TYPE_UNEXPECTED_STRING_VALUES] - Examples contain "
+        "values missing from the schema.",
         "evaluation: BLESSED (all gates passed)",
         "  gate quality.perplexity             PASS     7.1 < 12",
         "pushed model: /out/serving/3 (version 3)",
@@ -56,6 +58,10 @@ def test_a_blessed_and_pushed_run():
         "",
         "evaluation report: /out/evaluation.html",
         "summary written to /out/last_run.json",
+        "next:",
+        "  textgen generate --model /out/serving 'Once upon a time'",
+        "  tensorboard --logdir /out/pipeline/Trainer/model_run",
+        "  mlflow ui --backend-store-uri sqlite:////out/registry/mlflow.db",
     ]
 
 
@@ -117,18 +123,26 @@ def prepared_run(monkeypatch):
     return summary, calls
 
 
+GATE_ERROR = "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data:\n  - New column"
+
+
 @pytest.mark.parametrize("command,through", [("run", None), ("validate", "RecordAcceptedStatistics")])
-@pytest.mark.parametrize("outcome,exit_code", [
-    ({}, EXIT_OK),
-    ({"succeeded": False, "components": {"DataGate": "FAILED"}}, EXIT_BLOCKED),
-    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "TokenGate": "FAILED"}}, EXIT_BLOCKED),
-    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "Trainer": "FAILED"}}, EXIT_FAILED),
+@pytest.mark.parametrize("outcome,exit_code,error_line", [
+    ({}, EXIT_OK, None),
+    ({"succeeded": False, "components": {"DataGate": "FAILED"}, "error": GATE_ERROR}, EXIT_BLOCKED,
+     "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data: - New column"),
+    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "TokenGate": "FAILED"}, "error": "token gate: x"},
+     EXIT_BLOCKED, "token gate: x"),
+    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "Trainer": "FAILED"}, "error": "the Trainer failed"},
+     EXIT_FAILED, "the Trainer failed"),
 ])
 def test_run_and_validate_print_the_report_and_exit_by_the_gates(prepared_run, tmp_path, capsys, command, through,
-                                                                  outcome, exit_code):
+                                                                  outcome, exit_code, error_line):
     summary, calls = prepared_run
     summary.update(outcome)
     output_root = str(tmp_path / "out")
     assert main([command, "--data-root", str(tmp_path), "--output-root", output_root]) == exit_code
     assert calls == [through]
-    assert capsys.readouterr().out == "\n".join(report_lines(summary, f"{output_root}/last_run.json")) + "\n"
+    printed = capsys.readouterr()
+    assert printed.out == "\n".join(report_lines(summary, f"{output_root}/last_run.json")) + "\n"
+    assert printed.err == (f"textgen: {error_line}\n" if error_line else "")

@@ -24,8 +24,13 @@ class Anomaly(NamedTuple):
     def to_dict(self) -> dict:
         return self._asdict()
 
+    def label(self) -> str:
+        """The short description and the TFDV type names, e.g. `New column [SCHEMA_NEW_COLUMN]`:
+        the names `data_gate.allowed_anomaly_types` takes."""
+        return f"{self.short_description} [{', '.join(self.types)}]" if self.types else self.short_description
+
     def __str__(self) -> str:
-        return f"[{self.split}] {self.feature}: {self.short_description} ({self.description})"
+        return f"[{self.split}] {self.feature}: {self.label()} ({self.description})"
 
 
 def parse_anomalies(anomalies: anomalies_pb2.Anomalies, split: str) -> List[Anomaly]:

@@ -5,7 +5,8 @@ On a blessed model it
   2. writes `<serving_dir>/batching_parameters` and points the configured label (`stable` or
      `canary`) at the new version in `<serving_dir>/models.config` (serving_config, batching),
   3. deletes all but the newest `keep_versions`, never a version models.config serves,
-  4. registers the version in the MLflow Model Registry and moves the label's alias (registry).
+  4. registers the version in the MLflow Model Registry and moves the aliases of the labels now on
+     it (registry: stable -> production, canary -> canary; the first push is stable whatever its label).
 A retried execution for the same model artifact reuses the version it already pushed and the
 registry version it already created. When the model is not blessed nothing is written anywhere.
 
@@ -91,6 +92,7 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         result = push_saved_model(saved_model, serving_dir, push_info)
         log.info("%s %s version %d", "Pushed" if result.created else "Already pushed", result.path, result.version)
         batching.write_batching_parameters(serving_dir, options.batching)
+        labels_before = serving_config.read_labels(serving_dir)
         labels = serving_config.set_label(model_name, serving_dir, label, result.version)
         retain_latest(serving_dir, options.keep_versions, protected=labels.values())
 
@@ -112,9 +114,8 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         )
         model_registry = registry.ModelRegistry.from_config(
             registry_config, model_name, exec_properties.get("registry_dir") or None)
-        version = model_registry.register(record, move_production_alias=(label == serving_config.STABLE_LABEL))
-        if label != serving_config.STABLE_LABEL:
-            model_registry.move_alias(model_registry.alias_for_label(label), serving_dir, result.version)
+        version = model_registry.register(record, move_production_alias=False)
+        model_registry.follow_labels(serving_dir, result.version, labels_before, labels)
         pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
         pushed_model.set_int_custom_property("registered_model_version", int(version.version))
         pushed_model.set_string_custom_property("registry_uri", registry.display_uri(model_registry.tracking_uri))

@@ -27,6 +27,8 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
+from components.pusher.versioned_push import read_push_info, version_path
+
 log = logging.getLogger(__name__)
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
@@ -254,12 +256,25 @@ class ModelRegistry:
         return min(found, key=lambda v: int(v.version)) if found else None
 
     def version_for_serving(self, serving_base: str, serving_version: int):
-        """The registered version that was pushed as `serving_version` under `serving_base`."""
+        """The registered version that was pushed as `serving_version` under `serving_base`: found
+        by the serving tags the push recorded or, when the serving directory has moved since (a
+        copied output root), by the model artifact the pushed version's push_info.json names."""
         found = self._versions_tagged(**{TAG_SERVING_BASE: serving_base, TAG_SERVING_VERSION: str(serving_version)})
+        if not found:
+            found = self._versions_of_pushed_model(version_path(serving_base, serving_version))
         if not found:
             raise LookupError(f"no version of registered model '{self.model_name}' was pushed as "
                               f"{serving_base}/{serving_version}")
         return min(found, key=lambda v: int(v.version))
+
+    def _versions_of_pushed_model(self, version_dir: str) -> list:
+        """The registered version of the model artifact a pushed version directory came from (its
+        push_info.json: model id and URI, which the registry's tags also hold), as a list."""
+        info = read_push_info(version_dir) if tf.io.gfile.isdir(version_dir) else {}
+        if "model_id" not in info or "model_uri" not in info:
+            return []
+        version = self.find_version(info["model_id"], info["model_uri"])
+        return [version] if version is not None else []
 
     def alias_version(self, alias: str) -> Optional[int]:
         """The registered version number `alias` points at, or None."""
@@ -339,6 +354,20 @@ class ModelRegistry:
         version = self.version_for_serving(serving_base, serving_version)
         self.client.set_registered_model_alias(self.model_name, alias, version.version)
         return int(version.version)
+
+    def remove_alias(self, alias: str) -> None:
+        """Deletes `alias` (nothing happens when it is not set)."""
+        self.client.delete_registered_model_alias(self.model_name, alias)
+
+    def follow_labels(self, serving_base: str, serving_version: int, before: Dict[str, int], after: Dict[str, int]) -> None:
+        """Keeps the aliases equal to the serving labels after models.config's labels changed from
+        `before` to `after` by pointing labels at `serving_version`: the alias of every label now on
+        that version moves to its registered version, and the alias of every label that went (a
+        canary promoted to stable ends) is deleted."""
+        for label in sorted(label for label, version in after.items() if version == serving_version):
+            self.move_alias(self.alias_for_label(label), serving_base, serving_version)
+        for label in sorted(set(before) - set(after)):
+            self.remove_alias(self.alias_for_label(label))
 
     def alias_for_label(self, label: str) -> str:
         """The registry alias that follows a TF Serving version label (stable -> production)."""

@@ -3,9 +3,10 @@
 Both only rewrite `<serving_dir>/models.config` (atomically, see serving_config); a TF Serving
 started with `--model_config_file=<serving_dir>/models.config
 --model_config_file_poll_wait_seconds=N` picks the change up within N seconds without a restart.
-The registry alias that follows the label (stable -> `production`, canary -> `canary`) is moved
-in the same call. The registry version is looked up before models.config is touched, so a version
-the registry does not know fails before anything changes.
+The registry aliases follow the labels in the same call (stable -> `production`, canary ->
+`canary`): the label's alias moves, and a label models.config drops (the canary, when its version
+is made stable) loses its alias. The registry version is looked up before models.config is
+touched, so a version the registry does not know fails before anything changes.
 """
 from typing import Dict, Optional
 
@@ -27,9 +28,10 @@ def promote(serving_dir: str, model_name: str, version: int, label: str = STABLE
     registered = None
     if model_registry is not None:
         registered = int(model_registry.version_for_serving(serving_dir, version).version)
+    before = read_labels(serving_dir)
     labels = set_label(model_name, serving_dir, label, version)
     if model_registry is not None:
-        model_registry.move_alias(model_registry.alias_for_label(label), serving_dir, version)
+        model_registry.follow_labels(serving_dir, version, before, labels)
     return {"labels": labels, "registered_version": registered}
 
 
