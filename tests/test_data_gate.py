@@ -1,5 +1,4 @@
 """The data gate: real TFDV statistics of real examples, validated against the curated schema."""
-import os
 
 import pytest
 import tensorflow as tf

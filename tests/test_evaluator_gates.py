@@ -10,7 +10,6 @@ import math
 import re
 
 import pytest
-import tensorflow as tf
 import tensorflow_transform as tft
 
 from components.evaluator import pii

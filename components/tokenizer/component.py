@@ -13,7 +13,6 @@ Input: the Examples (train split). Output: a `Tokenizer` artifact whose director
 Which model is used follows `tokenizer.policy` (policy.py). The production model for `reuse` and
 `auto` is looked up in the model registry by the executor, at run time.
 """
-import json
 import logging
 import os
 from typing import Any, Dict, List
