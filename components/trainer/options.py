@@ -37,6 +37,10 @@ class ModelOptions(Options):
         "learned", description="Learned absolute position embeddings, or rotary embeddings applied to queries and keys."
     )
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    checkpoint: Optional[str] = Field(
+        None, description="A Hugging Face checkpoint directory or URI (config.json, safetensors weights, tokenizer files) "
+                          "to fine-tune; the model's shape then comes from its config.json (issue 22)."
+    )
 
     @model_validator(mode="before")
     @classmethod
