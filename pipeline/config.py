@@ -57,6 +57,13 @@ class KubeflowConfig(Options):
     tfjob: TFJobOptions = Field(default_factory=TFJobOptions)
 
 
+# Peak learning rates when fine-tuning `model.checkpoint` (warm-up as `training.warmup_steps`):
+# the usual defaults of full fine-tuning (Hugging Face Trainer: 5e-5) and of LoRA adapters, which
+# start from zero and train with an update scaled by alpha / rank.
+FULL_FINE_TUNING_LEARNING_RATE = 5e-5
+LORA_LEARNING_RATE = 2e-4
+
+
 class PipelineConfig(Options):
     """Everything a pipeline run needs; `create_pipeline` reads only this."""
 
@@ -92,6 +99,16 @@ class PipelineConfig(Options):
                 f"the global batch ({batch} sequences) must be divisible by "
                 f"training.gradient_accumulation_steps ({self.training.gradient_accumulation_steps})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _fine_tuning_defaults(self) -> "PipelineConfig":
+        """A pretrained checkpoint wants a far lower peak learning rate than training from scratch
+        (the default, 3e-3, would wreck it in a few steps): unless `training.learning_rate` is set,
+        fine-tuning uses FULL_FINE_TUNING_LEARNING_RATE, or LORA_LEARNING_RATE with LoRA."""
+        if self.model.checkpoint and "learning_rate" not in self.training.model_fields_set:
+            lora = self.training.lora.rank > 0
+            self.training.learning_rate = LORA_LEARNING_RATE if lora else FULL_FINE_TUNING_LEARNING_RATE
         return self
 
     @property

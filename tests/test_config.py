@@ -122,3 +122,17 @@ def test_curation_options_are_set_by_dotted_keys_and_unknown_ones_rejected():
         load_config(overrides=["cleaning.quality.bogus=1"])
     with pytest.raises(ConfigError, match="max_short_lines_fraction"):
         load_config(overrides=["cleaning.quality.max_short_lines_fraction=2"])
+
+
+def test_fine_tuning_a_checkpoint_lowers_the_default_learning_rate_but_keeps_an_explicit_one():
+    scratch = load_config()
+    full = load_config(overrides=["model.checkpoint=/ckpt/gpt2"])
+    adapters = load_config(overrides=["model.checkpoint=/ckpt/gpt2", "training.lora.rank=8"])
+    explicit = load_config(overrides=["model.checkpoint=/ckpt/gpt2", "training.learning_rate=0.01"])
+    assert scratch.training.learning_rate == 3e-3
+    assert full.training.learning_rate == 5e-5
+    assert adapters.training.learning_rate == 2e-4
+    assert explicit.training.learning_rate == 0.01
+    assert adapters.training.lora.targets == ["attention"]
+    with pytest.raises(ConfigError, match="training.lora.targets"):
+        load_config(overrides=["training.lora.targets=[embeddings]"])

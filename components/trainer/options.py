@@ -1,7 +1,7 @@
 """Typed options of the Trainer stage: the model's shape, training, the exported generate
 signature's defaults and distributed training as a TFJob (composed into the pipeline config as
 `model`, `training`, `generation` and `kubeflow.tfjob`)."""
-from typing import Any, Dict, Literal, NamedTuple, Optional
+from typing import Any, Dict, List, Literal, NamedTuple, Optional
 
 from pydantic import Field, field_validator, model_validator
 
@@ -59,6 +59,16 @@ class ModelOptions(Options):
         return self
 
 
+class LoraOptions(Options):
+    """Low-rank adaptation (components/trainer/model/lora.py): rank 0 trains every weight."""
+
+    rank: int = Field(0, ge=0, description="Rank of the adapters; 0 = LoRA off (full training).")
+    alpha: float = Field(16.0, gt=0.0, description="Scale of the update: alpha / rank.")
+    targets: List[Literal["attention", "mlp"]] = Field(
+        ["attention"], min_length=1,
+        description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).")
+
+
 class TrainingOptions(Options):
     """Optimisation, speed, distribution and checkpoint settings for the Trainer's run_fn."""
 
@@ -93,6 +103,7 @@ class TrainingOptions(Options):
     log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
     eval_batches: int = Field(8, ge=0, description="Eval-split batches measured at each progress line (0 disables).")
     checkpoint_every: int = Field(100, ge=1, description="Steps between checkpoints in the ModelRun directory (resume points).")
+    lora: LoraOptions = Field(default_factory=LoraOptions, description="Low-rank adaptation; base weights frozen.")
     warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
     peak_flops: Optional[float] = Field(
         None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."

@@ -1,0 +1,105 @@
+"""LoRA adapters (components/trainer/model/lora.py): frozen base, trainable adapters, exact merge."""
+import numpy as np
+import pytest
+import tensorflow as tf
+import tf_keras as keras
+
+from components.trainer.model import lora
+from components.trainer.options import LoraOptions
+
+
+class _TwoProjections(keras.Model):
+    """A stand-in with an attention-kind and an MLP-kind projection (with an activation), an
+    embedding and a norm, built through `lora.projection` as the backbone builds its own."""
+
+    def __init__(self, options):
+        super().__init__(name="toy")
+        self.embedding = keras.layers.Embedding(50, 16, name="embedding")
+        self.norm = keras.layers.LayerNormalization(name="norm")
+        self.attention = lora.projection(24, "qkv", lora.ATTENTION, options)
+        self.mlp = lora.projection(16, "mlp_in", lora.MLP, options, activation="gelu")
+
+    def call(self, ids):
+        return self.mlp(self.attention(self.norm(self.embedding(ids))))
+
+
+def _build(options):
+    model = _TwoProjections(options)
+    model(tf.zeros([2, 5], tf.int64))
+    return model
+
+
+IDS = tf.constant(np.random.default_rng(0).integers(0, 50, size=(3, 7)))
+
+
+def test_only_the_adapters_of_the_chosen_targets_train():
+    model = _build(LoraOptions(rank=4, alpha=8.0, targets=["attention"]))
+    lora.freeze_all_but_adapters(model)
+    trainable = sorted(v.name.split("/", 1)[1] for v in model.trainable_variables)
+    assert trainable == ["qkv/lora_a:0", "qkv/lora_b:0"]
+    assert isinstance(model.attention, lora.LoraDense) and not isinstance(model.mlp, lora.LoraDense)
+
+
+def test_rank_zero_builds_plain_dense_layers():
+    model = _build(LoraOptions(rank=0))
+    assert not lora.adapter_layers(model)
+    assert all(not lora.is_adapter_variable(v) for v in model.weights)
+
+
+def test_a_fresh_adapter_leaves_the_base_model_unchanged():
+    plain, adapted = _build(None), _build(LoraOptions(rank=4, targets=["attention", "mlp"]))
+    adapted_names = {w.name for w in adapted.weights}
+    for weight in plain.weights:
+        assert weight.name in adapted_names
+    lora.copy_merged_weights(plain, plain)  # same architecture: a no-op copy works
+    for weight in adapted.weights:
+        if not lora.is_adapter_variable(weight):
+            weight.assign(next(w for w in plain.weights if w.name == weight.name))
+    np.testing.assert_array_equal(plain(IDS).numpy(), adapted(IDS).numpy())
+
+
+def test_merged_export_computes_what_the_adapted_model_computes():
+    adapted = _build(LoraOptions(rank=3, alpha=6.0, targets=["attention", "mlp"]))
+    rng = np.random.default_rng(1)
+    for layer in lora.adapter_layers(adapted):  # a trained adapter: B no longer zero
+        layer.lora_b.assign(rng.normal(0, 0.5, layer.lora_b.shape).astype(np.float32))
+    plain = _build(None)
+    lora.copy_merged_weights(adapted, plain)
+    expected, merged = adapted(IDS).numpy(), plain(IDS).numpy()
+    assert np.abs(expected - plain(IDS).numpy()).max() < 1e-5
+    # and the adapters mattered: without them the output differs clearly
+    unmerged = _build(None)
+    for weight in unmerged.weights:
+        weight.assign(next(w for w in adapted.weights if w.name == weight.name))
+    assert np.abs(unmerged(IDS).numpy() - merged).max() > 1e-2
+
+
+def test_gradients_reach_only_the_adapters_and_change_the_output():
+    model = _build(LoraOptions(rank=2, targets=["mlp"]))
+    lora.freeze_all_but_adapters(model)
+    frozen_before = {w.name: w.numpy().copy() for w in model.non_trainable_variables}
+    optimizer = keras.optimizers.SGD(0.5)
+    before = model(IDS).numpy()
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(IDS) - 1.0))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    assert np.abs(model(IDS).numpy() - before).max() > 1e-3
+    for weight in model.non_trainable_variables:
+        np.testing.assert_array_equal(weight.numpy(), frozen_before[weight.name])
+
+
+def test_copying_between_different_architectures_is_refused():
+    with pytest.raises(ValueError, match="different architectures"):
+        lora.copy_merged_weights(_build(None), _TwoProjectionsWide())
+
+
+class _TwoProjectionsWide(keras.Model):
+    def __init__(self):
+        super().__init__(name="toy")
+        self.embedding = keras.layers.Embedding(50, 16, name="embedding")
+        self.extra = keras.layers.Dense(3, name="extra")
+        self(tf.zeros([1, 2], tf.int64))
+
+    def call(self, ids):
+        return self.extra(self.embedding(ids))
