@@ -14,7 +14,9 @@ The PushedModel artifact carries the stock Pusher's custom properties (`pushed`,
 `pushed_destination`, `pushed_version`) so TFX tooling reads it the same way, plus the registry
 coordinates; when nothing is pushed it records why in `push_skipped_reason`.
 """
+import json
 import logging
+import os
 from typing import Any, Dict, List, Optional
 
 from tfx import types
@@ -23,7 +25,11 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from components.pusher import batching, registry, serving_config
+from components.evaluator.component import REPORT_FILE
+from components.example_gen.ingest_report import REPORT_FILE as INGEST_REPORT_FILE
+from components.trainer.training import record as training_record
+
+from components.pusher import batching, model_card, registry, serving_config
 from components.pusher.versioned_push import push_saved_model, retain_latest
 from components.pusher.options import PusherOptions, RegistryOptions
 
@@ -94,7 +100,8 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         batching.write_batching_parameters(serving_dir, options.batching)
         labels_before = serving_config.read_labels(serving_dir)
         labels = serving_config.set_label(model_name, serving_dir, label, result.version)
-        retain_latest(serving_dir, options.keep_versions, protected=labels.values())
+        model_card.remove_cards(serving_dir, retain_latest(serving_dir, options.keep_versions, protected=labels.values()))
+        training = training_record.read(model.uri)
 
         pushed_model.set_int_custom_property("pushed", 1)
         pushed_model.set_string_custom_property("pushed_destination", result.path)
@@ -103,22 +110,45 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         pushed_model.set_string_custom_property("serving_config", serving_config.config_path(serving_dir))
 
         registry_config = RegistryOptions.from_parameter(exec_properties["registry"])
-        if not registry_config.enabled:
-            return
-        span: Optional[int] = examples[0].span if examples else None
-        record = registry.PushRecord(
-            serving_path=result.path, serving_base=serving_dir, serving_version=result.version, serving_label=label,
-            model_artifact_id=model.id, model_uri=model.uri, blessing_artifact_id=blessing.id, blessed=True,
-            tokenizer_sha256=tokenizer_hash, pipeline_run_id=run_id or "", data_span=span,
-            metrics=_float_properties(blessing),
-        )
-        model_registry = registry.ModelRegistry.from_config(
-            registry_config, model_name, exec_properties.get("registry_dir") or None)
-        version = model_registry.register(record, move_production_alias=False)
-        model_registry.follow_labels(serving_dir, result.version, labels_before, labels)
-        pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
-        pushed_model.set_int_custom_property("registered_model_version", int(version.version))
-        pushed_model.set_string_custom_property("registry_uri", registry.display_uri(model_registry.tracking_uri))
+        card_push = {"model_name": model_name, "serving_version": result.version, "label": label, "serving_path": result.path}
+        if registry_config.enabled:
+            span: Optional[int] = examples[0].span if examples else None
+            base = training.get("base_checkpoint") or {}
+            record = registry.PushRecord(
+                serving_path=result.path, serving_base=serving_dir, serving_version=result.version, serving_label=label,
+                model_artifact_id=model.id, model_uri=model.uri, blessing_artifact_id=blessing.id, blessed=True,
+                tokenizer_sha256=tokenizer_hash, pipeline_run_id=run_id or "", data_span=span,
+                metrics=_float_properties(blessing), base_checkpoint=base.get("source", ""),
+                base_checkpoint_sha256=base.get("sha256", ""),
+                adapters=json.dumps(training["lora"], sort_keys=True) if training.get("lora") else "",
+            )
+            model_registry = registry.ModelRegistry.from_config(
+                registry_config, model_name, exec_properties.get("registry_dir") or None)
+            version = model_registry.register(record, move_production_alias=False)
+            model_registry.follow_labels(serving_dir, result.version, labels_before, labels)
+            pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
+            pushed_model.set_int_custom_property("registered_model_version", int(version.version))
+            pushed_model.set_string_custom_property("registry_uri", registry.display_uri(model_registry.tracking_uri))
+            card_push.update(registered_model=model_registry.model_name, registered_version=int(version.version))
+        if options.model_card.enabled:
+            paths = self._write_model_card(options, card_push, training, blessing, examples)
+            pushed_model.set_string_custom_property("model_card", paths["html"])
+            if registry_config.enabled:
+                model_registry.attach_model_card(version, paths)
+
+    @staticmethod
+    def _write_model_card(options: PusherOptions, push: Dict[str, Any], training: Dict[str, Any],
+                          blessing: types.Artifact, examples: List[types.Artifact]) -> Dict[str, str]:
+        """Writes the pushed version's model card from the run's records (components/pusher/model_card.py)."""
+        evaluation = model_card.read_json(os.path.join(blessing.uri, REPORT_FILE)) if blessing.uri else {}
+        data = {"spans": ", ".join(str(e.span) for e in examples),
+                "ingest_report": model_card.read_json(os.path.join(examples[0].uri, INGEST_REPORT_FILE))
+                if examples and examples[0].uri else {}}
+        facts = model_card.collect_facts(push, training, evaluation, data, options.model_card.intended_use,
+                                         options.model_card.limitations)
+        paths = model_card.write_card(os.path.dirname(push["serving_path"].rstrip("/")), push["serving_version"], facts)
+        log.info("Model card: %s", paths["html"])
+        return paths
 
 
 class VersionedPusher(base_component.BaseComponent):

@@ -25,6 +25,21 @@ class BatchingOptions(Options):
         return self
 
 
+class ModelCardOptions(Options):
+    """The model card written beside every pushed version (components/pusher/model_card.py)."""
+
+    enabled: bool = Field(True, description="Write model_cards/<version>.md and .html and log them with the registered version.")
+    intended_use: str = Field(
+        "Text generation in the style and domain of the training corpus, for the team that trained it to evaluate "
+        "and build on. Not a source of facts, and not for decisions about people.",
+        description="The card's intended-use section (write what your model is for).")
+    limitations: str = Field(
+        "A decoder-only language model trained or fine-tuned on one corpus: it can produce fluent text that is false, "
+        "offensive or copied from its training data. The safety and bias gates cover the prompts and groups listed in "
+        "this card, not every harm; review generations before they reach users.",
+        description="The card's limitations section.")
+
+
 class PusherOptions(Options):
     """Where and how blessed models are published for TF Serving."""
 
@@ -33,6 +48,7 @@ class PusherOptions(Options):
     label: Literal["stable", "canary"] = Field(
         "stable", description="Version label a push assigns in models.config ('canary' keeps the stable version serving too).")
     batching: BatchingOptions = Field(default_factory=BatchingOptions)
+    model_card: ModelCardOptions = Field(default_factory=ModelCardOptions)
 
 
 class RegistryOptions(Options):

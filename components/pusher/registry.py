@@ -49,6 +49,11 @@ TAG_SPAN = "data_span"
 TAG_SERVING_VERSION = "serving_version"
 TAG_SERVING_BASE = "serving_base_path"
 TAG_SERVING_LABEL = "serving_label"
+TAG_BASE_CHECKPOINT = "base_checkpoint"  # the pretrained checkpoint fine-tuned ("" = trained from scratch)
+TAG_BASE_CHECKPOINT_SHA256 = "base_checkpoint_sha256"
+TAG_ADAPTERS = "lora"  # the LoRA settings as JSON ("" = all weights trained)
+TAG_MODEL_CARD = "model_card"
+MODEL_CARD_ARTIFACT_PATH = "model_card"
 METRIC_TAG_PREFIX = "metric."
 
 
@@ -152,6 +157,9 @@ class PushRecord:
     pipeline_run_id: str = ""
     data_span: Optional[int] = None
     metrics: Dict[str, float] = field(default_factory=dict)
+    base_checkpoint: str = ""
+    base_checkpoint_sha256: str = ""
+    adapters: str = ""
 
     def tags(self) -> Dict[str, str]:
         tags = {
@@ -165,6 +173,9 @@ class PushRecord:
             TAG_SERVING_VERSION: str(self.serving_version),
             TAG_SERVING_BASE: self.serving_base,
             TAG_SERVING_LABEL: self.serving_label,
+            TAG_BASE_CHECKPOINT: self.base_checkpoint,
+            TAG_BASE_CHECKPOINT_SHA256: self.base_checkpoint_sha256,
+            TAG_ADAPTERS: self.adapters,
         }
         tags.update({METRIC_TAG_PREFIX + name: repr(float(value)) for name, value in self.metrics.items()})
         return tags
@@ -348,6 +359,14 @@ class ModelRegistry:
         if move_production_alias:
             self.client.set_registered_model_alias(self.model_name, self.production_alias, version.version)
         return version
+
+    def attach_model_card(self, version, card_paths: Dict[str, str]) -> None:
+        """Logs the model card files with `version`'s run (artifact path `model_card/`) and tags
+        the version with where the card lives beside the served model."""
+        if version.run_id:
+            for path in card_paths.values():
+                self.client.log_artifact(version.run_id, path, MODEL_CARD_ARTIFACT_PATH)
+        self.client.set_model_version_tag(self.model_name, version.version, TAG_MODEL_CARD, card_paths["md"])
 
     def move_alias(self, alias: str, serving_base: str, serving_version: int) -> int:
         """Points `alias` at the registered version pushed as `serving_version`; returns its number."""

@@ -11,6 +11,7 @@ workers of a multi-worker run write to temporary directories that are removed.
 With `kubeflow.tfjob.enabled` the Trainer's own `run_fn` only launches a TFJob (`tfjob.launch`)
 whose replicas run this same function through `replica.py`.
 """
+import dataclasses
 import hashlib
 import logging
 import os
@@ -24,12 +25,12 @@ from components.trainer.model.backbone import build_backbone
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
 from components.trainer.options import TrainerSettings, TrainingOptions, read_trainer_custom_config
 from components.trainer.serving.export import export_serving_model
-from components.trainer.training import data, tfjob
+from components.trainer.training import data, record, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
 from components.trainer.training.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
-from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, writable_dir
+from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, is_chief, writable_dir
 from components.trainer.training.warm_start import warm_start_from
 from components.tokenizer import model_file
 
@@ -153,11 +154,20 @@ def run_fn(fn_args: "FnArgs") -> None:
             checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
             summary_dir=os.path.join(fn_args.model_run_dir, "train"),
         )
-        trainer.train(
+        reports = []
+        steps_run = trainer.train(
             lambda start: iter(data.distributed_blocks(strategy, lambda: train_batches(start), global_batch)),
             lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch)),
+            on_report=reports.append,
         )
         export_dir = writable_dir(fn_args.serving_model_dir, strategy)
         export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)
+    if is_chief(strategy):
+        record.write(os.path.dirname(fn_args.serving_model_dir.rstrip("/")), record.TrainingRecord(
+            model=model_config.model_dump(), training=training.model_dump(), vocab_size=vocab_size,
+            parameters=parameter_count(model_config, vocab_size), tokenizer_sha256=tokenizer.sha256, device=device,
+            precision=policy_name, xla=settings.jit_compile, steps_run=steps_run,
+            last_step=dataclasses.asdict(reports[-1]) if reports else None,
+        ))
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)

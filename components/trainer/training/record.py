@@ -1,0 +1,70 @@
+"""What a training run was, written beside its SavedModel for the model card and the registry.
+
+`<model artifact uri>/training_record.json` (next to `Format-Serving/`, not inside the SavedModel):
+
+    {"model": {...ModelOptions...}, "training": {...TrainingOptions...},
+     "vocab_size": 4096, "parameters": 3400000, "tokenizer_sha256": "…",
+     "device": "cpu", "precision": "mixed_bfloat16", "xla": true,
+     "steps_run": 300, "last_step": {"step": 300, "loss": 3.1, "eval_loss": 3.4, ...},
+     "base_checkpoint": null | {"source": "gs://…/gpt2", "sha256": "…"},
+     "lora": null | {"rank": 8, "alpha": 16.0, "targets": ["attention"]}}
+
+The Pusher reads it (components/pusher/model_card.py); a model exported before this file existed
+simply has no training section in its card.
+"""
+import dataclasses
+import json
+import os
+from typing import Any, Dict, Optional
+
+import tensorflow as tf
+
+RECORD_FILE = "training_record.json"
+
+
+@dataclasses.dataclass
+class TrainingRecord:
+    """The facts `write` stores; see the module docstring for the layout."""
+
+    model: Dict[str, Any]
+    training: Dict[str, Any]
+    vocab_size: int
+    parameters: int
+    tokenizer_sha256: str
+    device: str
+    precision: str
+    xla: bool
+    steps_run: int
+    last_step: Optional[Dict[str, Any]] = None
+    base_checkpoint: Optional[Dict[str, str]] = None
+
+    @property
+    def lora(self) -> Optional[Dict[str, Any]]:
+        """The LoRA settings when adapters were trained, else None."""
+        lora = self.training.get("lora") or {}
+        return lora if lora.get("rank", 0) > 0 else None
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {**dataclasses.asdict(self), "lora": self.lora}
+
+
+def record_path(model_uri: str) -> str:
+    """Where the record of the model artifact at `model_uri` lives."""
+    return os.path.join(model_uri, RECORD_FILE)
+
+
+def write(model_uri: str, record: TrainingRecord) -> str:
+    """Writes `record` for the model artifact at `model_uri`; returns the file's path."""
+    path = record_path(model_uri)
+    with tf.io.gfile.GFile(path, "w") as handle:
+        handle.write(json.dumps(record.to_dict(), indent=2, ensure_ascii=False, default=str))
+    return path
+
+
+def read(model_uri: str) -> Dict[str, Any]:
+    """The record of the model artifact at `model_uri` as a dict; {} when it has none."""
+    path = record_path(model_uri)
+    if not tf.io.gfile.exists(path):
+        return {}
+    with tf.io.gfile.GFile(path) as handle:
+        return json.load(handle)
