@@ -82,7 +82,7 @@ def _model_section(training: Dict[str, Any]) -> List[str]:
         ["adaptation", f"LoRA rank {lora['rank']}, alpha {lora['alpha']}, on {', '.join(lora['targets'])}; merged into the weights"
                        if lora else "all weights trained"],
     ]
-    return lines + _table(["", ""], rows)
+    return lines + _table(["", "value"], rows)
 
 
 def _data_section(data: Dict[str, Any]) -> List[str]:
@@ -101,7 +101,7 @@ def _data_section(data: Dict[str, Any]) -> List[str]:
         ["removed by curation", ", ".join(f"{rule} {count}" for rule, count in removed[:_MAX_RULES]) or "none"],
         ["languages", ", ".join(f"{language} {count}" for language, count in languages.items()) or "not identified"],
     ]
-    return lines + _table(["", ""], rows)
+    return lines + _table(["", "value"], rows)
 
 
 def _training_section(training: Dict[str, Any]) -> List[str]:
@@ -118,7 +118,7 @@ def _training_section(training: Dict[str, Any]) -> List[str]:
         ["seed", settings.get("seed")],
         ["last loss / eval loss", f"{_number(last.get('loss'))} / {_number(last.get('eval_loss'))}"],
     ]
-    return lines + _table(["", ""], rows)
+    return lines + _table(["", "value"], rows)
 
 
 def _evaluation_section(evaluation: Dict[str, Any]) -> List[str]:
