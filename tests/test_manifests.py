@@ -10,6 +10,8 @@ import os
 import yaml
 
 from components.pusher.batching import BATCHING_FILE_NAME
+from components.pusher.monitoring import MONITORING_FILE_NAME
+from components.pusher.options import MonitoringOptions
 from components.pusher.serving_config import CONFIG_FILE_NAME
 from pipeline.config import PROJECT_ROOT
 
@@ -54,3 +56,16 @@ def test_tf_serving_reads_the_files_the_pusher_writes_and_polls_the_config():
     assert os.path.dirname(flags["model_config_file"]) == os.path.dirname(flags["batching_parameters_file"])
     assert int(flags["model_config_file_poll_wait_seconds"]) > 0
     assert flags["enable_batching"] == flags["enable_model_warmup"] == flags["allow_version_labels_for_unavailable_models"] == "true"
+
+
+
+def test_tf_serving_exposes_the_prometheus_metrics_the_pusher_configures_and_the_pods_are_scraped():
+    (serving,) = [d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "textgen-serving"]
+    pod = serving["spec"]["template"]
+    flags = dict(arg[2:].split("=", 1) for arg in pod["spec"]["containers"][0]["args"])
+    assert flags["monitoring_config_file"].endswith("/" + MONITORING_FILE_NAME)
+    assert os.path.dirname(flags["monitoring_config_file"]) == os.path.dirname(flags["model_config_file"])
+    annotations = pod["metadata"]["annotations"]
+    assert annotations["prometheus.io/scrape"] == "true"
+    assert annotations["prometheus.io/port"] == flags["rest_api_port"]  # TF Serving serves metrics on the REST port
+    assert annotations["prometheus.io/path"] == MonitoringOptions().path

@@ -169,3 +169,17 @@ def test_batching_parameters_file_is_written_from_config(tmp_path):
     assert "allowed_batch_sizes: 2\nallowed_batch_sizes: 8" in text
     with pytest.raises(ConfigError, match="allowed_batch_sizes"):
         load_config(overrides=["pusher.batching.allowed_batch_sizes=[2, 4]"])
+
+
+
+def test_monitoring_config_turns_on_prometheus_at_the_configured_path(tmp_path):
+    from components.pusher.monitoring import write_monitoring_config
+    from components.pusher.options import MonitoringOptions
+    from pipeline.config import ConfigError, load_config
+
+    text = open(write_monitoring_config(str(tmp_path), MonitoringOptions())).read()
+    assert text == 'prometheus_config {\n  enable: true\n  path: "/monitoring/prometheus/metrics"\n}\n'
+    off = open(write_monitoring_config(str(tmp_path), MonitoringOptions(prometheus=False, path="/metrics"))).read()
+    assert "enable: false" in off and 'path: "/metrics"' in off
+    with pytest.raises(ConfigError, match="pusher.monitoring.path"):
+        load_config(overrides=["pusher.monitoring.path=metrics"])

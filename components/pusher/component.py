@@ -2,8 +2,9 @@
 
 On a blessed model it
   1. copies the SavedModel atomically to `<serving_dir>/<next version>/` (versioned_push),
-  2. writes `<serving_dir>/batching_parameters` and points the configured label (`stable` or
-     `canary`) at the new version in `<serving_dir>/models.config` (serving_config, batching),
+  2. writes `<serving_dir>/batching_parameters` and `<serving_dir>/monitoring.config` (Prometheus)
+     and points the configured label (`stable` or `canary`) at the new version in
+     `<serving_dir>/models.config` (serving_config, batching, monitoring),
   3. deletes all but the newest `keep_versions`, never a version models.config serves,
   4. registers the version in the MLflow Model Registry and moves the aliases of the labels now on
      it (registry: stable -> production, canary -> canary; the first push is stable whatever its label).
@@ -29,7 +30,7 @@ from components.evaluator.component import REPORT_FILE
 from components.example_gen.ingest_report import REPORT_FILE as INGEST_REPORT_FILE
 from components.trainer.training import record as training_record
 
-from components.pusher import batching, model_card, registry, serving_config
+from components.pusher import batching, model_card, monitoring, registry, serving_config
 from components.pusher.versioned_push import push_saved_model, retain_latest
 from components.pusher.options import PusherOptions, RegistryOptions
 
@@ -98,6 +99,7 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         result = push_saved_model(saved_model, serving_dir, push_info)
         log.info("%s %s version %d", "Pushed" if result.created else "Already pushed", result.path, result.version)
         batching.write_batching_parameters(serving_dir, options.batching)
+        monitoring.write_monitoring_config(serving_dir, options.monitoring)
         labels_before = serving_config.read_labels(serving_dir)
         labels = serving_config.set_label(model_name, serving_dir, label, result.version)
         model_card.remove_cards(serving_dir, retain_latest(serving_dir, options.keep_versions, protected=labels.values()))

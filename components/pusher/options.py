@@ -25,6 +25,14 @@ class BatchingOptions(Options):
         return self
 
 
+class MonitoringOptions(Options):
+    """TF Serving's Prometheus endpoint (components/pusher/monitoring.py)."""
+
+    prometheus: bool = Field(True, description="Expose Prometheus metrics on TF Serving's REST port.")
+    path: str = Field("/monitoring/prometheus/metrics", pattern=r"^/\S*$",
+                      description="URL path of the metrics (TF Serving's default shown).")
+
+
 class ModelCardOptions(Options):
     """The model card written beside every pushed version (components/pusher/model_card.py)."""
 
@@ -48,6 +56,7 @@ class PusherOptions(Options):
     label: Literal["stable", "canary"] = Field(
         "stable", description="Version label a push assigns in models.config ('canary' keeps the stable version serving too).")
     batching: BatchingOptions = Field(default_factory=BatchingOptions)
+    monitoring: MonitoringOptions = Field(default_factory=MonitoringOptions)
     model_card: ModelCardOptions = Field(default_factory=ModelCardOptions)
 
 
