@@ -175,6 +175,25 @@ def test_auto_xla_trains_in_graph_mode_where_xla_cannot_compile_the_step(caplog)
     assert any("training in graph mode instead" in record.getMessage() for record in caplog.records)
 
 
+def test_progress_summaries_hold_step_time_throughput_and_peak_memory(tmp_path):
+    """TensorBoard gets what an operator watches besides the loss: seconds per step, tokens/s and
+    the peak memory in use (process RSS here, device memory on an accelerator)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    settings = LoopSettings(total_steps=4, global_batch_size=8, context_length=64, jit_compile=False,
+                            steps_per_call=2, log_every=2, checkpoint_every=10)
+    trainer = LanguageModelTrainer(
+        build_backbone(ModelOptions(preset="tiny", context_length=64), 1024), make_optimizer(TrainingOptions(), "float32"),
+        tf.distribute.get_strategy(), settings, checkpoint_dir=_tmpdir(), summary_dir=str(tmp_path / "train"))
+    trainer.train(lambda start: iter(_constant_tokens()))
+    events = EventAccumulator(str(tmp_path / "train"), size_guidance={"tensors": 0})
+    events.Reload()
+    written = {tag: [tf.make_ndarray(e.tensor_proto).item() for e in events.Tensors(tag)] for tag in events.Tags()["tensors"]}
+    assert len(written["step_seconds"]) == 2 and all(value > 0 for value in written["step_seconds"])
+    assert all(value > 0 for value in written["tokens_per_sec"])
+    assert all(0.05 < value < 64 for value in written["peak_memory_gib"])  # a TF process: tens of MiB to a few GiB
+
+
 # --- run_fn in real processes, started as TFJob replicas ------------------------------------
 
 # float32: these tests compare strategies with a float32 tolerance; `auto` precision is

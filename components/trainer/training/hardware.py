@@ -1,5 +1,8 @@
-"""Measured peak matmul throughput: the denominator of model FLOPs utilisation (MFU)."""
+"""What the training hardware does: measured peak matmul throughput (the denominator of model
+FLOPs utilisation, MFU) and peak memory in use."""
+import resource
 import time
+from typing import Tuple
 
 import tensorflow as tf
 
@@ -26,3 +29,13 @@ def measure_matmul_flops(dtype: tf.DType = tf.float32, size: int = 1024, repeats
         chain(a).numpy()
         best = min(best, time.perf_counter() - start)
     return 2.0 * size**3 * repeats / best
+
+
+def peak_memory() -> Tuple[float, str]:
+    """(bytes, where): the peak memory TensorFlow allocated on the first GPU or TPU since the
+    process started, or on a CPU-only machine the process's peak resident set size (Linux
+    reports ru_maxrss in KiB)."""
+    for kind in ("GPU", "TPU"):
+        if tf.config.list_logical_devices(kind):
+            return float(tf.config.experimental.get_memory_info(f"{kind}:0")["peak"]), kind
+    return float(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024.0, "CPU (process RSS)"

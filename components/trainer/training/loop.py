@@ -18,6 +18,7 @@ from typing import Callable, Optional
 import tensorflow as tf
 import tf_keras as keras
 
+from components.trainer.training.hardware import peak_memory
 from components.trainer.training.strategy import cleanup_worker_dir, is_chief, writable_dir
 
 
@@ -62,6 +63,8 @@ class StepReport:
     mfu: float
     eval_loss: Optional[float]
     eta_seconds: float
+    step_seconds: float = 0.0
+    peak_memory_bytes: float = 0.0  # device memory on an accelerator, process RSS on a CPU
 
     def line(self, total_steps: int) -> str:
         eval_part = f" eval_loss {self.eval_loss:.4f}" if self.eval_loss is not None else ""
@@ -269,6 +272,8 @@ class LanguageModelTrainer:
             mfu=mfu,
             eval_loss=eval_loss,
             eta_seconds=(settings.total_steps - step) * settings.tokens_per_step / max(tokens_per_sec, 1e-9),
+            step_seconds=elapsed / max(steps, 1),
+            peak_memory_bytes=peak_memory()[0],
         )
 
     @staticmethod
@@ -279,5 +284,7 @@ class LanguageModelTrainer:
             tf.summary.scalar("gradient_norm", report.gradient_norm)
             tf.summary.scalar("tokens_per_sec", report.tokens_per_sec)
             tf.summary.scalar("mfu", report.mfu)
+            tf.summary.scalar("step_seconds", report.step_seconds)
+            tf.summary.scalar("peak_memory_gib", report.peak_memory_bytes / 2**30)
             if report.eval_loss is not None:
                 tf.summary.scalar("eval_loss", report.eval_loss)
