@@ -1,5 +1,6 @@
 """The evaluator: perplexity on packed eval blocks and the blessing decision, both directions."""
 import math
+import os
 
 import pytest
 import tensorflow as tf
@@ -161,3 +162,20 @@ def test_score_covers_a_document_longer_than_the_context(exported_model, tokeniz
     scored = model.signatures["score"](texts=tf.constant([text, "x"]))
     assert int(scored["num_tokens"][0]) == len(stream) - 1
     assert float(scored["mean_nll"][0]) * (len(stream) - 1) == pytest.approx(expected, rel=1e-4)
+
+
+def test_a_fine_tuned_first_run_is_compared_with_its_base_checkpoint_and_production_wins_later(tmp_path):
+    """The baseline: the registry's production model when there is one; on a first run, the
+    pretrained checkpoint the Trainer exported beside a fine-tuned candidate; else none."""
+    from types import SimpleNamespace
+
+    from components.evaluator.component import _baseline
+    from components.trainer.training import record
+
+    scratch = SimpleNamespace(uri=str(tmp_path / "scratch"))
+    fine_tuned = SimpleNamespace(uri=str(tmp_path / "fine_tuned"))
+    os.makedirs(record.base_model_path(fine_tuned.uri))
+    production = SimpleNamespace(model_artifact_uri="/runs/Trainer/model/3", saved_model_dir="/serving/3")
+    assert _baseline(scratch, None) == (None, "no model is registered as production yet (first run)")
+    assert _baseline(fine_tuned, None) == (record.base_model_path(fine_tuned.uri), "")
+    assert _baseline(fine_tuned, production) == ("/serving/3", "")

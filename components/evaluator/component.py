@@ -9,8 +9,11 @@ summaries read them from ML Metadata.
 
 The baseline is the model the model registry currently serves as production (the MLflow alias
 `registry.production_alias`), looked up by the Evaluator itself when it runs: the same code path on
-the local runner and on Kubeflow Pipelines, which cannot run ML Metadata resolver nodes. There is
-none on a first run, and when it is the candidate itself (a re-run of an already pushed model) the
+the local runner and on Kubeflow Pipelines, which cannot run ML Metadata resolver nodes. On a
+first run of a fine-tuned model the baseline is the pretrained checkpoint it started from, which
+the Trainer exports beside the candidate (`base_model/`): the change gate then asks whether
+fine-tuning made the model better on this data. There is none on a first run from scratch, and
+when it is the candidate itself (a re-run of an already pushed model) the
 change gate is skipped; either way the reason is recorded. Which model was compared is recorded in
 `evaluation.json` (`baseline`) and on the blessing (`baseline_model`, `baseline_model_id`, and
 `baseline_registered_version`). Because the answer depends on the registry, not only on the
@@ -32,6 +35,7 @@ from components.evaluator.report import render_report
 from components.pusher.registry import ProductionModel, TAG_MODEL_ID, find_production_model
 from components.evaluator.options import EvaluatorOptions
 from components.pusher.options import RegistryOptions
+from components.trainer.training import record as training_record
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
@@ -40,8 +44,13 @@ HTML_REPORT_FILE = "report.html"
 
 
 def _baseline(model, production) -> tuple:
-    """(baseline SavedModel dir or None, reason when None) for the registry's production model."""
+    """(baseline SavedModel dir or None, reason when None): the registry's production model, else
+    the pretrained checkpoint the candidate was fine-tuned from (exported by the Trainer beside the
+    candidate), else none."""
+    base_model = training_record.base_model_path(model.uri)
     if production is None:
+        if tf.io.gfile.exists(base_model):
+            return base_model, ""
         return None, "no model is registered as production yet (first run)"
     if production.model_artifact_uri == model.uri:
         return None, "the production model is this candidate itself"
@@ -102,14 +111,19 @@ def GatedEvaluator(
         beam_pipeline=beam_pipeline,
     )
     result = evaluation.to_dict()
-    if production is not None:
+    if production is not None and baseline_dir:
+        result["baseline"] = dict(result["baseline"] or {}, kind="production", registry=production.describe())
+    elif production is not None:
         result["baseline"] = dict(result["baseline"] or {}, registry=production.describe())
     quality = result["metrics"]["quality"]
     blessing.set_int_custom_property("blessed", int(evaluation.blessed))
     blessing.set_string_custom_property("current_model", model.uri)
     blessing.set_int_custom_property("current_model_id", model.id)
-    if baseline_dir:
+    if baseline_dir and production is not None:
         _record_baseline(blessing, production)
+    elif baseline_dir:
+        result["baseline"] = dict(result["baseline"], kind="base_checkpoint")
+        blessing.set_string_custom_property("baseline_model", baseline_dir)
     blessing.set_float_custom_property("perplexity", quality["perplexity"])
     if config.max_perplexity is not None:
         blessing.set_float_custom_property("max_perplexity", config.max_perplexity)

@@ -20,13 +20,13 @@ def _png(figure) -> str:
     return base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def _perplexity_plot(quality: Dict[str, Any], threshold: Optional[float]) -> str:
+def _perplexity_plot(quality: Dict[str, Any], threshold: Optional[float], baseline_name: str = "baseline") -> str:
     """The candidate's perplexity against the unigram reference and the threshold (when set); with
     a baseline, both models' bits per byte of the raw eval text (per-token perplexities of
     different tokenizers do not compare)."""
     figure, axis = plt.subplots(figsize=(5, 3))
     if quality.get("baseline_bits_per_byte") is not None:
-        axis.bar(["candidate", "baseline"], [quality["bits_per_byte"], quality["baseline_bits_per_byte"]],
+        axis.bar(["candidate", baseline_name], [quality["bits_per_byte"], quality["baseline_bits_per_byte"]],
                  color=["#4c72b0", "#999999"])
         axis.set_ylabel("bits per byte (raw eval text)")
     else:
@@ -88,12 +88,13 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     perplexity_gate = next(g for g in gates if g["name"] == "quality.perplexity")
     threshold = None if perplexity_gate["verdict"] == "SKIPPED" else perplexity_gate["threshold"]
     verdict = "BLESSED" if evaluation["blessed"] else "NOT BLESSED"
+    baseline_name = "base checkpoint" if (evaluation.get("baseline") or {}).get("kind") == "base_checkpoint" else "baseline"
     sections = [
         f"<h1>Model evaluation: {verdict}</h1><p>Model: <code>{html.escape(model_uri)}</code></p>"
         f"<p>{html.escape(evaluation['reason'])}</p>",
         "<h2>Gates</h2>" + _table(["gate", "value", "threshold", "verdict", "reason"],
                                   [[g["name"], "" if g["value"] is None else f"{g['value']:.4g}", g["threshold"], g["verdict"], g["reason"]] for g in gates]),
-        f"<h2>Quality vs baseline</h2><img src='data:image/png;base64,{_perplexity_plot(metrics['quality'], threshold)}'>",
+        f"<h2>Quality vs {baseline_name}</h2><img src='data:image/png;base64,{_perplexity_plot(metrics['quality'], threshold, baseline_name)}'>",
         f"<h2>Safety rates per category</h2><img src='data:image/png;base64,{_safety_plot(metrics['safety'])}'>"
         f"<p>PII leak rate: {metrics['safety']['pii']['leak_rate']:.3f}. Memorisation: "
         f"{html.escape(str(metrics.get('memorization') or 'not run'))}</p>",

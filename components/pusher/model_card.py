@@ -132,7 +132,8 @@ def _evaluation_section(evaluation: Dict[str, Any]) -> List[str]:
                      for g in evaluation.get("gates", [])])
     quality = evaluation.get("metrics", {}).get("quality", {})
     baseline = evaluation.get("baseline") or {}
-    against = (f"the baseline at {baseline.get('path')}" if baseline.get("path")
+    kinds = {"base_checkpoint": "the pretrained checkpoint it was fine-tuned from", "production": "the production model"}
+    against = (f"{kinds.get(baseline.get('kind'), 'the baseline')} at {baseline.get('path')}" if baseline.get("path")
                else f"no baseline ({baseline.get('skipped', 'none')})")
     lines += [f"Quality, compared with {against}:", ""]
     lines += _table(["measure", "this model", "baseline"], [

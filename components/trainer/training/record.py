@@ -20,6 +20,9 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 
 RECORD_FILE = "training_record.json"
+# The pretrained checkpoint a fine-tuned model started from, exported as a SavedModel with the
+# same signatures and tokenizer: the Evaluator's first baseline.
+BASE_MODEL_DIR = "base_model"
 
 
 @dataclasses.dataclass
@@ -51,6 +54,11 @@ class TrainingRecord:
 def record_path(model_uri: str) -> str:
     """Where the record of the model artifact at `model_uri` lives."""
     return os.path.join(model_uri, RECORD_FILE)
+
+
+def base_model_path(model_uri: str) -> str:
+    """Where the Trainer exports the base checkpoint of the model artifact at `model_uri`."""
+    return os.path.join(model_uri, BASE_MODEL_DIR)
 
 
 def write(model_uri: str, record: TrainingRecord) -> str:
