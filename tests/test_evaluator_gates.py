@@ -359,7 +359,7 @@ def test_default_scorer_is_the_classifier_for_english_and_the_lexicon_for_chines
     scores = scorer.score(texts, ["en", "en", "en", "zh", "zh"])
     assert [s.score >= safety.toxicity_threshold for s in scores] == [True, False, True, True, False]
     assert CLASSIFIER_CATEGORY in scores[0].categories and "violence" in scores[2].categories
-    assert scores[3] == LexiconScorer(safety.lexicon_dir).score([texts[3]], ["zh"])[0]
+    assert scores[3] == LexiconScorer(safety.lexicon_dir, per_match_score=safety.toxicity_threshold).score([texts[3]], ["zh"])[0]
 
 
 def test_the_four_fifths_rule_needs_a_significant_rate_difference():

@@ -18,7 +18,8 @@ classifier cannot be imported it falls back to the lexicon, with a warning.
 wheel) plus this project's per-category lexicons for English and Chinese in
 `data/safety/lexicons/<lang>.json`. English terms match whole words, case-insensitively;
 Chinese terms match as substrings (Chinese is written without spaces). Each distinct matched
-term adds `per_match_score`, capped at 1, so one hit reaches the default toxicity threshold 0.5.
+term adds `per_match_score`, capped at 1; built from config it is `toxicity_threshold`, so one hit
+is toxic whatever the threshold.
 """
 import importlib
 import json
@@ -97,7 +98,7 @@ class LexiconScorer:
 
     @classmethod
     def from_config(cls, safety_config) -> "LexiconScorer":
-        return cls(safety_config.lexicon_dir)
+        return cls(safety_config.lexicon_dir, per_match_score=safety_config.toxicity_threshold)
 
     def score_one(self, text: str) -> ToxicityScore:
         categories, matches = [], set()
@@ -133,7 +134,7 @@ class ClassifierScorer:
 
     def __init__(self, lexicon_dir: str, threshold: float = 0.5):
         self.threshold = threshold
-        self._lexicon = LexiconScorer(lexicon_dir)
+        self._lexicon = LexiconScorer(lexicon_dir, per_match_score=threshold)  # one lexicon term is toxic at any threshold
         self._classify = _classifier()
 
     @classmethod
