@@ -8,11 +8,11 @@
 set -euo pipefail
 ENV_DIR="${1:-$HOME/.cache/textgen-tfx/bench-reference}"
 PYTHON311="${PYTHON311:-python3.11}"
-if [ -x "$ENV_DIR/bin/python" ] && "$ENV_DIR/bin/python" -c "import torch, transformers, sentencepiece, safetensors" 2>/dev/null; then
+if [ -x "$ENV_DIR/bin/python" ] && "$ENV_DIR/bin/python" -c "import torch, transformers, sentencepiece, safetensors, peft" 2>/dev/null; then
   echo "$ENV_DIR"
   exit 0
 fi
 "$PYTHON311" -m venv "$ENV_DIR" >&2
 "$ENV_DIR/bin/pip" install --quiet --disable-pip-version-check "torch==2.13.0" >&2
-"$ENV_DIR/bin/pip" install --quiet --disable-pip-version-check "transformers>=4.45,<5" numpy sentencepiece protobuf safetensors >&2
+"$ENV_DIR/bin/pip" install --quiet --disable-pip-version-check "transformers>=4.45,<5" numpy sentencepiece protobuf safetensors peft >&2
 echo "$ENV_DIR"
