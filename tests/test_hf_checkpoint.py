@@ -213,3 +213,49 @@ def test_the_architecture_comes_from_the_config_and_explicit_conflicts_are_error
 def test_special_ids_and_vocabulary_come_from_the_config():
     checkpoint = read_config(os.path.join(FIXTURES, "llama"))
     assert (checkpoint.vocab_size, checkpoint.bos_token_id, checkpoint.eos_token_id, checkpoint.pad_token_id) == (512, 1, 1, 0)
+
+
+# The Trainer: model.checkpoint gives the architecture and the starting weights.
+
+def _fn_args(directory, transform_artifacts, model: ModelOptions):
+    import types
+
+    from components.trainer.options import GenerationOptions, TrainingOptions
+
+    transform_dir, examples, _ = transform_artifacts
+    training = TrainingOptions(train_steps=2, batch_size=4, learning_rate=1e-9, warmup_steps=0, steps_per_call=1,
+                               log_every=1, eval_batches=1, precision="float32", jit_compile="off")
+    return types.SimpleNamespace(
+        transform_output=transform_dir, train_files=[examples], eval_files=[examples],
+        model_run_dir=str(directory / "model_run"), serving_model_dir=str(directory / "serving"),
+        custom_config={"model": model.to_parameter(), "training": training.to_parameter(),
+                       "generation": GenerationOptions(max_new_tokens=4).to_parameter()},
+    )
+
+
+def test_run_fn_fine_tunes_from_the_checkpoint_and_exports_it(transform_artifacts, tmp_path, caplog):
+    from components.trainer.training.run_fn import run_fn
+
+    directory = os.path.join(FIXTURES, "llama")  # the fixture tokenizer has the checkpoint's 512 ids
+    caplog.set_level("INFO")
+    run_fn(_fn_args(tmp_path, transform_artifacts, ModelOptions(checkpoint=directory, context_length=32)))
+    assert "Model architecture from " + os.path.join(directory, "config.json") in caplog.text
+    exported = tf.saved_model.load(str(tmp_path / "serving"))
+    kernel = exported.backbone.blocks[1].attention.qkv.kernel.numpy()
+    stored = load_file(os.path.join(directory, "model.safetensors"))
+    parts = [stored[f"model.layers.1.self_attn.{name}_proj.weight"].T for name in "qkv"]
+    np.testing.assert_allclose(kernel, np.concatenate(parts, axis=1), atol=1e-6)  # two steps at lr 1e-9
+    outputs = exported.signatures["generate"](
+        prompts=tf.constant(["Hi"]), max_new_tokens=tf.constant(4), temperature=tf.constant(0.0),
+        top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(0, tf.int64))
+    assert int(outputs["num_generated_tokens"][0]) >= 1
+
+
+def test_run_fn_refuses_a_checkpoint_with_another_vocabulary_before_training(transform_artifacts, tmp_path):
+    from components.trainer.training.run_fn import run_fn
+
+    directory = _copy_fixture(tmp_path, "gpt2")
+    _edit_config(directory, vocab_size=1000)
+    with pytest.raises(CheckpointError, match="vocab_size=1000 differs from the run's tokenizer .512 tokens."):
+        run_fn(_fn_args(tmp_path, transform_artifacts, ModelOptions(checkpoint=directory)))
+    assert not os.path.exists(tmp_path / "serving")

@@ -163,3 +163,12 @@ def checkpoint_model_options(options: ModelOptions, checkpoint: CheckpointConfig
         resolved.context_length, "tied" if resolved.tie_embeddings else "untied", checkpoint.vocab_size,
     )
     return resolved
+
+
+def check_vocabulary(checkpoint: CheckpointConfig, vocab_size: int) -> None:
+    """The run's tokenizer must have the checkpoint's vocabulary size: its weights are indexed by token id."""
+    if checkpoint.vocab_size != vocab_size:
+        raise CheckpointError(
+            f"{checkpoint.path}: vocab_size={checkpoint.vocab_size} differs from the run's tokenizer ({vocab_size} tokens); "
+            "fine-tuning a checkpoint needs its own tokenizer"
+        )
