@@ -398,7 +398,9 @@ class GPTBackbone(keras.Model):
 
 
 def build_backbone(config: ModelOptions, vocab_size: int) -> GPTBackbone:
-    """Creates the backbone and its weights (by calling it once on a dummy batch)."""
+    """Creates the backbone and its weights (by calling it once on a one-token batch: no weight's
+    shape depends on the length, and a full-context call would allocate [context, vocab] logits and
+    [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels)."""
     model = GPTBackbone(config, vocab_size, name="gpt")
-    model(tf.zeros([1, config.context_length], tf.int64))
+    model(tf.zeros([1, 1], tf.int64))
     return model
