@@ -204,8 +204,11 @@ def test_the_architecture_comes_from_the_config_and_explicit_conflicts_are_error
     # The options cross to the Trainer as JSON with only the given fields, and resolve the same there.
     assert checkpoint_model_options(ModelOptions.from_parameter(options.to_parameter()), checkpoint) == resolved
     assert checkpoint_model_options(ModelOptions(checkpoint=directory), checkpoint).context_length == 128
+    assert checkpoint_model_options(ModelOptions(checkpoint=directory, num_kv_heads=2), checkpoint).kv_heads == 2
     with pytest.raises(CheckpointError, match="model.num_layers=6 conflicts with the checkpoint's 2"):
         checkpoint_model_options(ModelOptions(checkpoint=directory, num_layers=6), checkpoint)
+    with pytest.raises(CheckpointError, match="model.num_heads=3 conflicts with the checkpoint's 4"):  # not a width error
+        checkpoint_model_options(ModelOptions(checkpoint=directory, num_heads=3), checkpoint)
     with pytest.raises(CheckpointError, match="model.context_length=256 exceeds the checkpoint's 128 positions"):
         checkpoint_model_options(ModelOptions(checkpoint=directory, context_length=256), checkpoint)
 

@@ -98,6 +98,8 @@ class ModelOptions(Options):
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> "ModelOptions":
+        if self.checkpoint and not {"model_dim", "num_heads"} <= self.model_fields_set:
+            return self  # the shape comes from config.json; checked once resolved (checkpoint_model_options)
         if self.model_dim % self.num_heads:
             raise ValueError(f"model.model_dim ({self.model_dim}) must be divisible by model.num_heads ({self.num_heads})")
         if self.num_heads % self.kv_heads:

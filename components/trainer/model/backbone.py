@@ -199,13 +199,14 @@ class CausalSelfAttention(keras.layers.Layer):
     def attend(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor, training: bool = False) -> tf.Tensor:
         """Scaled dot-product attention; `mask` (bool, broadcastable to [batch, heads, q_len, k_len])
         marks the key positions each query may see. Returns [batch, q_len, model_dim]."""
-        batch, length = tf.shape(query)[0], tf.shape(query)[2]
+        # Explicit lengths in the reshapes: an empty sequence (length 0) leaves -1 undetermined.
+        batch, length, key_length = tf.shape(query)[0], tf.shape(query)[2], tf.shape(key)[2]
         grouped = tf.reshape(query, [batch, self.kv_heads, self.groups, length, self.head_dim])
         scores = tf.einsum("bkgqd,bkld->bkgql", grouped, key) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-        scores = tf.reshape(scores, [batch, self.num_heads, length, -1])
+        scores = tf.reshape(scores, [batch, self.num_heads, length, key_length])
         scores = tf.where(mask, tf.cast(scores, tf.float32), _NEG_INF)
         weights = self.attention_dropout(tf.cast(tf.nn.softmax(scores, axis=-1), value.dtype), training=training)
-        weights = tf.reshape(weights, [batch, self.kv_heads, self.groups, length, -1])
+        weights = tf.reshape(weights, [batch, self.kv_heads, self.groups, length, key_length])
         attended = tf.einsum("bkgql,bkld->bqkgd", weights, value)
         return self.output_projection(tf.reshape(attended, [batch, length, self.num_heads * self.head_dim]))
 
