@@ -82,7 +82,7 @@ class DecodeSlots(NamedTuple):
 
 
 def decode_slots(cache: tf.Tensor, positions: tf.Tensor, in_place: bool) -> DecodeSlots:
-    """The slots of one step for caches shaped like `cache` [batch, heads, cache_length, head_dim].
+    """The slots of one step for caches shaped like `cache` [batch, kv_heads, cache_length, head_dim].
 
     `in_place` (graph or eager execution): writes go into the cache's own buffer (`InplaceUpdate`,
     a core op stock TF Serving has, on a reshaped view of it), so a cache passed to
