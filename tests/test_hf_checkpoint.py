@@ -54,7 +54,7 @@ def test_the_llama_fixture_exercises_its_options(imported):
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
 @pytest.mark.parametrize("name", ["gpt2", "llama"])
-def test_greedy_generation_with_the_cache_equals_transformers(imported, name, jit_compile):
+def test_greedy_generation_of_the_saved_serving_copy_equals_transformers(imported, name, jit_compile, tmp_path):
     expected = _expected(name)
     count = sum(key.startswith("prompt_") for key in expected)
     prompts = tf.ragged.constant([expected[f"prompt_{i}"].tolist() for i in range(count)], dtype=tf.int64)
@@ -64,9 +64,17 @@ def test_greedy_generation_with_the_cache_equals_transformers(imported, name, ji
     # mode grows the cache then), and the prompts have different lengths (one batch, each row alone).
     assert max(1 + len(expected[f"prompt_{i}"]) + len(wanted[i]) for i in range(count)) > decoding.CACHE_GROWTH
     assert len({len(expected[f"prompt_{i}"]) for i in range(count)}) == count
-    served = serving_backbone(imported[name])
     max_new = max(len(tokens) for tokens in wanted)
-    tokens, counts = decoding.generate_tokens(served, prompts, max_new, 0.0, 0, 1.0, 0, jit_compile=jit_compile)
+    # What the export does (serving/export.py): the serving copy's cached decoding, saved and loaded.
+    module = tf.Module()
+    module.backbone = serving_backbone(imported[name])
+    module.generate = tf.function(
+        lambda ids: decoding.generate_tokens(module.backbone, ids, max_new, 0.0, 0, 1.0, 0, jit_compile=jit_compile),
+        input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)],
+    )
+    tf.saved_model.save(module, str(tmp_path / "model"))
+    loaded = tf.saved_model.load(str(tmp_path / "model"))
+    tokens, counts = loaded.generate(prompts)
     assert tokens.to_list() == wanted
     assert counts.numpy().tolist() == [len(tokens) for tokens in wanted]
 
