@@ -61,9 +61,11 @@ def test_greedy_generation_of_the_saved_serving_copy_equals_transformers(importe
     wanted = [expected[f"generated_{i}"].tolist() for i in range(count)]
     assert int(expected["eos_token_id"]) == decoding.EOS_ID
     # The separator + the longest prompt + its generation runs past the first cache size (graph
-    # mode grows the cache then), and the prompts have different lengths (one batch, each row alone).
+    # mode grows the cache then), the prompts have different lengths (one batch, each row alone),
+    # and one row stops at EOS while the others go on.
     assert max(1 + len(expected[f"prompt_{i}"]) + len(wanted[i]) for i in range(count)) > decoding.CACHE_GROWTH
     assert len({len(expected[f"prompt_{i}"]) for i in range(count)}) == count
+    assert any(tokens[-1] == decoding.EOS_ID and len(tokens) < max(map(len, wanted)) for tokens in wanted)  # a row stops early
     max_new = max(len(tokens) for tokens in wanted)
     # What the export does (serving/export.py): the serving copy's cached decoding, saved and loaded.
     module = tf.Module()
