@@ -62,6 +62,7 @@ setup(
         "vaderSentiment>=3.3",
         "py3langid>=0.2.2",
         "alt-profanity-check==1.5.1",
+        "safetensors>=0.4",  # the Trainer reads Hugging Face checkpoints with its numpy API
     ],
     entry_points={"console_scripts": ["textgen=pipeline.cli:main"]},
 )

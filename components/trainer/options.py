@@ -20,14 +20,48 @@ MODEL_PRESETS: Dict[str, Dict[str, int]] = {
 }
 
 
+class RopeScaling(Options):
+    """Llama 3's rotary frequency scaling (`rope_scaling` with rope_type `llama3` in a config.json):
+    wavelengths longer than original_max_position_embeddings / low_freq_factor are stretched by
+    `factor`, those shorter than original_max_position_embeddings / high_freq_factor are kept,
+    and those between are interpolated (model/backbone.py `rotary_inverse_frequency`)."""
+
+    factor: float = Field(..., gt=0.0)
+    low_freq_factor: float = Field(..., gt=0.0)
+    high_freq_factor: float = Field(..., gt=0.0)
+    original_max_position_embeddings: int = Field(..., ge=1)
+
+    @model_validator(mode="after")
+    def _bands_are_ordered(self) -> "RopeScaling":
+        if self.high_freq_factor <= self.low_freq_factor:
+            raise ValueError("model.rope_scaling.high_freq_factor must exceed low_freq_factor")
+        return self
+
+
+# The fields that describe the network (not training choices): with model.checkpoint they come
+# from the checkpoint's config.json, and an explicitly given one that differs is an error.
+ARCHITECTURE_FIELDS = (
+    "num_layers", "num_heads", "num_kv_heads", "model_dim", "mlp_dim", "position_encoding", "norm", "norm_epsilon",
+    "mlp", "attention_bias", "mlp_bias", "tie_embeddings", "rope_theta", "rope_scaling",
+)
+
+
 class ModelOptions(Options):
-    """Shape of the decoder-only Transformer: a named preset, any dimension overridable."""
+    """Shape of the decoder-only Transformer: a named preset, any dimension overridable.
+
+    The defaults are this project's own GPT-style model; the other options cover the GPT-2 and
+    Llama families, whose checkpoints `checkpoint` imports (components/trainer/checkpoint/).
+    """
 
     preset: Literal["tiny", "small", "10m", "gpt2-124m"] = Field(
         "small", description="Named shape; dimensions given explicitly override the preset's."
     )
     num_layers: int = Field(MODEL_PRESETS["small"]["num_layers"], ge=1)
     num_heads: int = Field(MODEL_PRESETS["small"]["num_heads"], ge=1)
+    num_kv_heads: Optional[int] = Field(
+        None, ge=1, description="Key/value heads (grouped-query attention; the KV cache holds only these); "
+                                "unset = num_heads (multi-head attention)."
+    )
     model_dim: int = Field(MODEL_PRESETS["small"]["model_dim"], ge=8)
     mlp_dim: int = Field(MODEL_PRESETS["small"]["mlp_dim"], ge=8)
     context_length: int = Field(
@@ -36,6 +70,16 @@ class ModelOptions(Options):
     position_encoding: Literal["learned", "rotary"] = Field(
         "learned", description="Learned absolute position embeddings, or rotary embeddings applied to queries and keys."
     )
+    norm: Literal["layer", "rms"] = Field("layer", description="LayerNorm (GPT-2) or RMSNorm (Llama), before each half-block and at the end.")
+    norm_epsilon: float = Field(1e-5, gt=0.0, description="The norms' epsilon (config.json's layer_norm_epsilon / rms_norm_eps).")
+    mlp: Literal["gelu", "gelu_tanh", "swiglu"] = Field(
+        "gelu", description="MLP kind: exact GELU, GELU with the tanh approximation (GPT-2), or SwiGLU gate/up/down (Llama)."
+    )
+    attention_bias: bool = Field(True, description="Biases on the Q/K/V and attention output projections.")
+    mlp_bias: bool = Field(True, description="Biases on the MLP projections.")
+    tie_embeddings: bool = Field(True, description="Output logits from the token embedding (tied) or from a separate output matrix.")
+    rope_theta: float = Field(10000.0, gt=0.0, description="Rotary base (position_encoding=rotary).")
+    rope_scaling: Optional[RopeScaling] = Field(None, description="Llama 3 rotary frequency scaling (position_encoding=rotary).")
     dropout: float = Field(0.0, ge=0.0, lt=1.0)
     checkpoint: Optional[str] = Field(
         None, description="A Hugging Face checkpoint directory or URI (config.json, safetensors weights, tokenizer files) "
@@ -45,18 +89,34 @@ class ModelOptions(Options):
     @model_validator(mode="before")
     @classmethod
     def _fill_from_preset(cls, values: Any) -> Any:
-        if isinstance(values, dict):
+        # With a checkpoint the shape comes from its config.json: no preset is merged, so the
+        # fields set are exactly those the user gave (checked against the checkpoint's).
+        if isinstance(values, dict) and not values.get("checkpoint"):
             preset = MODEL_PRESETS.get(values.get("preset", "small"), {})
             values = {**preset, **values}
         return values
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> "ModelOptions":
+        if self.checkpoint and not {"model_dim", "num_heads"} <= self.model_fields_set:
+            return self  # the shape comes from config.json; checked once resolved (checkpoint_model_options)
         if self.model_dim % self.num_heads:
             raise ValueError(f"model.model_dim ({self.model_dim}) must be divisible by model.num_heads ({self.num_heads})")
+        if self.num_heads % self.kv_heads:
+            raise ValueError(f"model.num_heads ({self.num_heads}) must be divisible by model.num_kv_heads ({self.kv_heads})")
         if self.position_encoding == "rotary" and (self.model_dim // self.num_heads) % 2:
             raise ValueError("rotary positions need an even head size (model.model_dim / model.num_heads)")
         return self
+
+    @property
+    def kv_heads(self) -> int:
+        """Key/value heads actually used (num_kv_heads, or num_heads when unset)."""
+        return self.num_kv_heads or self.num_heads
+
+    def to_parameter(self) -> str:
+        """As `Options.to_parameter`; with a checkpoint, only the fields the user gave cross, so the
+        Trainer can tell them from defaults when it takes the rest from config.json."""
+        return self.model_dump_json(exclude_unset=self.checkpoint is not None)
 
 
 class LoraOptions(Options):

@@ -1,8 +1,12 @@
-"""The decoder-only Transformer backbone (GPT family): token ids in, next-token logits out.
+"""The decoder-only Transformer backbone (GPT-2 and Llama families): token ids in, next-token logits out.
 
-Pre-LayerNorm blocks with causal multi-head self-attention and a GELU MLP, learned or rotary
-positions, and output logits tied to the input embedding. Pure network: no loss, no tokenizer, no
-decoding loop.
+Pre-norm blocks with causal self-attention and an MLP, learned or rotary positions. The options
+(`ModelOptions`) choose what the two families differ in: LayerNorm or RMSNorm, an exact-GELU,
+tanh-GELU or SwiGLU MLP, grouped-query attention (fewer key/value heads than query heads; the
+key/value cache holds only those), biases on or off, the rotary base and Llama 3's frequency
+scaling, and logits tied to the token embedding or from a separate output matrix. The defaults
+are this project's own model (exact GELU, LayerNorm, biases, tied). Pure network: no loss, no
+tokenizer, no decoding loop.
 
 Written for speed and for every execution mode the trainer uses:
 - one fused Q/K/V projection per block and explicit attention maths (`project_qkv`, `attend`), so
@@ -12,28 +16,48 @@ Written for speed and for every execution mode the trainer uses:
   attention softmax and the output logits are float32, so the loss is stable.
 """
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Union
 
+import numpy as np
 import tensorflow as tf
 import tf_keras as keras
 
 from components.trainer import keras_autograph  # noqa: F401  (keeps AutoGraph out of tf_keras)
-from components.trainer.options import ModelOptions
+from components.trainer.options import ModelOptions, RopeScaling
 
 _NEG_INF = -1e9  # additive mask value; finite so fully masked rows stay NaN-free
 
 
-def rotate_positions(heads: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+def rotary_inverse_frequency(head_dim: int, theta: float = 10000.0, scaling: Optional[RopeScaling] = None) -> np.ndarray:
+    """The rotation speed of each dimension pair i < head_dim/2: theta^(-2i/head_dim) radians per position.
+
+    With Llama 3's `scaling`, a pair whose wavelength (2 pi / speed) is longer than
+    original_max_position_embeddings / low_freq_factor turns `factor` times slower, one shorter than
+    original_max_position_embeddings / high_freq_factor is unchanged, and one in between is
+    interpolated between the two by where its wavelength falls.
+    """
+    frequency = 1.0 / theta ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim)
+    if scaling is None:
+        return frequency.astype(np.float32)
+    original = scaling.original_max_position_embeddings
+    wavelength = 2.0 * math.pi / frequency
+    # 0 at the long-wavelength edge (slowed by `factor`), 1 at the short one (kept).
+    blend = np.clip((original / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor), 0.0, 1.0)
+    return ((1.0 - blend) * frequency / scaling.factor + blend * frequency).astype(np.float32)
+
+
+def rotate_positions(heads: tf.Tensor, positions: tf.Tensor, inverse_frequency: Optional[np.ndarray] = None) -> tf.Tensor:
     """Rotary position embedding of `heads` [batch, heads, length, head_dim] at `positions`.
 
     `positions` is [length] or [batch, length] (int). Each pair of dimensions (i, i + head_dim/2)
-    is rotated by the angle position * 10000^(-2i/head_dim), so query-key dot products depend
-    only on relative position.
+    is rotated by the angle position * inverse_frequency[i] (default 10000^(-2i/head_dim), see
+    `rotary_inverse_frequency`), so query-key dot products depend only on relative position.
     """
     head_dim = heads.shape[-1]
     half = head_dim // 2
-    inverse_frequency = 1.0 / (10000.0 ** (tf.range(half, dtype=tf.float32) * 2.0 / head_dim))
-    angles = tf.cast(positions, tf.float32)[..., tf.newaxis] * inverse_frequency  # [(batch,) length, half]
+    if inverse_frequency is None:
+        inverse_frequency = rotary_inverse_frequency(head_dim)
+    angles = tf.cast(positions, tf.float32)[..., tf.newaxis] * tf.constant(inverse_frequency)  # [(batch,) length, half]
     if angles.shape.rank == 3:
         angles = angles[:, tf.newaxis]  # broadcast over heads
     cos = tf.cast(tf.cos(angles), heads.dtype)
@@ -58,7 +82,7 @@ class DecodeSlots(NamedTuple):
 
 
 def decode_slots(cache: tf.Tensor, positions: tf.Tensor, in_place: bool) -> DecodeSlots:
-    """The slots of one step for caches shaped like `cache` [batch, heads, cache_length, head_dim].
+    """The slots of one step for caches shaped like `cache` [batch, kv_heads, cache_length, head_dim].
 
     `in_place` (graph or eager execution): writes go into the cache's own buffer (`InplaceUpdate`,
     a core op stock TF Serving has, on a reshaped view of it), so a cache passed to
@@ -89,13 +113,43 @@ def write_cache_position(cache: tf.Tensor, slots: DecodeSlots, new: tf.Tensor) -
     return tf.reshape(flat, tf.shape(cache))
 
 
-def normalize_rows(norm: keras.layers.LayerNormalization, hidden: tf.Tensor) -> tf.Tensor:
-    """Applies a LayerNormalization built on [batch, length, dim] inputs to rows [batch, dim].
+class RMSNormalization(keras.layers.Layer):
+    """RMSNorm (Llama): x / sqrt(mean(x^2) + epsilon) * scale over the last axis, computed in
+    float32 and returned in the input's dtype; no mean subtraction and no offset."""
 
-    The same operations, in the same dtypes, as the layer's own (non-fused: epsilon 1e-5 is below
-    fused_batch_norm's minimum) call, without the layer call's reshapes and slices: a decoding
-    step normalises 2L + 1 times.
+    def __init__(self, epsilon: float, **kwargs):
+        super().__init__(**kwargs)
+        self.epsilon = epsilon
+
+    def build(self, input_shape):
+        self.gamma = self.add_weight("gamma", shape=[input_shape[-1]], initializer="ones")
+        super().build(input_shape)
+
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
+        rows = tf.cast(hidden, tf.float32)
+        normalized = rows * tf.math.rsqrt(tf.reduce_mean(tf.square(rows), axis=-1, keepdims=True) + self.epsilon)
+        return tf.cast(normalized * tf.cast(self.gamma, tf.float32), hidden.dtype)
+
+
+Norm = Union[keras.layers.LayerNormalization, RMSNormalization]
+
+
+def make_norm(config: ModelOptions, name: str) -> Norm:
+    """The configured norm layer (`config.norm`, `config.norm_epsilon`)."""
+    if config.norm == "rms":
+        return RMSNormalization(config.norm_epsilon, name=name)
+    return keras.layers.LayerNormalization(epsilon=config.norm_epsilon, name=name)
+
+
+def normalize_rows(norm: Norm, hidden: tf.Tensor) -> tf.Tensor:
+    """Applies a norm built on [batch, length, dim] inputs to rows [batch, dim].
+
+    For a LayerNormalization, the same operations, in the same dtypes, as the layer's own
+    (non-fused: epsilon 1e-5 is below fused_batch_norm's minimum) call, without the layer call's
+    reshapes and slices: a decoding step normalises 2L + 1 times. RMSNorm's maths is rank-free.
     """
+    if isinstance(norm, RMSNormalization):
+        return norm.call(hidden)
     compute_dtype = hidden.dtype
     rows = tf.cast(hidden, tf.float32) if compute_dtype in (tf.float16, tf.bfloat16) and norm.dtype == "float32" else hidden
     mean, variance = tf.nn.moments(rows, [-1], keepdims=True)
@@ -104,34 +158,56 @@ def normalize_rows(norm: keras.layers.LayerNormalization, hidden: tf.Tensor) -> 
 
 
 class CausalSelfAttention(keras.layers.Layer):
-    """Multi-head self-attention with a fused Q/K/V projection."""
+    """Self-attention with a fused Q/K/V projection and `kv_heads` key/value heads (grouped-query
+    attention when fewer than `num_heads`: query head h reads key/value head h // (num_heads / kv_heads)).
 
-    def __init__(self, model_dim: int, num_heads: int, dropout: float, rotary: bool, **kwargs):
+    The fused kernel's output columns are all query heads, then all key heads, then all value heads.
+    """
+
+    def __init__(self, config: ModelOptions, **kwargs):
         super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.head_dim = model_dim // num_heads
-        self.rotary = rotary
-        self.qkv = keras.layers.Dense(3 * model_dim, name="qkv")
-        self.output_projection = keras.layers.Dense(model_dim, name="output")
-        self.attention_dropout = keras.layers.Dropout(dropout)
+        self.num_heads = config.num_heads
+        self.kv_heads = config.kv_heads
+        self.groups = config.num_heads // config.kv_heads
+        self.head_dim = config.model_dim // config.num_heads
+        self.inverse_frequency = (
+            rotary_inverse_frequency(self.head_dim, config.rope_theta, config.rope_scaling)
+            if config.position_encoding == "rotary" else None
+        )
+        width = (config.num_heads + 2 * config.kv_heads) * self.head_dim
+        self.qkv = keras.layers.Dense(width, use_bias=config.attention_bias, name="qkv")
+        self.output_projection = keras.layers.Dense(config.model_dim, use_bias=config.attention_bias, name="output")
+        self.attention_dropout = keras.layers.Dropout(config.dropout)
+
+    def _split_heads(self, qkv: tf.Tensor) -> tuple:
+        """[..., heads + 2 kv_heads, head_dim] -> (query [..., heads, d], key and value [..., kv_heads, d])."""
+        return tf.split(qkv, [self.num_heads, self.kv_heads, self.kv_heads], axis=-2)
+
+    def _rotate(self, heads: tf.Tensor, positions: tf.Tensor) -> tf.Tensor:
+        return rotate_positions(heads, positions, self.inverse_frequency)
 
     def project_qkv(self, hidden: tf.Tensor, positions: tf.Tensor) -> tuple:
-        """hidden [batch, length, model_dim] -> query, key, value, each [batch, heads, length, head_dim]."""
+        """hidden [batch, length, model_dim] -> query [batch, heads, length, head_dim], key and value
+        [batch, kv_heads, length, head_dim]."""
         batch, length = tf.shape(hidden)[0], tf.shape(hidden)[1]
-        qkv = tf.reshape(self.qkv(hidden), [batch, length, 3, self.num_heads, self.head_dim])
-        query, key, value = tf.unstack(tf.transpose(qkv, [2, 0, 3, 1, 4]))
-        if self.rotary:
-            query, key = rotate_positions(query, positions), rotate_positions(key, positions)
+        qkv = tf.reshape(self.qkv(hidden), [batch, length, self.num_heads + 2 * self.kv_heads, self.head_dim])
+        query, key, value = (tf.transpose(part, [0, 2, 1, 3]) for part in self._split_heads(qkv))
+        if self.inverse_frequency is not None:
+            query, key = self._rotate(query, positions), self._rotate(key, positions)
         return query, key, value
 
     def attend(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor, training: bool = False) -> tf.Tensor:
         """Scaled dot-product attention; `mask` (bool, broadcastable to [batch, heads, q_len, k_len])
         marks the key positions each query may see. Returns [batch, q_len, model_dim]."""
-        scores = tf.einsum("bhqd,bhkd->bhqk", query, key) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+        # Explicit lengths in the reshapes: an empty sequence (length 0) leaves -1 undetermined.
+        batch, length, key_length = tf.shape(query)[0], tf.shape(query)[2], tf.shape(key)[2]
+        grouped = tf.reshape(query, [batch, self.kv_heads, self.groups, length, self.head_dim])
+        scores = tf.einsum("bkgqd,bkld->bkgql", grouped, key) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+        scores = tf.reshape(scores, [batch, self.num_heads, length, key_length])
         scores = tf.where(mask, tf.cast(scores, tf.float32), _NEG_INF)
         weights = self.attention_dropout(tf.cast(tf.nn.softmax(scores, axis=-1), value.dtype), training=training)
-        attended = tf.einsum("bhqk,bhkd->bqhd", weights, value)
-        batch, length = tf.shape(attended)[0], tf.shape(attended)[1]
+        weights = tf.reshape(weights, [batch, self.kv_heads, self.groups, length, key_length])
+        attended = tf.einsum("bkgql,bkld->bqkgd", weights, value)
         return self.output_projection(tf.reshape(attended, [batch, length, self.num_heads * self.head_dim]))
 
     def decode(self, hidden: tf.Tensor, slots: DecodeSlots, cache: tuple) -> tuple:
@@ -141,17 +217,18 @@ class CausalSelfAttention(keras.layers.Layer):
         The query attends to the cache positions <= its own. Two-dimensional throughout, so each
         projection is a single MatMul and a decoding step runs few ops.
         """
-        qkv = tf.reshape(self.qkv(hidden), [-1, 3, self.num_heads, self.head_dim])
-        query, key, value = tf.unstack(qkv, axis=1)  # each [batch, heads, head_dim]
-        if self.rotary:
+        qkv = tf.reshape(self.qkv(hidden), [-1, self.num_heads + 2 * self.kv_heads, self.head_dim])
+        query, key, value = self._split_heads(qkv)  # [batch, heads or kv_heads, head_dim]
+        if self.inverse_frequency is not None:
             positions = slots.positions[:, tf.newaxis]
-            query = rotate_positions(query[:, :, tf.newaxis], positions)[:, :, 0]
-            key = rotate_positions(key[:, :, tf.newaxis], positions)[:, :, 0]
+            query = self._rotate(query[:, :, tf.newaxis], positions)[:, :, 0]
+            key = self._rotate(key[:, :, tf.newaxis], positions)[:, :, 0]
         keys = write_cache_position(cache[0], slots, key)
         values = write_cache_position(cache[1], slots, value)
-        scores = tf.einsum("bhd,bhkd->bhk", query, keys) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-        weights = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) + slots.mask, axis=-1), values.dtype)
-        attended = tf.einsum("bhk,bhkd->bhd", weights, values)
+        grouped = tf.reshape(query, [-1, self.kv_heads, self.groups, self.head_dim])
+        scores = tf.einsum("bkgd,bkld->bkgl", grouped, keys) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
+        weights = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) + slots.mask[:, :, tf.newaxis], axis=-1), values.dtype)
+        attended = tf.einsum("bkgl,bkld->bkgd", weights, values)
         return self.output_projection(tf.reshape(attended, [-1, self.num_heads * self.head_dim])), (keys, values)
 
     def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
@@ -159,21 +236,46 @@ class CausalSelfAttention(keras.layers.Layer):
         return self.attend(query, key, value, causal_mask(tf.shape(hidden)[1]), training=training)
 
 
-class DecoderBlock(keras.layers.Layer):
-    """One pre-LayerNorm Transformer block: x + attn(ln(x)), then x + mlp(ln(x))."""
+def gelu_tanh(hidden: tf.Tensor) -> tf.Tensor:
+    """GELU with the tanh approximation (GPT-2's `gelu_new`)."""
+    return tf.nn.gelu(hidden, approximate=True)
 
-    def __init__(self, model_dim: int, num_heads: int, mlp_dim: int, dropout: float, rotary: bool, **kwargs):
+
+def swiglu(gate_and_up: tf.Tensor) -> tf.Tensor:
+    """SwiGLU of a fused [..., 2 * mlp_dim] projection: silu(gate) * up (gate first, as in Llama)."""
+    gate, up = tf.split(gate_and_up, 2, axis=-1)
+    return tf.nn.silu(gate) * up
+
+
+class DecoderBlock(keras.layers.Layer):
+    """One pre-norm Transformer block: x + attn(norm(x)), then x + mlp(norm(x)).
+
+    The MLP is `mlp_out(activation(mlp_in(x)))`; for SwiGLU `mlp_in` is the gate and up
+    projections fused ([model_dim, 2 * mlp_dim], gate columns first). The exact GELU stays inside
+    `mlp_in` (a Dense with activation="gelu", as the project's models always had it).
+    """
+
+    def __init__(self, config: ModelOptions, **kwargs):
         super().__init__(**kwargs)
-        self.attention_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="attention_norm")
-        self.attention = CausalSelfAttention(model_dim, num_heads, dropout, rotary, name="attention")
-        self.mlp_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="mlp_norm")
-        self.mlp_in = keras.layers.Dense(mlp_dim, activation="gelu", name="mlp_in")
-        self.mlp_out = keras.layers.Dense(model_dim, name="mlp_out")
-        self.dropout = keras.layers.Dropout(dropout)
+        self.attention_norm = make_norm(config, "attention_norm")
+        self.attention = CausalSelfAttention(config, name="attention")
+        self.mlp_norm = make_norm(config, "mlp_norm")
+        fused = 2 if config.mlp == "swiglu" else 1
+        self.mlp_in = keras.layers.Dense(
+            fused * config.mlp_dim, activation="gelu" if config.mlp == "gelu" else None, use_bias=config.mlp_bias, name="mlp_in"
+        )
+        self.mlp_activation = {"gelu": None, "gelu_tanh": gelu_tanh, "swiglu": swiglu}[config.mlp]
+        self.mlp_out = keras.layers.Dense(config.model_dim, use_bias=config.mlp_bias, name="mlp_out")
+        self.dropout = keras.layers.Dropout(config.dropout)
+
+    def feed_forward(self, normalized: tf.Tensor) -> tf.Tensor:
+        """The MLP on normalised hidden states (any rank)."""
+        inner = self.mlp_in(normalized)
+        return self.mlp_out(inner if self.mlp_activation is None else self.mlp_activation(inner))
 
     def mlp(self, hidden: tf.Tensor, training: bool = False) -> tf.Tensor:
         """The residual MLP half of the block."""
-        return hidden + self.dropout(self.mlp_out(self.mlp_in(self.mlp_norm(hidden))), training=training)
+        return hidden + self.dropout(self.feed_forward(self.mlp_norm(hidden)), training=training)
 
     def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
         attended = self.attention(self.attention_norm(hidden), positions, training=training)
@@ -181,7 +283,7 @@ class DecoderBlock(keras.layers.Layer):
 
     def prefill(self, hidden: tf.Tensor, cache_length: tf.Tensor) -> tuple:
         """Inference pass over a whole prompt [batch, length, model_dim]; also returns this block's
-        key and value, zero-padded to [batch, heads, cache_length, head_dim] (the cache)."""
+        key and value, zero-padded to [batch, kv_heads, cache_length, head_dim] (the cache)."""
         length = tf.shape(hidden)[1]
         positions = tf.range(length)
         query, key, value = self.attention.project_qkv(self.attention_norm(hidden), positions)
@@ -194,7 +296,23 @@ class DecoderBlock(keras.layers.Layer):
         its key/value into the cache at that position and attends to positions <= it."""
         attended, cache = self.attention.decode(normalize_rows(self.attention_norm, hidden), slots, cache)
         hidden = hidden + attended
-        return hidden + self.mlp_out(self.mlp_in(normalize_rows(self.mlp_norm, hidden))), cache
+        return hidden + self.feed_forward(normalize_rows(self.mlp_norm, hidden)), cache
+
+
+class OutputEmbedding(keras.layers.Layer):
+    """An untied output matrix [vocab_size, model_dim] (a Hugging Face `lm_head.weight`, as stored):
+    logits are the hidden state's dot product with each row, like the tied token embedding's."""
+
+    def __init__(self, vocab_size: int, model_dim: int, **kwargs):
+        super().__init__(**kwargs)
+        self.vocab_size, self.model_dim = vocab_size, model_dim
+
+    def build(self, input_shape):
+        self.embeddings = self.add_weight("embeddings", shape=[self.vocab_size, self.model_dim], initializer="uniform")
+        super().build(input_shape)
+
+    def call(self, hidden: tf.Tensor) -> tf.Tensor:
+        return tf.matmul(hidden, tf.cast(self.embeddings, hidden.dtype), transpose_b=True)
 
 
 class GPTBackbone(keras.Model):
@@ -210,15 +328,19 @@ class GPTBackbone(keras.Model):
         self.position_embedding = (
             None if rotary else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding")
         )
-        self.blocks = [
-            DecoderBlock(config.model_dim, config.num_heads, config.mlp_dim, config.dropout, rotary, name=f"block_{index}")
-            for index in range(config.num_layers)
-        ]
-        self.final_norm = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")
+        self.blocks = [DecoderBlock(config, name=f"block_{index}") for index in range(config.num_layers)]
+        self.final_norm = make_norm(config, "final_norm")
+        # Created last, so a tied model's variables keep their order and names.
+        self.output_embedding = None if config.tie_embeddings else OutputEmbedding(vocab_size, config.model_dim, name="output_embedding")
         self.embedding_dropout = keras.layers.Dropout(config.dropout)
-        # Set only on serving copies (serving/weights.py): a separate, untied output projection
-        # (pre-transposed, optionally int8) computing the same logits as the tied embedding.
+        # Set only on serving copies (serving/weights.py): a separate output projection
+        # (pre-transposed, optionally int8) computing the same logits as `output_matrix`.
         self.output_projection = None
+
+    def output_matrix(self) -> tf.Variable:
+        """The [vocab, model_dim] matrix the logits are dot products with: the token embedding when
+        tied, else the untied output embedding."""
+        return self.token_embedding.embeddings if self.output_embedding is None else self.output_embedding.embeddings
 
     def embed(self, token_ids: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
         """Token (+ learned position) embeddings of `token_ids` [batch, length] (`positions` [length] or
@@ -231,11 +353,13 @@ class GPTBackbone(keras.Model):
         return self.embedding_dropout(hidden, training=training)
 
     def logits(self, hidden: tf.Tensor) -> tf.Tensor:
-        """Final norm and the tied output projection (similarity with each embedding row), in float32;
-        `hidden` is [batch, length, model_dim] or [batch, model_dim]."""
+        """Final norm and the output projection (similarity with each row of `output_matrix`), in
+        float32; `hidden` is [batch, length, model_dim] or [batch, model_dim]."""
         hidden = self.final_norm(hidden) if hidden.shape.rank == 3 else normalize_rows(self.final_norm, hidden)
         if self.output_projection is not None:
             return tf.cast(self.output_projection(hidden), tf.float32)
+        if self.output_embedding is not None:
+            return tf.cast(self.output_embedding(hidden), tf.float32)
         embeddings = tf.cast(self.token_embedding.embeddings, hidden.dtype)
         return tf.cast(tf.matmul(hidden, embeddings, transpose_b=True), tf.float32)
 
@@ -248,7 +372,7 @@ class GPTBackbone(keras.Model):
         return self.logits(hidden)
 
     # Key/value-cache inference (decoding.py): the cache is one (keys, values) pair per block,
-    # each [batch, heads, cache_length, head_dim] in the compute dtype.
+    # each [batch, kv_heads, cache_length, head_dim] in the compute dtype.
 
     def prefill(self, token_ids: tf.Tensor, cache_length: tf.Tensor, last_positions: tf.Tensor) -> tuple:
         """Runs right-padded prompts [batch, length] once; returns (float32 logits [batch, vocab] at
@@ -275,7 +399,9 @@ class GPTBackbone(keras.Model):
 
 
 def build_backbone(config: ModelOptions, vocab_size: int) -> GPTBackbone:
-    """Creates the backbone and its weights (by calling it once on a dummy batch)."""
+    """Creates the backbone and its weights (by calling it once on a one-token batch: no weight's
+    shape depends on the length, and a full-context call would allocate [context, vocab] logits and
+    [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels)."""
     model = GPTBackbone(config, vocab_size, name="gpt")
-    model(tf.zeros([1, config.context_length], tf.int64))
+    model(tf.zeros([1, 1], tf.int64))
     return model

@@ -1,17 +1,19 @@
 """The serving copy of a trained backbone: the weight layout that decoding reads fastest.
 
 Batch-1 decoding reads every weight once per new token, so on a CPU its speed is the weights'
-bytes over memory bandwidth. Training ties the output projection to the token embedding
-([vocab, model_dim], used transposed). The serving copy made here computes the same logits with:
+bytes over memory bandwidth. Training computes logits against a [vocab, model_dim] matrix used
+transposed (the token embedding when tied, else the untied output embedding: see
+`GPTBackbone.output_matrix`). The serving copy made here computes the same logits with:
 
 - a pre-transposed output projection [model_dim, vocab]: the transposed matrix-vector product
   `matmul(h, embeddings, transpose_b=True)` is much slower on CPU than the plain one;
 - with `weight_quantization="int8"`, int8 weights with one float32 scale per output channel
   (symmetric, round to nearest) for every Dense kernel and for the output projection,
   dequantized inside the matmul with core ops (Cast, MatMul, Mul), so stock TF Serving loads
-  the model. The embedding lookup, LayerNorms and biases stay in float (a lookup reads one row).
+  the model. The embedding lookup, norms and biases stay in float (a lookup reads one row).
 
-The trained backbone is left untouched: training keeps its tied weights. The copy computes in
+The trained backbone is left untouched (an untied model's output embedding stays in the copy,
+unused, so a warm start finds every trained weight in the export). The copy computes in
 the trained policy's dtype, except that a mixed_bfloat16 model (the CPU default where bfloat16
 is native, see training/precision.py) is served in float32: its variables are float32 either
 way, and a bfloat16 graph would cast every weight again on every decoding step.
@@ -53,7 +55,8 @@ def dequantizing_matmul(inputs: tf.Tensor, kernel: tf.Variable, scale: Optional[
 
 
 class OutputProjection(keras.layers.Layer):
-    """Hidden [..., model_dim] -> logits [..., vocab] with a [model_dim, vocab] kernel (float or int8)."""
+    """Hidden [..., model_dim] -> logits [..., vocab] with a [model_dim, vocab] kernel (float or int8),
+    the transpose of the backbone's `output_matrix`."""
 
     def __init__(self, embeddings: tf.Tensor, quantize: bool, **kwargs):
         super().__init__(name="output_projection", **kwargs)
@@ -71,18 +74,20 @@ class OutputProjection(keras.layers.Layer):
 
 
 class QuantizedDense(keras.layers.Layer):
-    """The int8 serving twin of a trained `keras.layers.Dense` (same activation, float bias)."""
+    """The int8 serving twin of a trained `keras.layers.Dense` (same activation, float bias if it has one)."""
 
     def __init__(self, dense: keras.layers.Dense, **kwargs):
         super().__init__(name=dense.name, dtype=dense.dtype_policy, **kwargs)
         quantized, scale = quantize_per_channel(dense.kernel)
         self.kernel = tf.Variable(quantized, trainable=False, name="kernel_int8")
         self.scale = tf.Variable(scale, trainable=False, name="kernel_scale")
-        self.bias = tf.Variable(tf.cast(dense.bias, tf.float32), trainable=False, name="bias")
+        self.bias = None if dense.bias is None else tf.Variable(tf.cast(dense.bias, tf.float32), trainable=False, name="bias")
         self.activation = dense.activation
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:
-        outputs = dequantizing_matmul(inputs, self.kernel, self.scale) + tf.cast(self.bias, inputs.dtype)
+        outputs = dequantizing_matmul(inputs, self.kernel, self.scale)
+        if self.bias is not None:
+            outputs = outputs + tf.cast(self.bias, inputs.dtype)
         return self.activation(outputs)
 
 
@@ -104,7 +109,7 @@ def serving_backbone(backbone: GPTBackbone, weight_quantization: str = "none") -
         copy = build_backbone(backbone.architecture, backbone.vocab_size)
         copy.set_weights(backbone.get_weights())
         quantize = weight_quantization == "int8"
-        copy.output_projection = OutputProjection(copy.token_embedding.embeddings, quantize)
+        copy.output_projection = OutputProjection(copy.output_matrix(), quantize)
         if quantize:
             _quantize_dense_layers(copy)
     return copy

@@ -4,6 +4,10 @@
 (`options.trainer_custom_config`); this module parses them with the same typed classes, picks
 the strategy, precision and XLA setting, and hands over to `loop.LanguageModelTrainer`.
 
+With `model.checkpoint` (a Hugging Face checkpoint directory or URI), the architecture comes from
+its config.json (`checkpoint.hf_config`) and the backbone starts from its weights
+(`checkpoint.hf_weights`); a warm start or a resume point, when there is one, then overrides them.
+
 Outputs in the Trainer's ModelRun artifact (`fn_args.model_run_dir`): `checkpoints/` (resume
 points) and `train/` (TensorBoard summaries). The chief writes them and the exported model; other
 workers of a multi-worker run write to temporary directories that are removed.
@@ -15,15 +19,17 @@ import dataclasses
 import hashlib
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
+from components.trainer.checkpoint.hf_config import CheckpointConfig, check_vocabulary, checkpoint_model_options, read_config
+from components.trainer.checkpoint.hf_weights import load_weights
 from components.trainer.model.backbone import build_backbone
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
-from components.trainer.options import TrainerSettings, TrainingOptions, read_trainer_custom_config
+from components.trainer.options import ModelOptions, TrainerSettings, TrainingOptions, read_trainer_custom_config
 from components.trainer.serving.export import export_serving_model
 from components.trainer.training import data, record, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
@@ -75,6 +81,16 @@ def _warm_start_model(settings: TrainerSettings) -> str:
     return production.saved_model_dir
 
 
+def resolve_model(model_config: ModelOptions, vocab_size: int) -> Tuple[ModelOptions, Optional[CheckpointConfig]]:
+    """The model options to build, and the Hugging Face checkpoint to initialise from (None without
+    `model.checkpoint`); its vocabulary must be the run tokenizer's `vocab_size`."""
+    if not model_config.checkpoint:
+        return model_config, None
+    checkpoint = read_config(model_config.checkpoint)
+    check_vocabulary(checkpoint, vocab_size)
+    return checkpoint_model_options(model_config, checkpoint), checkpoint
+
+
 def run_fn(fn_args: "FnArgs") -> None:
     """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
     trainer_settings = read_trainer_custom_config(fn_args.custom_config)
@@ -86,6 +102,9 @@ def run_fn(fn_args: "FnArgs") -> None:
     keras.utils.set_random_seed(training.seed)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = transform_output.transformed_feature_spec()
+    tokenizer = model_file.read_model(model_file.transform_graph_model_path(fn_args.transform_output))
+    vocab_size = tokenizer.vocab_size
+    model_config, checkpoint = resolve_model(model_config, vocab_size)
     context_length = model_config.context_length
     if not data.holds_one_block(fn_args.train_files, feature_spec, context_length):
         raise ValueError(
@@ -95,8 +114,6 @@ def run_fn(fn_args: "FnArgs") -> None:
 
     device = accelerator_kind(strategy)
     policy_name = resolve_precision(training.precision, device)
-    tokenizer = model_file.read_model(model_file.transform_graph_model_path(fn_args.transform_output))
-    vocab_size = tokenizer.vocab_size
     global_batch = training.resolved_batch_size(context_length)
     per_replica_batch = global_batch // strategy.num_replicas_in_sync
     if per_replica_batch * strategy.num_replicas_in_sync != global_batch or per_replica_batch % training.gradient_accumulation_steps:
@@ -122,9 +139,10 @@ def run_fn(fn_args: "FnArgs") -> None:
         flops_per_token=training_flops_per_token(model_config, vocab_size),
         peak_flops=_peak_flops(training, policy_name),
     )
+    model_source = f"checkpoint {model_config.checkpoint}" if checkpoint else f"{model_config.preset} preset"
     logging.info(
-        "Model: %s preset, %s parameters, %.3f GFLOPs per trained token; vocabulary %d",
-        model_config.preset, f"{parameter_count(model_config, vocab_size):,}", settings.flops_per_token / 1e9, vocab_size,
+        "Model: %s, %s parameters, %.3f GFLOPs per trained token; vocabulary %d",
+        model_source, f"{parameter_count(model_config, vocab_size):,}", settings.flops_per_token / 1e9, vocab_size,
     )
     logging.info(
         "Training %d steps of %d x %d tokens (%d micro-batch(es)) on %s, %s, XLA %s, peak %.1f GFLOP/s",
@@ -146,6 +164,8 @@ def run_fn(fn_args: "FnArgs") -> None:
         with strategy.scope():
             backbone = build_backbone(model_config, vocab_size)
             optimizer = make_optimizer(training, policy_name)
+        if checkpoint:
+            load_weights(backbone, model_config.checkpoint, checkpoint)
         base_model = _warm_start_model(trainer_settings) if training.warm_start else ""
         if base_model:
             warm_start_from(backbone, base_model, tokenizer.sha256)
