@@ -36,6 +36,39 @@ from components.tokenizer import byte_level
 _NO_RANK = np.iinfo(np.int64).max
 
 
+# TF Text's regex split stops reading a string at its first NUL character. NUL is spelled as two
+# other characters of its class (neither letter, digit nor space), which the expression keeps in
+# one word just as it would keep NUL: NUL -> U+FFFF U+FFFE, and U+FFFF itself -> U+FFFF U+FFFF.
+_ESCAPE, _NUL_MARK = 0xFFFF, 0xFFFE
+
+
+def _escape_nul(texts: tf.Tensor) -> tf.Tensor:
+    doubled = tf.strings.regex_replace(texts, "\\x{FFFF}", chr(_ESCAPE) * 2)
+    return tf.strings.regex_replace(doubled, "\\x00", chr(_ESCAPE) + chr(_NUL_MARK))
+
+
+def _unescape_nul(words: tf.Tensor) -> tf.Tensor:
+    """The inverse of `_escape_nul` on the words it was split into (escape pairs never straddle
+    words, since both characters are of one class). In a run of k escapes, pairs of escapes are
+    one U+FFFF each; when k is odd, the last escape and the U+FFFE after it are a NUL."""
+    chars = tf.strings.unicode_decode(words, "UTF-8")
+    flat = tf.cast(chars.flat_values, tf.int64)
+    position = tf.range(tf.size(flat, out_type=tf.int64))
+    is_escape = tf.equal(flat, _ESCAPE)
+    run = tf.cumsum(tf.cast(tf.logical_not(is_escape), tf.int64))
+    num_runs = tf.reduce_max(tf.concat([run, [0]], axis=0)) + 1
+    no_position = tf.size(flat, out_type=tf.int64)
+    run_start = tf.math.unsorted_segment_min(tf.where(is_escape, position, no_position), run, num_runs)
+    run_length = tf.math.unsorted_segment_sum(tf.cast(is_escape, tf.int64), run, num_runs)
+    offset = position - tf.gather(run_start, run)
+    odd_last = is_escape & tf.equal(offset, tf.gather(run_length, run) - 1) & tf.equal(offset % 2, 0)
+    keep = tf.logical_not(is_escape) | (tf.equal(offset % 2, 0) & tf.logical_not(odd_last))
+    becomes_nul = tf.concat([[False], odd_last[:-1]], axis=0) & tf.equal(flat, _NUL_MARK)
+    flat = tf.where(becomes_nul, tf.zeros_like(flat), flat)
+    unescaped = tf.ragged.boolean_mask(chars.with_flat_values(flat), chars.with_flat_values(keep))
+    return tf.strings.unicode_encode(tf.cast(unescaped, tf.int32), "UTF-8")
+
+
 class ByteLevelBpeGraph(tf.Module):
     """Text <-> token ids with a byte-level BPE vocabulary and merge list (see module docstring)."""
 
@@ -89,6 +122,12 @@ class ByteLevelBpeGraph(tf.Module):
 
     def _words(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """The pre-tokenizer: [batch] texts -> ragged [batch, (words)] (step 1 of the module docstring)."""
+        escaped = _escape_nul(texts)
+        words = self._split(escaped)
+        return words.with_flat_values(tf.cond(tf.reduce_any(tf.not_equal(escaped, texts)),
+                                              lambda: _unescape_nul(words.flat_values), lambda: words.flat_values))
+
+    def _split(self, texts: tf.Tensor) -> tf.RaggedTensor:
         pieces = tf_text.regex_split(texts, byte_level.WHITESPACE_RUN, byte_level.WHITESPACE_RUN)
         flat = pieces.flat_values
         count = tf.shape(flat, out_type=tf.int64)[0]

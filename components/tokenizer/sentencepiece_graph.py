@@ -55,5 +55,5 @@ class CheckpointSentencePieceGraph(tf.Module):
             token_ids = tf.RaggedTensor.from_tensor(token_ids)
         pieces = tf.gather(self._id_bytes, tf.clip_by_value(tf.cast(token_ids, tf.int64), 0, self._size - 1))
         joined = tf.strings.reduce_join(pieces, axis=1)
-        joined = tf.where(tf.strings.substr(joined, 0, 1) == " ", tf.strings.substr(joined, 1, -1), joined)
+        joined = tf.strings.regex_replace(joined, "^ ", "", replace_global=False)
         return tf.strings.unicode_transcode(joined, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)

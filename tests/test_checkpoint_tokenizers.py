@@ -1,0 +1,226 @@
+"""A checkpoint's tokenizer in the TF graph gives the ids Hugging Face `tokenizers` gives.
+
+The fixtures (tests/fixtures/hf/tokenizers/, made by tests/fixtures/make_hf_tokenizers.py) are a
+tiny GPT-2-style byte-level BPE and a tiny Llama-style SentencePiece model with the tokenizer.json
+transformers converts it to; `tokenizers` loads those tokenizer.json files as the oracle. Special
+tokens are never parsed from text in our graphs (bpe_graph.py), which is `tokenizers` with
+`encode_special_tokens=True`.
+"""
+import json
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as HfTokenizer
+
+from components.tokenizer import byte_level, hf_files, loaded, special
+from components.trainer.serving.compat import ops_stock_serving_cannot_load
+from tests.conftest import PROJECT_ROOT
+
+FIXTURES = os.path.join(PROJECT_ROOT, "tests", "fixtures", "hf", "tokenizers")
+KINDS = ["gpt2_bpe", "llama_sp"]
+
+TEXTS = [
+    "Hello world, it's a test. We'll see; they've gone, I'm here, you'd know, it'd be 'quoted'.",
+    "def tokenize(text: str) -> list:\n    return [t for t in text.split()]  # comment\n",
+    "if (x != 0) {\n\treturn a->b[i] + 0x1F;\n}\n",
+    "runs  of   spaces    and\n\nnewlines\n\n\n  indented",
+    "trailing spaces   ",
+    "\n\n  x",
+    "   leading spaces",
+    "tabs\tand\t\tmore\t \tmixed \t",
+    " \n \n",
+    "a \u00a0b\u3000c\u2003d\u2028e\u0085f\x0bg\x0ch\ri",  # Unicode whitespace that is not ASCII
+    "東京は日本の首都です。中文文本，한국어 텍스트",
+    "emoji 🙂👍🏽 flags 🇯🇵🇫🇷 ZWJ 👩‍👩‍👧 👨🏾‍💻",
+    "combining e\u0301 n\u0303 a\u0308\u0301 and precomposed é ñ",
+    "Ｆｕｌｌ-width ＡＢＣ and ligature \ufb01",
+    "digits 0123456789 3.14159 1,000,000 ½",
+    "'s 't 're 've 'm 'll 'd  's  'sx x's",
+    "mixed: naïve café—“quotes”…",
+    "<|endoftext|> and <s> </s> as plain text",
+    "NUL \x00 bell \x07 DEL \x7f",
+    "a" * 200 + " " + "9" * 50,
+    "",
+    " ",
+    "x",
+]
+
+
+def _hf(kind: str) -> HfTokenizer:
+    tokenizer = HfTokenizer.from_file(os.path.join(FIXTURES, kind, "tokenizer.json"))
+    tokenizer.encode_special_tokens = True
+    return tokenizer
+
+
+class Graph:
+    """One kind's graph module, traced once for any batch of strings."""
+
+    def __init__(self, directory: str):
+        self.tokenizer = loaded.load(directory)
+        module = self.tokenizer.graph()
+        self.tokenize = tf.function(module.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+        self.detokenize = tf.function(
+            module.detokenize, input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)])
+
+    def ids(self, texts):
+        return self.tokenize(tf.constant(texts, tf.string)).to_list()
+
+    def texts(self, token_ids):
+        ragged = tf.ragged.constant(token_ids, dtype=tf.int64, ragged_rank=1) if token_ids else \
+            tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int64), tf.zeros([0], tf.int64))
+        return [t.decode("utf-8") for t in self.detokenize(ragged).numpy()]
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def kind(request):
+    return request.param, Graph(os.path.join(FIXTURES, request.param)), _hf(request.param)
+
+
+def _mismatches(graph, hf, texts):
+    ours = graph.ids(texts)
+    theirs = [hf.encode(text, add_special_tokens=False).ids for text in texts]
+    return [(text, a, b) for text, a, b in zip(texts, ours, theirs) if a != b]
+
+
+def test_ids_equal_hugging_face_tokenizers_on_the_text_set(kind):
+    _, graph, hf = kind
+    assert _mismatches(graph, hf, TEXTS) == []
+
+
+def test_decode_of_encode_is_the_text(kind):
+    name, graph, hf = kind
+    # A checkpoint's SentencePiece model reads '▁' as a space (Hugging Face's decode agrees), so
+    # texts with it cannot round-trip there; the text set has none.
+    decoded = graph.texts(graph.ids(TEXTS))
+    assert decoded == TEXTS
+    assert decoded == [hf.decode(hf.encode(text, add_special_tokens=False).ids) for text in TEXTS]
+
+
+TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
+SPACEY = st.lists(st.sampled_from([" ", "  ", "\n", "\t", "a", "'s", "9", "é", "東", "👍🏽", "\u3000", "!", "\x00"]),
+                  max_size=20).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(st.one_of(TEXT, SPACEY), min_size=1, max_size=6))
+def test_ids_and_round_trip_on_arbitrary_text(kind, texts):
+    name, graph, hf = kind
+    assert _mismatches(graph, hf, texts) == []
+    if name == "llama_sp":
+        texts = [t for t in texts if "\u2581" not in t]
+    assert graph.texts(graph.ids(texts)) == texts
+
+
+def test_vocab_and_merges_files_tokenize_as_the_tokenizer_json(tmp_path):
+    source = os.path.join(FIXTURES, "gpt2_bpe")
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        shutil.copy(os.path.join(source, name), tmp_path / name)
+    from_files = Graph(str(tmp_path))
+    assert from_files.tokenizer.kind == loaded.BYTE_LEVEL_BPE
+    assert from_files.ids(TEXTS) == Graph(source).ids(TEXTS)
+
+
+def test_special_tokens_are_text_and_decode_to_nothing():
+    graph = Graph(os.path.join(FIXTURES, "gpt2_bpe"))
+    eos = graph.tokenizer.special.eos_id
+    assert eos not in graph.ids(["<|endoftext|>"])[0]
+    assert graph.texts([[eos] + graph.ids(["hi"])[0] + [eos]]) == ["hi"]
+
+
+def test_each_kind_has_its_checkpoints_special_ids():
+    gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe")).special
+    llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special
+    assert gpt2 == special.SpecialTokens(bos_id=0, eos_id=0, pad_id=0, document_prefix=(0,), document_suffix=())
+    assert llama == special.SpecialTokens(bos_id=1, eos_id=2, pad_id=0, document_prefix=(1,), document_suffix=(2,))
+
+
+def test_config_json_ids_win_and_the_record_travels_with_the_files(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(os.path.join(FIXTURES, "llama_sp"), checkpoint)
+    (checkpoint / "config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": [2, 1], "pad_token_id": 3}))
+    tokenizer = loaded.load(str(checkpoint))
+    assert tokenizer.special == special.SpecialTokens(1, 2, 3, (1,), (2,))
+    tokenizer.write(str(tmp_path / "copy"))
+    copied = loaded.load(str(tmp_path / "copy"))  # no config.json there: special_tokens.json says it
+    assert copied.special == tokenizer.special and copied.sha256 == tokenizer.sha256
+    assert sorted(os.listdir(tmp_path / "copy")) == ["special_tokens.json", "tokenizer.model", "tokenizer_config.json"]
+
+
+def test_byte_token_ids_are_the_byte_pieces():
+    llama = loaded.load(os.path.join(FIXTURES, "llama_sp"))
+    assert llama.byte_token_ids() == list(range(3, 259))
+    gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe"))
+    vocab = json.load(open(os.path.join(FIXTURES, "gpt2_bpe", "vocab.json"), encoding="utf-8"))
+    assert gpt2.byte_token_ids() == sorted(vocab[c] for c in byte_level.byte_to_char())
+
+
+def _tokenizer_json(tmp_path, edit):
+    spec = json.load(open(os.path.join(FIXTURES, "gpt2_bpe", "tokenizer.json"), encoding="utf-8"))
+    edit(spec)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    return str(tmp_path)
+
+
+LLAMA3_SPLIT = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda s: s.update(pre_tokenizer=LLAMA3_SPLIT), "pre_tokenizer.pretokenizers[0]"),
+    (lambda s: s.update(normalizer={"type": "NFC"}), "normalizer"),
+    (lambda s: s["model"].update(ignore_merges=True), "model.ignore_merges"),
+    (lambda s: s["model"].update(type="WordPiece"), "model.type"),
+    (lambda s: s["pre_tokenizer"].update(add_prefix_space=True), "pre_tokenizer.add_prefix_space"),
+    (lambda s: s["added_tokens"].append({"id": 511, "content": "<x>", "special": False}), "added_tokens[1]"),
+])
+def test_an_unsupported_tokenizer_json_is_refused_naming_the_file_and_field(tmp_path, edit, field):
+    directory = _tokenizer_json(tmp_path, edit)
+    with pytest.raises(ValueError) as error:
+        loaded.load(directory)
+    message = str(error.value)
+    assert os.path.join(directory, "tokenizer.json") in message and field in message and "\n" not in message
+
+
+def test_the_gpt2_split_form_of_the_pre_tokenizer_is_accepted(tmp_path):
+    split = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": byte_level.GPT2_PATTERN}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    directory = _tokenizer_json(tmp_path, lambda s: s.update(pre_tokenizer=split))
+    assert Graph(directory).ids(TEXTS) == Graph(os.path.join(FIXTURES, "gpt2_bpe")).ids(TEXTS)
+
+
+def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"no tokenizer files in {tmp_path}"):
+        loaded.load(str(tmp_path))
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'} is not valid JSON"):
+        loaded.load(str(tmp_path))
+    (tmp_path / "tokenizer.model").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.model'} is not a SentencePiece model"):
+        loaded.load(str(tmp_path))
+
+
+@pytest.mark.parametrize("name", KINDS)
+def test_a_graph_with_the_tokenizer_uses_only_ops_stock_serving_has(tmp_path, name):
+    module = loaded.load(os.path.join(FIXTURES, name)).graph()
+
+    class Served(tf.Module):
+        def __init__(self):
+            super().__init__()
+            self.tokenizer = module
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+        def round_trip(self, texts):
+            return self.tokenizer.detokenize(self.tokenizer.tokenize(texts))
+
+    served = Served()
+    tf.saved_model.save(served, str(tmp_path))
+    assert ops_stock_serving_cannot_load(str(tmp_path)) == set()
+    restored = tf.saved_model.load(str(tmp_path))
+    assert [t.decode() for t in restored.round_trip(tf.constant(TEXTS[:5])).numpy()] == TEXTS[:5]
