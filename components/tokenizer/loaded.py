@@ -90,8 +90,11 @@ class Tokenizer(NamedTuple):
 
 
 def load(directory: str) -> Tokenizer:
-    """The tokenizer in `directory` (see module docstring); errors name the directory or file."""
+    """The tokenizer in `directory` (see module docstring), or the learned SentencePiece model file
+    `directory` names; errors name the directory or file."""
     learned_path = os.path.join(directory, model_file.MODEL_FILE_NAME)
+    if tf.io.gfile.exists(directory) and not tf.io.gfile.isdir(directory):
+        learned_path = directory
     if tf.io.gfile.exists(learned_path):
         described = model_file.read_model(learned_path)
         return Tokenizer(LEARNED_SENTENCEPIECE, {model_file.MODEL_FILE_NAME: described.proto}, described.sha256,
