@@ -32,6 +32,7 @@ from components.evaluator.report import render_report
 from components.pusher.registry import ProductionModel, TAG_MODEL_ID, find_production_model
 from components.evaluator.options import EvaluatorOptions
 from components.pusher.options import RegistryOptions
+from components.tokenizer import loaded
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
@@ -100,6 +101,7 @@ def GatedEvaluator(
         baseline_dir=baseline_dir,
         baseline_skip_reason=baseline_reason,
         beam_pipeline=beam_pipeline,
+        special=loaded.load(loaded.transform_graph_dir(transform_graph.uri)).special,
     )
     result = evaluation.to_dict()
     if production is not None:

@@ -43,14 +43,17 @@ class CheckpointTokenizer(NamedTuple):
     files: Dict[str, bytes]
     special: special.SpecialTokens
 
-    def file_sha256(self) -> Dict[str, str]:
-        """sha256 of each file."""
-        return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(self.files.items())}
 
-    def sha256(self) -> str:
-        """One hash naming the tokenizer: over the sorted (file name, file sha256) pairs."""
-        lines = "".join(f"{name} {digest}\n" for name, digest in self.file_sha256().items())
-        return hashlib.sha256(lines.encode()).hexdigest()
+
+def files_sha256(files: Dict[str, bytes]) -> Dict[str, str]:
+    """sha256 of each file, by name."""
+    return {name: hashlib.sha256(data).hexdigest() for name, data in sorted(files.items())}
+
+
+def combined_sha256(files: Dict[str, bytes]) -> str:
+    """One hash naming a set of files: over the sorted (file name, file sha256) pairs."""
+    lines = "".join(f"{name} {digest}\n" for name, digest in files_sha256(files).items())
+    return hashlib.sha256(lines.encode()).hexdigest()
 
 
 def _read(directory: str, name: str) -> Optional[bytes]:

@@ -101,7 +101,8 @@ def load(directory: str) -> Tokenizer:
                          described.vocab_size, special.LEARNED, directory)
     found = hf_files.read(directory)
     vocabulary = hf_files.token_ids(found.kind, found.files, directory)
-    return Tokenizer(found.kind, found.files, found.sha256(), vocabulary.size, found.special, directory)
+    return Tokenizer(found.kind, found.files, hf_files.combined_sha256(found.files), vocabulary.size, found.special,
+                     directory)
 
 
 def transform_graph_dir(transform_graph_uri: str) -> str:
