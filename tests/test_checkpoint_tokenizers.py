@@ -206,21 +206,57 @@ def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):
         loaded.load(str(tmp_path))
 
 
-@pytest.mark.parametrize("name", KINDS)
-def test_a_graph_with_the_tokenizer_uses_only_ops_stock_serving_has(tmp_path, name):
-    module = loaded.load(os.path.join(FIXTURES, name)).graph()
+def test_documents_are_framed_by_the_tokenizers_special_ids():
+    from components.trainer.model.decoding import prepare_context
+    from components.trainer.training.data import frame_documents
 
-    class Served(tf.Module):
-        def __init__(self):
-            super().__init__()
-            self.tokenizer = module
+    tokens = tf.ragged.constant([[7, 8], []], dtype=tf.int64)
+    llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special
+    gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe")).special
+    assert frame_documents(tokens, llama).to_list() == [[1, 7, 8, 2], [1, 2]]
+    assert frame_documents(tokens, gpt2).to_list() == [[0, 7, 8], [0]]
+    assert frame_documents(tokens, special.LEARNED).to_list() == [[1, 7, 8], [1]]
+    assert prepare_context(tokens, 1, llama).to_list() == [[1, 8], [1]]
 
-        @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
-        def round_trip(self, texts):
-            return self.tokenizer.detokenize(self.tokenizer.tokenize(texts))
 
-    served = Served()
-    tf.saved_model.save(served, str(tmp_path))
-    assert ops_stock_serving_cannot_load(str(tmp_path)) == set()
-    restored = tf.saved_model.load(str(tmp_path))
-    assert [t.decode() for t in restored.round_trip(tf.constant(TEXTS[:5])).numpy()] == TEXTS[:5]
+@pytest.fixture(scope="module", params=KINDS)
+def checkpoint_export(request, tmp_path_factory):
+    """A transform graph made with a checkpoint tokenizer and a tiny backbone's export using it."""
+    import tensorflow_transform as tft
+
+    from components.trainer.model.backbone import build_backbone
+    from components.trainer.options import GenerationOptions, ModelOptions
+    from components.trainer.serving import export
+    from components.transform.standalone import analyze_and_transform
+    from tests.conftest import TINY_MODEL_KWARGS
+
+    root = tmp_path_factory.mktemp(request.param)
+    source = os.path.join(FIXTURES, request.param)
+    transform_dir = analyze_and_transform(TEXTS[:6], source, str(root / "transform_graph"), str(root / "transformed"))
+    tf.keras.utils.set_random_seed(0)
+    backbone = build_backbone(ModelOptions(**TINY_MODEL_KWARGS), loaded.load(source).vocab_size)
+    export_dir = str(root / "model")
+    generation = GenerationOptions(max_new_tokens=6, temperature=0.0, top_k=0)
+    export.export_serving_model(backbone, tft.TFTransformOutput(transform_dir), generation, export_dir)
+    return request.param, transform_dir, export_dir
+
+
+def test_transform_and_export_tokenize_with_the_checkpoint_tokenizer(checkpoint_export):
+    import tensorflow_transform as tft
+
+    from components.pusher.registry import tokenizer_sha256
+
+    name, transform_dir, export_dir = checkpoint_export
+    hf = _hf(name)
+    layer = tft.TFTransformOutput(transform_dir).transform_features_layer()
+    transformed = layer({"text": tf.reshape(tf.constant(TEXTS), [-1, 1])})["token_ids"].to_list()
+    assert transformed == [hf.encode(text, add_special_tokens=False).ids for text in TEXTS]
+    assert ops_stock_serving_cannot_load(export_dir) == set()
+    source = loaded.load(os.path.join(FIXTURES, name))
+    assert loaded.load(loaded.saved_model_dir(export_dir)).sha256 == source.sha256 == tokenizer_sha256(export_dir)
+    model = tf.saved_model.load(export_dir)
+    scored = model.signatures["score"](texts=tf.constant(TEXTS[:3]))
+    framing = len(source.special.document_prefix)  # prefix + text + end, every token after the first predicted
+    assert scored["num_tokens"].numpy().tolist() == [len(ids) + framing for ids in transformed[:3]]
+    generated = model.signatures["serving_default"](prompts=tf.constant(["Hello", "x"]))
+    assert generated["generations"].shape == [2]
