@@ -19,7 +19,7 @@ the special ids). `Tokenizer.graph()` builds the tf.Module with `tokenize` / `de
 """
 import json
 import os
-from typing import Dict, List, NamedTuple
+from typing import Dict, List, NamedTuple, Optional
 
 import tensorflow as tf
 
@@ -40,21 +40,23 @@ class Tokenizer(NamedTuple):
     special: SpecialTokens
     source: str  # the directory it was loaded from, for messages
 
-    def graph(self, name: str = "tokenizer") -> tf.Module:
-        """A tf.Module with `tokenize([batch] strings) -> ragged int64` and `detokenize(ids) -> strings`."""
+    def graph(self, name: Optional[str] = None) -> tf.Module:
+        """A tf.Module with `tokenize([batch] strings) -> ragged int64` and `detokenize(ids) -> strings`
+        (`name`: its name scope; default: the kind's own)."""
+        names = {} if name is None else {"name": name}
         if self.kind == LEARNED_SENTENCEPIECE:
             from components.tokenizer.graph import GraphTokenizer
 
-            return GraphTokenizer(self.files[model_file.MODEL_FILE_NAME], name=name)
+            return GraphTokenizer(self.files[model_file.MODEL_FILE_NAME], **names)
         if self.kind == SENTENCEPIECE:
             from components.tokenizer.sentencepiece_graph import CheckpointSentencePieceGraph
 
-            return CheckpointSentencePieceGraph(self.files[hf_files.SENTENCEPIECE_FILE], name=name)
+            return CheckpointSentencePieceGraph(self.files[hf_files.SENTENCEPIECE_FILE], **names)
         from components.tokenizer.bpe_graph import ByteLevelBpeGraph
 
         vocabulary = self._vocabulary()
         return ByteLevelBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values(),
-                                 source=self.source, name=name)
+                                 source=self.source, **names)
 
     def byte_token_ids(self) -> List[int]:
         """The ids of the tokens that stand for one byte (byte-fallback pieces, byte-level symbols)."""

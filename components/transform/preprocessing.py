@@ -34,7 +34,7 @@ def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[
         raise ValueError(f"preprocessing_fn needs custom_config['{TOKENIZER_MODEL_KEY}'], the tokenizer directory "
                          "or model file (the tokenizing Transform component sets it from its `tokenizer` input)")
     loaded_tokenizer = loaded.load(custom_config[TOKENIZER_MODEL_KEY])
-    tokenizer = loaded_tokenizer.graph(name="sentencepiece")
+    tokenizer = loaded_tokenizer.graph()
     text = tf.reshape(inputs[RAW_TEXT_KEY], [-1])
     token_ids = tokenizer.tokenize(text)
     num_tokens = token_ids.row_lengths()
