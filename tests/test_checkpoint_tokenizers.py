@@ -206,6 +206,12 @@ def test_the_gpt2_split_form_of_the_pre_tokenizer_is_accepted(tmp_path):
     assert Graph(directory).ids(TEXTS) == Graph(os.path.join(FIXTURES, "gpt2_bpe")).ids(TEXTS)
 
 
+def test_a_sentencepiece_style_tokenizer_json_needs_its_tokenizer_model(tmp_path):
+    shutil.copy(os.path.join(FIXTURES, "llama_sp", "tokenizer.json"), tmp_path / "tokenizer.json")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'}: model.byte_fallback is true.*tokenizer.model"):
+        loaded.load(str(tmp_path))
+
+
 def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match=f"no tokenizer files in {tmp_path}"):
         loaded.load(str(tmp_path))
@@ -256,6 +262,7 @@ def test_transform_and_export_tokenize_with_the_checkpoint_tokenizer(checkpoint_
     import tensorflow_transform as tft
 
     from components.pusher.registry import tokenizer_sha256
+    from components.trainer.training.warm_start import tokenizer_mismatch
 
     name, transform_dir, export_dir = checkpoint_export
     hf = _hf(name)
@@ -265,6 +272,8 @@ def test_transform_and_export_tokenize_with_the_checkpoint_tokenizer(checkpoint_
     assert ops_stock_serving_cannot_load(export_dir) == set()
     source = loaded.load(os.path.join(FIXTURES, name))
     assert loaded.load(loaded.saved_model_dir(export_dir)).sha256 == source.sha256 == tokenizer_sha256(export_dir)
+    assert tokenizer_mismatch(export_dir, source.sha256) == ""
+    assert "its tokenizer differs" in tokenizer_mismatch(export_dir, "0" * 64)
     model = tf.saved_model.load(export_dir)
     scored = model.signatures["score"](texts=tf.constant(TEXTS[:3]))
     framing = len(source.special.document_prefix)  # prefix + text + end, every token after the first predicted

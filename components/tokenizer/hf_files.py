@@ -162,6 +162,9 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
     model = spec.get("model") or {}
     if model.get("type") != "BPE":
         raise _unsupported(path, "model.type", model.get("type"))
+    if model.get("byte_fallback"):
+        raise ValueError(f"{path}: model.byte_fallback is true, a SentencePiece-style tokenizer: it is read from its "
+                         f"{SENTENCEPIECE_FILE}, which is not beside it")
     for field, allowed in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
                            ("end_of_word_suffix", (None, "")), ("byte_fallback", (False, None)),
                            ("ignore_merges", (False, None))):
