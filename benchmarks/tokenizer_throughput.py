@@ -181,13 +181,15 @@ def graph_op(tokenizer):
 
 
 def bpe_graph_of(hf, workdir: str):
-    """Our byte-level BPE graph loaded from the tokenizer.json of the `tokenizers` model `hf`."""
-    from components.tokenizer import loaded
+    """Our byte-level BPE graph with the vocabulary and merges of the `tokenizers` model `hf` (read
+    from its tokenizer.json; it has no special tokens, so not through `loaded.load`, which needs an
+    eos token)."""
+    from components.tokenizer import hf_files
+    from components.tokenizer.bpe_graph import ByteLevelBpeGraph
 
-    directory = os.path.join(workdir, "hf-bytelevel")
-    os.makedirs(directory, exist_ok=True)
-    hf.save(os.path.join(directory, "tokenizer.json"))
-    return graph_op(loaded.load(directory).graph())
+    files = {hf_files.TOKENIZER_JSON: hf.to_str().encode("utf-8")}
+    vocabulary = hf_files.token_ids(hf_files.BYTE_LEVEL_BPE, files, workdir)
+    return graph_op(ByteLevelBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values()))
 
 
 def sentencepiece_of(proto: bytes):
