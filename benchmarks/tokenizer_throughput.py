@@ -18,6 +18,10 @@ everything with Beam but learns from a bounded sample.
     sentencepiece     native SentencePiece BPE as a user would learn it on the text (byte fallback,
                       identity normalisation, whitespace-split pieces), encoded with one thread
     hf-bytelevel      Hugging Face `tokenizers` byte-level BPE (Rust)
+    ours: BPE graph   hf-bytelevel's vocabulary and merges run by our byte-level BPE graph
+                      (components/tokenizer/bpe_graph.py: what a GPT-2-style checkpoint's tokenizer
+                      costs in the transform and serving graphs); `ids_equal_hf` says whether its
+                      ids on the first 200 documents equal hf-bytelevel's
 
 The machine is shared: the load average is recorded before and after; a measurement with a load
 above 1.5 on these 2-core machines is marked "loaded" and is not a result.
@@ -157,14 +161,11 @@ def ours(documents: List[str], vocab_size: int, workdir: str, sample_size: int, 
     return learned["sample_seconds"] + learned["learn_seconds"], encode, decode, count, learned["proto"]
 
 
-def graph_op(proto: bytes):
-    """The tokenizer's graph ops alone (GraphTokenizer in a tf.function), without the transform
+def graph_op(tokenizer):
+    """A tokenizer's graph ops alone (its `tokenize` in a tf.function), without the transform
     layer around them: what the rest of the transform graph costs."""
     import tensorflow as tf
 
-    from components.tokenizer.graph import GraphTokenizer
-
-    tokenizer = GraphTokenizer(proto)
     tokenize = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
 
     def encode(texts):
@@ -177,6 +178,18 @@ def graph_op(proto: bytes):
         return int(tf.shape(tokenize(tf.constant(texts)).flat_values)[0])
 
     return encode, decode, count
+
+
+def bpe_graph_of(hf, workdir: str):
+    """Our byte-level BPE graph with the vocabulary and merges of the `tokenizers` model `hf` (read
+    from its tokenizer.json; it has no special tokens, so not through `loaded.load`, which needs an
+    eos token)."""
+    from components.tokenizer import hf_files
+    from components.tokenizer.bpe_graph import ByteLevelBpeGraph
+
+    files = {hf_files.TOKENIZER_JSON: hf.to_str().encode("utf-8")}
+    vocabulary = hf_files.token_ids(hf_files.BYTE_LEVEL_BPE, files, workdir)
+    return graph_op(ByteLevelBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values()))
 
 
 def sentencepiece_of(proto: bytes):
@@ -204,6 +217,7 @@ def hf_bytelevel(documents: List[str], vocab_size: int, workdir: str):
     def decode(ids):
         return hf.decode_batch(ids)
 
+    encode.tokenizer = hf  # for bpe_graph_of
     return learn_seconds, encode, decode
 
 
@@ -240,7 +254,9 @@ def bench_corpus(label: str, documents: List[str], args, workdir: str) -> Dict[s
     sample = documents[:200]
     our_learn_seconds, encode, decode, count, proto = ours(documents, args.vocab_size, os.path.join(workdir, "ours"),
                                                            args.sample_size)
-    variants = [("ours", our_learn_seconds, encode, decode, count), ("ours: op only", None, *graph_op(proto))]
+    from components.tokenizer.graph import GraphTokenizer
+
+    variants = [("ours", our_learn_seconds, encode, decode, count), ("ours: op only", None, *graph_op(GraphTokenizer(proto)))]
     sp_encode, sp_decode = sentencepiece_of(proto)
     variants.append(("sp (our model)", None, sp_encode, sp_decode, list_count(sp_encode)))
     words = ours(documents, args.vocab_size, os.path.join(workdir, "words"), args.sample_size, pieces_cross_words=False)
@@ -248,11 +264,15 @@ def bench_corpus(label: str, documents: List[str], args, workdir: str) -> Dict[s
     for name, build in (("sentencepiece", sentencepiece_bpe), ("hf-bytelevel", hf_bytelevel)):
         learn_seconds, encode, decode = build(documents, args.vocab_size, workdir)
         variants.append((name, learn_seconds, encode, decode, list_count(encode)))
+    hf_encode = variants[-1][2]
+    variants.append(("ours: BPE graph", None, *bpe_graph_of(hf_encode.tokenizer, workdir)))
     for name, learn_seconds, encode, decode, count in variants:
         before = load_average()
         result = measure(count, documents, args.batch_size)
         result.update(name=name, learn_seconds=learn_seconds, round_trip=decode(encode(sample)) == sample,
                       load_before=before, load_after=load_average())
+        if name == "ours: BPE graph":
+            result["ids_equal_hf"] = encode(sample) == hf_encode(sample)
         rows.append(result)
         if name == "ours":
             lengths = [len(ids) for batch in batches(documents, args.batch_size) for ids in encode(batch)]

@@ -166,6 +166,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         registry=config.registry,
         model_name=config.pusher.model_name,
         registry_dir=paths.registry_dir,
+        checkpoint=config.model.checkpoint or "",
     ).with_id("Tokenizer")
     tokenizer.add_upstream_node(raw_data_checks.gate)
     transform = TokenizingTransform(

@@ -1,5 +1,5 @@
 """The Tokenizer component's executor on real TFX artifacts: the sample, and the policy
-learn / reuse / pinned / auto."""
+learn / reuse / pinned / checkpoint / auto."""
 import json
 import os
 import types
@@ -53,7 +53,7 @@ def few_examples(tmp_path_factory):
     return artifact
 
 
-def _run(tmp_path, examples, name, production=None, monkeypatch=None, **options):
+def _run(tmp_path, examples, name, production=None, monkeypatch=None, checkpoint="", **options):
     """Runs the executor with `options`; `production` is what the registry lookup answers."""
     output = component.Tokenizer()
     output.uri = str(tmp_path / name)
@@ -64,7 +64,7 @@ def _run(tmp_path, examples, name, production=None, monkeypatch=None, **options)
     exec_properties = {
         "options": TokenizerOptions(**{"vocab_size": 1024, **options}).model_dump_json(), "text_feature": "text",
         "registry": RegistryOptions().to_parameter(), "model_name": "textgen",
-        "registry_dir": str(tmp_path / "no-registry"),
+        "registry_dir": str(tmp_path / "no-registry"), "checkpoint": checkpoint,
     }
     component.TokenizerExecutor(context).Do({"examples": [examples]}, {"tokenizer": [output]}, exec_properties)
     return output
@@ -188,3 +188,39 @@ def test_tokenizing_transform_is_transform_with_a_tokenizer_input():
     assert set(tokenizing.outputs) == set(stock.outputs)
     assert set(tokenizing.inputs) == set(stock.inputs) | {"tokenizer"}
     assert issubclass(tokenizing.executor_spec.executor_class, Executor)
+
+
+HF_TOKENIZERS = os.path.join(os.path.dirname(__file__), "fixtures", "hf", "tokenizers")
+
+
+@pytest.mark.parametrize("policy_name", ["checkpoint", "auto"])
+def test_checkpoint_policy_copies_the_checkpoints_tokenizer_with_its_hashes(tmp_path, examples, policy_name):
+    from components.tokenizer import loaded
+
+    checkpoint = os.path.join(HF_TOKENIZERS, "llama_sp")
+    output = _run(tmp_path, examples, "ckpt", checkpoint=checkpoint, policy=policy_name)
+    assert output.get_string_custom_property("source") == "checkpoint"
+    assert output.get_string_custom_property("algorithm") == "sentencepiece"
+    assert output.get_int_custom_property("vocab_size") == 512
+    hashes = json.loads(output.get_string_custom_property("file_sha256"))
+    assert set(hashes) == {"tokenizer.model", "tokenizer_config.json"}
+    artifact = loaded.load(output.uri)
+    assert artifact.sha256 == output.get_string_custom_property("sha256") == loaded.load(checkpoint).sha256
+    assert artifact.special.eos_id == 2 and artifact.special.document_prefix == (1,)
+    assert not os.path.exists(os.path.join(output.uri, model_file.MODEL_FILE_NAME))
+
+
+def test_a_checkpoint_without_tokenizer_files_is_a_one_line_error_naming_it(tmp_path, examples):
+    empty = tmp_path / "checkpoint"
+    empty.mkdir()
+    (empty / "config.json").write_text("{}")
+    with pytest.raises(FileNotFoundError, match=f"no tokenizer files in {empty}"):
+        _run(tmp_path, examples, "none", checkpoint=str(empty), policy="checkpoint")
+
+
+def test_the_checkpoint_policy_and_model_checkpoint_go_together():
+    with pytest.raises(ValueError, match="tokenizer.policy=checkpoint needs model.checkpoint"):
+        policy.choose("checkpoint", "", lambda: None)
+    with pytest.raises(ValueError, match="tokenizer.policy=learn with model.checkpoint /c"):
+        policy.choose("learn", "", lambda: None, checkpoint="/c")
+    assert policy.choose("auto", "", lambda: pytest.fail("no registry lookup"), checkpoint="/c").action == policy.CHECKPOINT

@@ -35,6 +35,7 @@ from components.evaluator.report import render_report
 from components.pusher.registry import ProductionModel, TAG_MODEL_ID, find_production_model
 from components.evaluator.options import EvaluatorOptions
 from components.pusher.options import RegistryOptions
+from components.tokenizer import loaded
 from components.trainer.training import record as training_record
 
 EVAL_SPLIT = "eval"
@@ -109,6 +110,7 @@ def GatedEvaluator(
         baseline_dir=baseline_dir,
         baseline_skip_reason=baseline_reason,
         beam_pipeline=beam_pipeline,
+        special=loaded.load(loaded.transform_graph_dir(transform_graph.uri)).special,
     )
     result = evaluation.to_dict()
     if production is not None and baseline_dir:

@@ -16,6 +16,7 @@ from components.trainer.serving import signatures
 from components.trainer.serving.client import REQUIRED_SIGNATURES, ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
+from components.tokenizer.special import LEARNED, SpecialTokens
 from components.transform.preprocessing import RAW_TEXT_KEY
 
 
@@ -70,6 +71,7 @@ def evaluate_candidate(
     baseline_skip_reason: str = "no blessed model exists yet",
     beam_pipeline=None,
     raw_eval_files: Sequence[str] = (),
+    special: SpecialTokens = LEARNED,
 ) -> Evaluation:
     """All gates for the SavedModel at `candidate_dir`; `config` is the `EvaluatorOptions`.
 
@@ -77,14 +79,15 @@ def evaluate_candidate(
     `raw_eval_files`: raw eval examples (bits per byte of every model, each with its own
     tokenizer; empty skips the change gate); `train_files`: raw train examples (memorisation
     probe; empty skips it); `train_token_files`: transformed train examples (the unigram
-    reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare with, or None with the reason.
+    reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare with, or None with the reason;
+    `special`: the candidate tokenizer's special ids (how its packed blocks frame documents).
     """
     text_models = {"candidate": candidate_dir}
     if baseline_dir:
         text_models["baseline"] = baseline_dir
     request = perplexity.QualityRequest(
         {"candidate": candidate_dir}, eval_files, feature_spec, text_models if raw_eval_files else {},
-        raw_eval_files, config.batch_size, config.generation_batch_size, train_token_files)
+        raw_eval_files, config.batch_size, config.generation_batch_size, train_token_files, special)
     perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
     candidate_ppl = perplexities["candidate"]
     candidate_bits, baseline_bits = bits.get("candidate"), bits.get("baseline")

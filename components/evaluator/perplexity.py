@@ -36,6 +36,7 @@ import tensorflow as tf
 from components.evaluator.gates import GateResult
 from components.file_patterns import matching_files
 from components.tokenizer.sample import document_texts
+from components.tokenizer.special import LEARNED, SpecialTokens
 from components.trainer.serving.client import ModelClient
 from components.trainer.training import data
 from components.transform.preprocessing import RAW_TEXT_KEY
@@ -91,15 +92,16 @@ def unigram_reference(train_counts: np.ndarray, eval_counts: np.ndarray) -> Unig
 
 
 class _CountTokens(beam.DoFn):
-    """One transformed shard -> its token counts (index = token id), EOS before each document
-    as the packed blocks have it."""
+    """One transformed shard -> its token counts (index = token id), documents framed by the
+    tokenizer's special ids as the packed blocks have them."""
 
-    def __init__(self, feature_spec):
+    def __init__(self, feature_spec, special: SpecialTokens = LEARNED):
         self._feature_spec = feature_spec
+        self._special = special
 
     def process(self, path: str) -> Iterable[np.ndarray]:
         counts = np.zeros(0, np.int64)
-        for batch in data.token_stream(path, self._feature_spec).batch(65536):
+        for batch in data.token_stream(path, self._feature_spec, self._special).batch(65536):
             ids = batch.numpy()
             counts = _add_counts(counts, np.bincount(ids))
         yield counts
@@ -125,13 +127,15 @@ class BlessingDecision(NamedTuple):
 class _PackBlocks(beam.DoFn):
     """One eval shard -> batches ([B, L+1] int64 arrays) of packed blocks."""
 
-    def __init__(self, feature_spec, context_length: int, batch_size: int):
+    def __init__(self, feature_spec, context_length: int, batch_size: int, special: SpecialTokens = LEARNED):
         self._feature_spec = feature_spec
         self._context_length = context_length
         self._batch_size = batch_size
+        self._special = special
 
     def process(self, path: str) -> Iterable[np.ndarray]:
-        for inputs, targets in data.packed_blocks(path, self._feature_spec, self._context_length, self._batch_size):
+        for inputs, targets in data.packed_blocks(path, self._feature_spec, self._context_length, self._batch_size,
+                                                  special=self._special):
             yield tf.concat([inputs, targets[:, -1:]], axis=1).numpy()
 
 
@@ -184,6 +188,7 @@ class QualityRequest(NamedTuple):
     batch_size: int = 16
     text_batch_size: int = 16
     train_files: Any = ()  # transformed train examples: the unigram reference (none when empty)
+    special: SpecialTokens = LEARNED  # the tokenizer's document framing (tokenizer/special.py)
 
 
 def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeline] = None):
@@ -202,7 +207,8 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
                 for name, path in request.packed_models.items():
                     _ = (
                         shards
-                        | f"Pack[{name}]" >> beam.ParDo(_PackBlocks(request.feature_spec, context_lengths[name], request.batch_size))
+                        | f"Pack[{name}]" >> beam.ParDo(_PackBlocks(request.feature_spec, context_lengths[name], request.batch_size,
+                                                                        request.special))
                         | f"Spread[{name}]" >> beam.Reshuffle()
                         | f"Score[{name}]" >> beam.ParDo(_ScoreBlocks(path))
                         | f"Sum[{name}]" >> beam.CombineGlobally(_sum_tuples)
@@ -214,7 +220,7 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
                     _ = (
                         p
                         | f"Shards[{split}]" >> beam.Create(matching_files(files, f"transformed {split} examples"))
-                        | f"Count[{split}]" >> beam.ParDo(_CountTokens(request.feature_spec))
+                        | f"Count[{split}]" >> beam.ParDo(_CountTokens(request.feature_spec, request.special))
                         | f"SumCounts[{split}]" >> beam.CombineGlobally(_sum_counts)
                         | f"JsonCounts[{split}]" >> beam.Map(lambda counts: json.dumps(counts.tolist()))
                         | f"WriteCounts[{split}]" >> beam.io.WriteToText(os.path.join(scratch, "counts-" + split),

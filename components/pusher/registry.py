@@ -102,11 +102,16 @@ def load_credentials_file(path: str) -> None:
 
 
 def tokenizer_sha256(saved_model_dir: str) -> str:
-    """sha256 of the SentencePiece tokenizer model among a SavedModel's assets."""
+    """sha256 of the tokenizer among a SavedModel's assets: the learned SentencePiece model file's,
+    or a checkpoint tokenizer's hash over its files (tokenizer/loaded.py)."""
+    from components.tokenizer import hf_files, loaded
     from components.tokenizer.model_file import saved_model_model_path
 
     path = saved_model_model_path(saved_model_dir)
     if not tf.io.gfile.exists(path):
+        assets = loaded.saved_model_dir(saved_model_dir)
+        if tf.io.gfile.exists(os.path.join(assets, hf_files.SPECIAL_RECORD)):
+            return loaded.load(assets).sha256
         raise FileNotFoundError(f"{saved_model_dir} has no tokenizer model asset ({path} does not exist)")
     digest = hashlib.sha256()
     with tf.io.gfile.GFile(path, "rb") as handle:

@@ -1,11 +1,20 @@
-"""The Tokenizer stage: a SentencePiece model learned (or reused, or pinned) before Transform.
+"""The Tokenizer stage: the tokenizer a run uses, as an artifact, before Transform. Learned (or
+reused, or pinned) SentencePiece, or a Hugging Face checkpoint's own tokenizer.
 
-    ids.py         the token ids every stage agrees on (special tokens, byte fallback)
+    ids.py         the token ids of the learned layout (special tokens, byte fallback)
+    special.py     special ids as a property of a tokenizer: bos/eos/pad and document framing
     options.py     the typed `tokenizer` config section
-    model_file.py  reading, checking and hashing a SentencePiece model file
+    model_file.py  reading, checking and hashing a learned SentencePiece model file
     learn.py       learning a model from a sample of documents (sentencepiece)
     sample.py      drawing that sample from the train split with Beam
-    graph.py       tokenizing and detokenizing inside a TF graph (TF Text)
-    policy.py      which tokenizer a run uses: learn, reuse the production model's, or a pinned file
+    graph.py       the learned model inside a TF graph (TF Text)
+    hf_files.py    a checkpoint's tokenizer files: kind, checks, special ids
+    byte_level.py  GPT-2's byte-to-character map and pre-tokenizer expression, as data
+    bpe_graph.py   byte-level BPE inside a TF graph (core ops + TF Text regex split)
+    sentencepiece_graph.py  a checkpoint's SentencePiece model inside a TF graph
+    loaded.py      the one interface the other stages use: load a tokenizer directory, its
+                   graph, special ids and hash
+    policy.py      which tokenizer a run uses: learn, reuse the production model's, a pinned
+                   file, or the checkpoint's
     component.py   the TFX component and its `Tokenizer` artifact
 """

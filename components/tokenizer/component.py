@@ -1,18 +1,22 @@
-"""The Tokenizer component: the SentencePiece model a run tokenizes with, as an artifact.
+"""The Tokenizer component: the tokenizer a run tokenizes with, as an artifact.
 
 Input: the Examples (train split). Output: a `Tokenizer` artifact whose directory holds
-`sentencepiece.model`, with custom properties (KFP carries custom properties only):
+`sentencepiece.model` (learned, reused or pinned), or a Hugging Face checkpoint's tokenizer files
+and `special_tokens.json` (policy checkpoint; see loaded.py), with custom properties (KFP
+carries custom properties only):
 
-    vocab_size, algorithm, sha256      the model
+    vocab_size, algorithm, sha256      the model (for a checkpoint: algorithm is the kind, and
+                                       file_sha256 holds each file's sha256 as JSON)
     vocab_size_choice                  auto (tokenizer.vocab_size unset: the largest vocabulary up to
                                        vocab_size_limit the sample supports) | explicit (a requirement)
     rare_characters_left_to_bytes      distinct characters of the sample learned from as bytes only (learn.py)
-    source                             learned | reused | pinned, and `source_detail` saying which
+    source                             learned | reused | pinned | checkpoint, and `source_detail` saying which
     learned_from_examples, learned_from_span, sample_chunks, sample_bytes   for a learned model
 
 Which model is used follows `tokenizer.policy` (policy.py). The production model for `reuse` and
 `auto` is looked up in the model registry by the executor, at run time.
 """
+import json
 import logging
 import os
 from typing import Any, Dict, List
@@ -23,7 +27,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.example_gen import ingest_report
-from components.tokenizer import learn, model_file, policy, sample
+from components.tokenizer import hf_files, learn, loaded, model_file, policy, sample
 from components.pusher.options import RegistryOptions
 from components.tokenizer.options import AUTO_MAX_VOCAB_SIZE, TokenizerOptions
 
@@ -48,6 +52,7 @@ class TokenizerSpec(ComponentSpec):
         "registry": ExecutionParameter(type=str),
         "model_name": ExecutionParameter(type=str),
         "registry_dir": ExecutionParameter(type=str, optional=True),
+        "checkpoint": ExecutionParameter(type=str, optional=True),  # model.checkpoint ('' when unset)
     }
     INPUTS = {"examples": ChannelParameter(type=standard_artifacts.Examples)}
     OUTPUTS = {"tokenizer": ChannelParameter(type=Tokenizer)}
@@ -67,7 +72,11 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
            exec_properties: Dict[str, Any]) -> None:
         options = TokenizerOptions.from_parameter(exec_properties["options"])
         output = artifact_utils.get_single_instance(output_dict["tokenizer"])
-        choice = policy.choose(options.policy, options.pinned_model_file, lambda: _find_production(exec_properties))
+        choice = policy.choose(options.policy, options.pinned_model_file, lambda: _find_production(exec_properties),
+                               exec_properties.get("checkpoint") or "")
+        if choice.action == policy.CHECKPOINT:
+            self._copy_checkpoint_tokenizer(choice, output)
+            return
         if choice.action == policy.LEARN:
             examples = artifact_utils.get_single_instance(input_dict["examples"])
             proto = self._learn(examples, options, exec_properties["text_feature"], output)
@@ -85,6 +94,21 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output.set_string_custom_property("source_detail", choice.reason)
         log.info("Tokenizer %s (%s): %d pieces, %s, sha256 %s", source, choice.reason, described.vocab_size,
                  described.algorithm, described.sha256)
+
+    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, output: types.Artifact) -> None:
+        """Checks the checkpoint's tokenizer files and writes them, with their special ids, as the artifact."""
+        tokenizer = loaded.load(choice.model_path)
+        tokenizer.write(output.uri)
+        output.set_int_custom_property("vocab_size", tokenizer.vocab_size)
+        output.set_string_custom_property("algorithm", tokenizer.kind)
+        output.set_string_custom_property("sha256", tokenizer.sha256)
+        output.set_string_custom_property("file_sha256", json.dumps(hf_files.files_sha256(tokenizer.files), sort_keys=True))
+        output.set_string_custom_property("special_tokens", json.dumps(tokenizer.special.to_json(), sort_keys=True))
+        output.set_string_custom_property("model_path", choice.model_path)
+        output.set_string_custom_property("source", "checkpoint")
+        output.set_string_custom_property("source_detail", choice.reason)
+        log.info("Tokenizer from checkpoint %s: %s, %d tokens, special ids %s, sha256 %s", choice.model_path,
+                 tokenizer.kind, tokenizer.vocab_size, tokenizer.special, tokenizer.sha256)
 
     def _learn(self, examples: types.Artifact, options: TokenizerOptions, text_feature: str,
                output: types.Artifact) -> bytes:
@@ -132,7 +156,7 @@ class TokenizerComponent(base_beam_component.BaseBeamComponent):
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TokenizerExecutor)
 
     def __init__(self, examples: types.BaseChannel, options: TokenizerOptions, text_feature: str,
-                 registry: RegistryOptions, model_name: str, registry_dir: str = ""):
+                 registry: RegistryOptions, model_name: str, registry_dir: str = "", checkpoint: str = ""):
         super().__init__(spec=TokenizerSpec(
             examples=examples,
             options=options.to_parameter(),
@@ -140,5 +164,6 @@ class TokenizerComponent(base_beam_component.BaseBeamComponent):
             registry=registry.to_parameter(),
             model_name=model_name,
             registry_dir=registry_dir,
+            checkpoint=checkpoint or "",
             tokenizer=types.Channel(type=Tokenizer),
         ))

@@ -6,7 +6,7 @@ from pydantic import Field, model_validator
 from components.options import Options
 from components.tokenizer.ids import MIN_VOCAB_SIZE
 
-Policy = Literal["auto", "learn", "reuse", "pinned"]
+Policy = Literal["auto", "learn", "reuse", "pinned", "checkpoint"]
 Algorithm = Literal["bpe", "unigram"]
 AUTO_MAX_VOCAB_SIZE = 4096  # the most pieces an automatic vocabulary (vocab_size unset) learns
 
@@ -18,7 +18,8 @@ class TokenizerOptions(Options):
         "auto",
         description="learn: a new model from this span's train split; reuse: the model of the registry's production "
                     "model (fails when there is none); pinned: pinned_model_file; auto: reuse when a production model "
-                    "exists, else learn.",
+                    "exists, else learn; checkpoint: the tokenizer files of model.checkpoint (auto chooses it "
+                    "when model.checkpoint is set).",
     )
     pinned_model_file: str = Field("", description="SentencePiece .model file used when policy=pinned.")
     vocab_size: Optional[int] = Field(

@@ -5,8 +5,11 @@
              same across spans, which warm start and continued training need; an error when there
              is none
     pinned   the file `tokenizer.pinned_model_file`
-    auto     reuse when a production model with a SentencePiece tokenizer exists, else learn
-             (the first run, or a production model exported before the Tokenizer stage existed)
+    checkpoint  the tokenizer files of the Hugging Face checkpoint `model.checkpoint` (its model
+             only understands its own token ids)
+    auto     checkpoint when `model.checkpoint` is set; else reuse when a production model with a
+             SentencePiece tokenizer exists, else learn (the first run, or a production model
+             exported before the Tokenizer stage existed)
 
 The production model is looked up at run time by the Tokenizer executor (no ML Metadata resolver,
 so the same code runs locally and on Kubeflow Pipelines).
@@ -17,20 +20,30 @@ import tensorflow as tf
 
 from components.tokenizer import model_file
 
-LEARN, REUSE, PINNED = "learn", "reuse", "pinned"
+LEARN, REUSE, PINNED, CHECKPOINT = "learn", "reuse", "pinned", "checkpoint"
 
 
 class Choice(NamedTuple):
-    """What to do: `action` (learn/reuse/pinned), the model file for reuse/pinned, and why."""
+    """What to do: `action` (learn/reuse/pinned/checkpoint), the model file for reuse/pinned or
+    the checkpoint directory, and why."""
 
     action: str
     model_path: str
     reason: str
 
 
-def choose(policy: str, pinned_model_file: str, find_production: Callable[[], Optional[object]]) -> Choice:
+def choose(policy: str, pinned_model_file: str, find_production: Callable[[], Optional[object]],
+           checkpoint: str = "") -> Choice:
     """Applies `policy`; `find_production` returns the registry's production model (with
-    `saved_model_dir` and `registered_version`) or None, and is called only when needed."""
+    `saved_model_dir` and `registered_version`) or None, and is called only when needed;
+    `checkpoint` is `model.checkpoint` ('' when unset)."""
+    if policy == CHECKPOINT or (policy == "auto" and checkpoint):
+        if not checkpoint:
+            raise ValueError("tokenizer.policy=checkpoint needs model.checkpoint (the Hugging Face checkpoint directory)")
+        return Choice(CHECKPOINT, checkpoint, f"the tokenizer of model.checkpoint {checkpoint}")
+    if checkpoint:
+        raise ValueError(f"tokenizer.policy={policy} with model.checkpoint {checkpoint}: the checkpoint's model needs "
+                         "its own tokenizer (use tokenizer.policy checkpoint or auto)")
     if policy == PINNED:
         if not tf.io.gfile.exists(pinned_model_file):
             raise FileNotFoundError(f"tokenizer.pinned_model_file {pinned_model_file} does not exist")

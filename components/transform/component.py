@@ -2,11 +2,12 @@
 
 TFX's Transform component has no input for a tokenizer artifact. This component keeps Transform's
 spec, parameters, outputs and executor, and adds one input channel, `tokenizer` (the Tokenizer
-stage's artifact). Its executor puts the path of that artifact's SentencePiece model into the
-`custom_config` the `preprocessing_fn` receives (`preprocessing.TOKENIZER_MODEL_KEY`), runs the
-stock executor, and then copies the model into the transform graph
-(`transform_fn/assets/sentencepiece.model`), so that whatever reads the transform graph (the
-Trainer, which exports it with the model) finds the tokenizer beside the graph that embeds it.
+stage's artifact). Its executor puts that artifact's directory (a learned SentencePiece model or a
+checkpoint's tokenizer files, see tokenizer/loaded.py) into the `custom_config` the
+`preprocessing_fn` receives (`preprocessing.TOKENIZER_MODEL_KEY`), runs the stock executor, and
+then copies the tokenizer's files into the transform graph (`transform_fn/assets/`), so that
+whatever reads the transform graph (the Trainer, which exports it with the model) finds the
+tokenizer beside the graph that embeds it.
 """
 import json
 from typing import Any, Dict, List
@@ -18,7 +19,7 @@ from tfx.dsl.components.base import base_beam_component, executor_spec
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.types.component_spec import ChannelParameter
 
-from components.tokenizer import model_file
+from components.tokenizer import loaded
 from components.tokenizer.component import Tokenizer
 from components.transform.preprocessing import TOKENIZER_MODEL_KEY
 
@@ -36,14 +37,13 @@ class TokenizingTransformExecutor(StockTransformExecutor):
            exec_properties: Dict[str, Any]) -> None:
         input_dict = dict(input_dict)  # the stock executor gets Transform's own inputs only
         tokenizer = artifact_utils.get_single_instance(input_dict.pop(TOKENIZER_KEY))
-        model_path = model_file.artifact_model_path(tokenizer.uri)
-        model = model_file.read_model(model_path)
+        model = loaded.load(tokenizer.uri)  # checks the files before Beam starts
         key = standard_component_specs.CUSTOM_CONFIG_KEY
         custom_config = json.loads(exec_properties.get(key) or "null") or {}
-        exec_properties = {**exec_properties, key: json.dumps({**custom_config, TOKENIZER_MODEL_KEY: model_path})}
+        exec_properties = {**exec_properties, key: json.dumps({**custom_config, TOKENIZER_MODEL_KEY: tokenizer.uri})}
         super().Do(input_dict, output_dict, exec_properties)
         transform_graph = artifact_utils.get_single_instance(output_dict[standard_component_specs.TRANSFORM_GRAPH_KEY])
-        model_file.copy_model(model.proto, model_file.transform_graph_model_path(transform_graph.uri))
+        model.write(loaded.transform_graph_dir(transform_graph.uri))
 
 
 class TokenizingTransform(base_beam_component.BaseBeamComponent):

@@ -1,8 +1,8 @@
 """Running the project's `preprocessing_fn` with TF Transform outside a TFX pipeline.
 
 Used by tests and benchmarks to produce the same transform graph that the tokenizing Transform
-component writes (the SentencePiece model embedded, and copied into its assets), from an
-in-memory list of documents and a SentencePiece model file.
+component writes (the tokenizer embedded, and its files copied into its assets), from an
+in-memory list of documents and a tokenizer (a SentencePiece model file or tokenizer directory).
 """
 import functools
 import os
@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tensorflow_transform.beam as tft_beam
 
-from components.tokenizer import model_file
+from components.tokenizer import loaded
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKENIZER_MODEL_KEY, preprocessing_fn
 
 
@@ -23,7 +23,8 @@ def analyze_and_transform(
     output_dir: str,
     transformed_examples_prefix: Optional[str] = None,
 ) -> str:
-    """Writes the transform graph for `tokenizer_model` (a .model file) to `output_dir`.
+    """Writes the transform graph for `tokenizer_model` (a learned .model file or a tokenizer
+    directory, see tokenizer/loaded.py) to `output_dir`.
 
     When `transformed_examples_prefix` is given, also writes the transformed `documents`, in input
     order, as GZIP tf.Example TFRecords encoded with the transformed schema (as Transform does).
@@ -49,5 +50,5 @@ def analyze_and_transform(
                     compression_type=beam.io.filesystem.CompressionTypes.GZIP,
                 )
             )
-    model_file.copy_model(model_file.read_model(tokenizer_model).proto, model_file.transform_graph_model_path(output_dir))
+    loaded.load(tokenizer_model).write(loaded.transform_graph_dir(output_dir))
     return output_dir

@@ -16,7 +16,11 @@ its new token is written (and its key/value cached) at its own position, and it 
 its own positions, so prompts of different lengths share a batch and get exactly what they would
 get alone.
 
-Context limit: the total length (the [EOS] separator + prompt + new tokens) never exceeds the
+Special ids come from the tokenizer (`special`, default: the learned tokenizer's): each prompt
+starts with its document prefix ([EOS] for the learned tokenizer, <s> for Llama), a row stops
+at its eos id, and finished or padding positions hold its pad id.
+
+Context limit: the total length (the document prefix + prompt + new tokens) never exceeds the
 model's context length (learned positions end there). The prompt keeps its last
 `max(context_length - max_new_tokens, context_length // 2)` tokens (separator included), and a
 row whose length reaches the context length stops, which `num_generated_tokens` reports.
@@ -29,20 +33,22 @@ import functools
 import tensorflow as tf
 
 from components.trainer.model.sampling import sample_next_token
-from components.tokenizer.ids import EOS_ID, PAD_ID
+from components.tokenizer.special import LEARNED, SpecialTokens
 
 MIN_BUCKET = 16
 CACHE_GROWTH = 64  # graph mode: positions the key/value cache grows by (see decode_with_cache)
 
 
-def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens) -> tf.RaggedTensor:
-    """EOS (the document separator) followed by at most the last `max_prompt_tokens` prompt tokens."""
+def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens, special: SpecialTokens = LEARNED) -> tf.RaggedTensor:
+    """The document prefix (the learned tokenizer's [EOS] separator) followed by at most the last
+    `max_prompt_tokens` prompt tokens."""
     prompt_ids = tf.cast(prompt_ids, tf.int64)
     lengths = prompt_ids.row_lengths()
     first_kept = tf.maximum(lengths - tf.cast(max_prompt_tokens, tf.int64), 0)
     positions = tf.ragged.range(lengths)
     kept = tf.ragged.boolean_mask(prompt_ids, positions >= first_kept[:, tf.newaxis])
-    separators = tf.fill([prompt_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
+    prefix = tf.constant(special.document_prefix, tf.int64)
+    separators = tf.tile(prefix[tf.newaxis, :], [prompt_ids.nrows(), 1])
     return tf.concat([separators, kept], axis=1)
 
 
@@ -68,7 +74,8 @@ def _next_power_of_two(value: tf.Tensor) -> tf.Tensor:
 
 
 def decode_with_cache(
-    backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed, grow_cache=True
+    backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed, grow_cache=True,
+    eos_id=LEARNED.eos_id, pad_id=LEARNED.pad_id,
 ):
     """The prefill + cached `tf.while_loop`; every shape comes from the inputs' (static) shapes.
 
@@ -81,6 +88,7 @@ def decode_with_cache(
 
     prompt_tokens [B, P] right-padded prompts; buffer [B, C] the same tokens padded to the cache
     length; lengths [B] int32 prompt lengths; done [B] rows that must not generate (padding).
+    eos_id / pad_id: the tokenizer's stop token and what finished rows write.
     Returns (buffer with the new tokens written after each prompt, new lengths).
     """
     cache_length = tf.shape(buffer)[1]
@@ -95,11 +103,11 @@ def decode_with_cache(
     def one_token(step, buffer, lengths, done, next_logits, cache):
         step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
         next_ids = sample_next_token(next_logits, temperature, top_k, top_p, step_seed)
-        next_ids = tf.where(done, tf.constant(PAD_ID, tf.int64), next_ids)
+        next_ids = tf.where(done, tf.constant(pad_id, tf.int64), next_ids)
         write_at = tf.minimum(lengths, cache_length - 1)
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, write_at], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
-        done = done | tf.equal(next_ids, EOS_ID) | (lengths >= cache_length)
+        done = done | tf.equal(next_ids, eos_id) | (lengths >= cache_length)
         next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache, grow_cache)
         return step + 1, buffer, lengths, done, next_logits, cache
 
@@ -146,6 +154,7 @@ def generate_tokens(
     top_p: tf.Tensor,
     seed: tf.Tensor,
     jit_compile: bool = False,
+    special: SpecialTokens = LEARNED,
 ) -> tuple:
     """Continues each prompt with the key/value cache; returns (new ids as ragged [batch, (n)], n as int32).
 
@@ -155,7 +164,7 @@ def generate_tokens(
     context_length = backbone.context_length
     max_new_tokens = tf.clip_by_value(tf.cast(max_new_tokens, tf.int32), 1, context_length - 1)
     max_prompt_tokens = tf.maximum(context_length - max_new_tokens, context_length // 2)
-    context = prepare_context(prompt_ids, max_prompt_tokens - 1)
+    context = prepare_context(prompt_ids, max_prompt_tokens - len(special.document_prefix), special)
     lengths = tf.cast(context.row_lengths(), tf.int32)
     batch_size = tf.shape(lengths)[0]
     longest = tf.reduce_max(lengths)
@@ -164,15 +173,17 @@ def generate_tokens(
     cache_length = round_up_to_bucket(longest + max_new_tokens, buckets)
     padded_batch = _next_power_of_two(batch_size) if jit_compile else batch_size
     extra_rows = padded_batch - batch_size
-    dense = context.to_tensor(default_value=PAD_ID)
-    prompt_tokens = tf.pad(dense, [[0, extra_rows], [0, prompt_width - longest]], constant_values=PAD_ID)
-    buffer = tf.pad(prompt_tokens, [[0, 0], [0, cache_length - prompt_width]], constant_values=PAD_ID)
+    pad_id = special.pad_id
+    dense = context.to_tensor(default_value=pad_id)
+    prompt_tokens = tf.pad(dense, [[0, extra_rows], [0, prompt_width - longest]], constant_values=pad_id)
+    buffer = tf.pad(prompt_tokens, [[0, 0], [0, cache_length - prompt_width]], constant_values=pad_id)
     padded_lengths = tf.pad(lengths, [[0, extra_rows]], constant_values=1)
     done = tf.range(padded_batch) >= batch_size
     decode = _decode_xla if jit_compile else _decode_graph
     buffer, new_lengths = decode(
         backbone, prompt_tokens, buffer, padded_lengths, done, max_new_tokens,
         tf.cast(temperature, tf.float32), tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32), tf.cast(seed, tf.int64),
+        eos_id=special.eos_id, pad_id=pad_id,
     )
     buffer, new_lengths = buffer[:batch_size], new_lengths[:batch_size]
     return _new_tokens(buffer, lengths, new_lengths)
@@ -193,6 +204,7 @@ def generate_tokens_without_cache(
     top_k: tf.Tensor,
     top_p: tf.Tensor,
     seed: tf.Tensor,
+    special: SpecialTokens = LEARNED,
 ) -> tuple:
     """The no-cache reference: each step runs the backbone on each row's last `context_length` tokens.
 
@@ -201,9 +213,10 @@ def generate_tokens_without_cache(
     """
     context_length = backbone.context_length
     max_new_tokens = tf.maximum(tf.cast(max_new_tokens, tf.int32), 1)
-    context = prepare_context(prompt_ids, context_length - 1)
+    context = prepare_context(prompt_ids, context_length - len(special.document_prefix), special)
     prompt_lengths = tf.cast(context.row_lengths(), tf.int32)
-    buffer = tf.pad(context.to_tensor(default_value=PAD_ID), [[0, 0], [0, max_new_tokens]])
+    pad_id, eos_id = special.pad_id, special.eos_id
+    buffer = tf.pad(context.to_tensor(default_value=pad_id), [[0, 0], [0, max_new_tokens]], constant_values=pad_id)
     total_length = tf.shape(buffer)[1]
     window_width = tf.minimum(context_length, total_length)
     rows = tf.range(tf.shape(buffer)[0])
@@ -220,10 +233,10 @@ def generate_tokens_without_cache(
         last_logits = tf.gather(logits, lengths - 1 - window_starts, batch_dims=1)
         step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
         next_ids = sample_next_token(last_logits, temperature, top_k, top_p, step_seed)
-        next_ids = tf.where(done, tf.constant(PAD_ID, tf.int64), next_ids)
+        next_ids = tf.where(done, tf.constant(pad_id, tf.int64), next_ids)
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, lengths], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
-        done = tf.logical_or(done, tf.equal(next_ids, EOS_ID))
+        done = tf.logical_or(done, tf.equal(next_ids, eos_id))
         return step + 1, buffer, lengths, done
 
     done = tf.zeros_like(prompt_lengths, tf.bool)

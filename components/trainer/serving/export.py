@@ -5,7 +5,8 @@ all of them):
     serving_default  `generate` with the generation defaults from config
     generate         continues each prompt; greedy when temperature == 0; decoded with the
                      key/value cache (see model/decoding.py)
-    score            each text is scored as one whole document (EOS + text + EOS): a text longer
+    score            each text is scored as one whole document (EOS + text + EOS for the learned
+                     tokenizer; a checkpoint's document prefix + text + its end): a text longer
                      than the context is scored in consecutive windows of context_length tokens
     score_tokens     summed NLL and token count of packed [batch, context_length + 1] blocks;
                      what the evaluator uses on packed eval blocks
@@ -17,7 +18,9 @@ The tokenizer is the TF Transform graph itself (`transform_features_layer`, whic
 SentencePiece model), saved inside the model, so the served model tokenizes exactly as Transform
 did; the detokenizer embeds the same model. The model file is also an asset of the export
 (`assets/sentencepiece.model`): the registry records its sha256, warm start compares it, and the
-Tokenizer stage reuses it (`tokenizer.policy=reuse`).
+Tokenizer stage reuses it (`tokenizer.policy=reuse`). A checkpoint's tokenizer (loaded.py) travels
+the same way as its own files plus `special_tokens.json`; its special ids (`SpecialTokens`) frame
+the documents, stop decoding and pad.
 
 The exported backbone is a serving copy of the trained one (`weights.serving_backbone`):
 the output projection is pre-transposed, and with `generation.weight_quantization=int8` every
@@ -33,9 +36,8 @@ import os
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.tokenizer import model_file
-from components.tokenizer.graph import GraphTokenizer
-from components.tokenizer.ids import EOS_ID, PAD_ID
+from components.tokenizer import loaded, model_file
+from components.trainer.training.data import frame_documents
 from components.trainer.model import decoding
 from components.trainer.serving import predict_requests, signatures
 from components.trainer.serving.weights import serving_backbone
@@ -57,9 +59,18 @@ class TextGenerationModule(tf.Module):
         super().__init__(name="text_generation")
         self.backbone = backbone
         self.transform_layer = transform_output.transform_features_layer()
-        model_path = model_file.transform_graph_model_path(os.path.dirname(transform_output.transform_savedmodel_dir))
-        self.tokenizer_model = tf.saved_model.Asset(model_path)
-        self._detokenizer = GraphTokenizer(model_file.read_model(model_path).proto, name="detokenizer")
+        tokenizer_dir = loaded.transform_graph_dir(os.path.dirname(transform_output.transform_savedmodel_dir))
+        tokenizer = loaded.load(tokenizer_dir)
+        if tokenizer.kind == loaded.LEARNED_SENTENCEPIECE:
+            self.tokenizer_model = tf.saved_model.Asset(os.path.join(tokenizer_dir, model_file.MODEL_FILE_NAME))
+        else:
+            self.tokenizer_files = [tf.saved_model.Asset(path) for path in tokenizer.file_paths(tokenizer_dir)]
+        self._special = tokenizer.special
+        # score_tokens masks padding only where the pad id cannot be a real target (GPT-2 pads
+        # with its <|endoftext|>, which packed blocks contain as the document separator).
+        framing = set(tokenizer.special.document_prefix) | set(tokenizer.special.document_suffix) | {tokenizer.special.eos_id}
+        self._mask_padding = tokenizer.special.pad_id not in framing
+        self._detokenizer = tokenizer.graph(name="detokenizer")
         self.context_length = tf.Variable(backbone.context_length, dtype=tf.int64, trainable=False, name="context_length")
         self._defaults = generation
 
@@ -72,7 +83,7 @@ class TextGenerationModule(tf.Module):
         """Continues each prompt; see the module docstring."""
         new_ids, counts = decoding.generate_tokens(
             self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, top_p, seed,
-            jit_compile=self._defaults.jit_compile,
+            jit_compile=self._defaults.jit_compile, special=self._special,
         )
         return {"generations": self._detokenizer.detokenize(new_ids), "num_generated_tokens": counts}
 
@@ -95,8 +106,8 @@ class TextGenerationModule(tf.Module):
         in consecutive windows of `context_length` predictions, each seeing only its own tokens
         (as packed training blocks do), so no part of the text is left out."""
         token_ids = self._tokenize(texts)
-        separators = tf.fill([token_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
-        documents = tf.concat([separators, token_ids, separators], axis=1)
+        ending = self._special.document_suffix or (self._special.eos_id,)
+        documents = frame_documents(token_ids, self._special._replace(document_suffix=ending))
         inputs, targets = documents[:, :-1], documents[:, 1:]
         num_tokens = inputs.row_lengths()
         window = tf.cast(self.backbone.context_length, tf.int64)
@@ -106,9 +117,10 @@ class TextGenerationModule(tf.Module):
         num_windows = tf.reduce_sum(windows_per_text)
         window_inputs = tf.RaggedTensor.from_value_rowids(inputs.flat_values, window_of_token, nrows=num_windows)
         window_targets = tf.RaggedTensor.from_value_rowids(targets.flat_values, window_of_token, nrows=num_windows)
-        dense_inputs = window_inputs.to_tensor(default_value=PAD_ID)
+        pad_id = self._special.pad_id
+        dense_inputs = window_inputs.to_tensor(default_value=pad_id)
         mask = tf.sequence_mask(window_inputs.row_lengths(), tf.shape(dense_inputs, out_type=tf.int64)[1])
-        nll = _masked_token_nll(self.backbone, dense_inputs, window_targets.to_tensor(default_value=PAD_ID), mask)
+        nll = _masked_token_nll(self.backbone, dense_inputs, window_targets.to_tensor(default_value=pad_id), mask)
         text_of_window = tf.repeat(tf.range(token_ids.nrows()), windows_per_text)
         text_nll = tf.math.unsorted_segment_sum(tf.reduce_sum(nll, axis=1), text_of_window, token_ids.nrows())
         return {"mean_nll": text_nll / tf.cast(num_tokens, text_nll.dtype), "num_tokens": num_tokens}
@@ -125,15 +137,17 @@ class TextGenerationModule(tf.Module):
         """
         prefix_ids = self._tokenize(prefixes)
         continuation_ids = self._tokenize(continuations)
-        separators = tf.fill([prefix_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
-        documents = tf.concat([separators, prefix_ids, continuation_ids], axis=1)
+        documents = frame_documents(tf.concat([prefix_ids, continuation_ids], axis=1),
+                                    self._special._replace(document_suffix=()))
         predictions = documents.row_lengths() - 1
         first = tf.maximum(predictions - tf.cast(self.backbone.context_length, tf.int64), 0)
         positions = tf.ragged.range(first, predictions)  # input positions; each predicts the next token
-        prefix_lengths = tf.repeat(prefix_ids.row_lengths(), positions.row_lengths())
+        framed_prefix = prefix_ids.row_lengths() + len(self._special.document_prefix) - 1
+        prefix_lengths = tf.repeat(framed_prefix, positions.row_lengths())
         scored = positions.with_flat_values(positions.flat_values >= prefix_lengths)  # target is a continuation token
-        inputs = tf.gather(documents, positions, batch_dims=1).to_tensor(default_value=PAD_ID)
-        targets = tf.gather(documents, positions + 1, batch_dims=1).to_tensor(default_value=PAD_ID)
+        pad_id = self._special.pad_id
+        inputs = tf.gather(documents, positions, batch_dims=1).to_tensor(default_value=pad_id)
+        targets = tf.gather(documents, positions + 1, batch_dims=1).to_tensor(default_value=pad_id)
         mask = scored.to_tensor(default_value=False)
         nll = _masked_token_nll(self.backbone, inputs, targets, mask)
         return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1),
@@ -143,7 +157,10 @@ class TextGenerationModule(tf.Module):
     def score_tokens(self, blocks):
         """Summed NLL and token count of each packed block (inputs = block[:-1], targets = block[1:])."""
         targets = blocks[:, 1:]
-        mask = tf.not_equal(targets, PAD_ID)
+        if self._mask_padding:
+            mask = tf.not_equal(targets, self._special.pad_id)
+        else:
+            mask = tf.ones_like(targets, tf.bool)
         nll = _masked_token_nll(self.backbone, blocks[:, :-1], targets, mask)
         return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)}
 

@@ -1,6 +1,7 @@
 """The input pipeline: transformed examples to packed (inputs, targets) blocks.
 
-Documents' token streams are concatenated with an EOS separator before each document and cut
+Documents' token streams are concatenated, each framed by the tokenizer's document prefix and
+suffix (`SpecialTokens`; the learned tokenizer's is an EOS separator before each document), and cut
 into blocks of `context_length + 1` tokens; inputs are the first `context_length`, targets the
 last `context_length` (shifted by one). Packing wastes no compute on padding. The evaluator uses
 the same function so perplexity is measured on exactly what the model trains on.
@@ -10,14 +11,16 @@ from typing import Any, Dict, Optional
 import tensorflow as tf
 
 from components.file_patterns import FilePatterns, matching_files
-from components.tokenizer.ids import EOS_ID
+from components.tokenizer.special import LEARNED, SpecialTokens
 from components.transform.preprocessing import TOKEN_IDS_KEY
 
 _PARSE_BATCH = 256  # serialized examples parsed per call; larger batches amortise op overhead
 
 
-def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any]) -> tf.data.Dataset:
-    """All tokens of the transformed examples matching `file_patterns`, EOS before each document.
+def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any],
+                 special: SpecialTokens = LEARNED) -> tf.data.Dataset:
+    """All tokens of the transformed examples matching `file_patterns`, each document framed by
+    `special`'s document prefix and suffix.
 
     `feature_spec` is `TFTransformOutput.transformed_feature_spec()`, which knows how Transform
     encoded the ragged `token_ids` output in the tf.Examples.
@@ -27,8 +30,7 @@ def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any]) -> t
 
     def flatten(serialized: tf.Tensor) -> tf.Tensor:
         token_ids = tf.io.parse_example(serialized, feature_spec)[TOKEN_IDS_KEY]
-        separators = tf.fill([token_ids.nrows(), 1], tf.constant(EOS_ID, tf.int64))
-        return tf.concat([separators, token_ids], axis=1).flat_values
+        return frame_documents(token_ids, special).flat_values
 
     return (
         tf.data.TFRecordDataset(files, compression_type="GZIP")
@@ -38,9 +40,19 @@ def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any]) -> t
     )
 
 
-def holds_one_block(file_patterns: FilePatterns, feature_spec: Dict[str, Any], context_length: int) -> bool:
+def frame_documents(token_ids: tf.RaggedTensor, special: SpecialTokens) -> tf.RaggedTensor:
+    """Ragged [documents, (tokens)] -> each row as document prefix + tokens + document suffix."""
+    token_ids = tf.cast(token_ids, tf.int64)
+    rows = token_ids.nrows()
+    prefix = tf.tile(tf.constant(special.document_prefix, tf.int64)[tf.newaxis, :], [rows, 1])
+    suffix = tf.tile(tf.constant(special.document_suffix, tf.int64)[tf.newaxis, :], [rows, 1])
+    return tf.concat([prefix, token_ids, suffix], axis=1)
+
+
+def holds_one_block(file_patterns: FilePatterns, feature_spec: Dict[str, Any], context_length: int,
+                    special: SpecialTokens = LEARNED) -> bool:
     """Whether the examples hold at least one full training block (context_length + 1 tokens)."""
-    stream = token_stream(file_patterns, feature_spec).batch(context_length + 1, drop_remainder=True)
+    stream = token_stream(file_patterns, feature_spec, special).batch(context_length + 1, drop_remainder=True)
     return any(True for _ in stream.take(1))
 
 
@@ -52,9 +64,10 @@ def packed_blocks(
     shuffle_buffer: Optional[int] = None,
     seed: Optional[int] = None,
     repeat: bool = False,
+    special: SpecialTokens = LEARNED,
 ) -> tf.data.Dataset:
     """Batches of (inputs, targets), each [batch_size, context_length] int64."""
-    blocks = token_stream(file_patterns, feature_spec).batch(context_length + 1, drop_remainder=True)
+    blocks = token_stream(file_patterns, feature_spec, special).batch(context_length + 1, drop_remainder=True)
     if shuffle_buffer:
         blocks = blocks.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
     if repeat:

@@ -12,7 +12,7 @@ import os
 import tensorflow as tf
 import tf_keras as keras
 
-from components.tokenizer import model_file
+from components.tokenizer import hf_files, loaded, model_file
 
 _VALUE_SUFFIX = "/.ATTRIBUTES/VARIABLE_VALUE"
 
@@ -28,9 +28,13 @@ def _saved_backbone_shapes(variables_prefix: str) -> collections.Counter:
 def tokenizer_mismatch(saved_model_dir: str, tokenizer_sha256: str) -> str:
     """Why the SavedModel's tokenizer is not the one with `tokenizer_sha256`, or "" when it is."""
     path = model_file.saved_model_model_path(saved_model_dir)
-    if not tf.io.gfile.exists(path):
+    assets = loaded.saved_model_dir(saved_model_dir)
+    if tf.io.gfile.exists(path):
+        base_sha256 = model_file.read_model(path).sha256
+    elif tf.io.gfile.exists(os.path.join(assets, hf_files.SPECIAL_RECORD)):  # a checkpoint's tokenizer
+        base_sha256 = loaded.load(assets).sha256
+    else:
         return f"it has no SentencePiece tokenizer ({path} does not exist)"
-    base_sha256 = model_file.read_model(path).sha256
     if base_sha256 != tokenizer_sha256:
         return (f"its tokenizer differs (sha256 {base_sha256[:12]}... vs this run's {tokenizer_sha256[:12]}...): "
                 "token ids mean other pieces; use tokenizer.policy=reuse (or auto) to keep the tokenizer")

@@ -1,0 +1,192 @@
+"""Byte-level BPE (GPT-2, SmolLM) inside a TF graph, on core TF ops and TF Text's regex split.
+
+Tokenizing follows Hugging Face `tokenizers` step by step, and gives the same ids:
+
+1. Words. GPT-2's pre-tokenizer expression (byte_level.py) ends in `\\s+(?!\\S)|\\s+`, which RE2
+   cannot express. Its effect on a maximal whitespace run W of n characters is: at the end of the
+   text, W is one word; before other text, W[:n-1] is a word (when n > 1) and the last character
+   either joins the next word (a space: ' ?\\p{L}+' and its siblings take it) or is a word of
+   its own (any other whitespace). So the text is first cut into whitespace runs and the text
+   between them (`regex_split`), the runs are cut as just said with string ops, a space that
+   joins the next piece is prepended to it, and each piece is then split with the expression's
+   other alternatives, which need no lookahead.
+2. Bytes. Each word's UTF-8 bytes become the ids of their one-character tokens (byte_level.py).
+3. Merges. A `tf.while_loop` over all words of the batch at once: in each round every word finds
+   its adjacent pair with the lowest merge rank and merges every occurrence of that pair, left to
+   right without overlap. This is the order `tokenizers` merges in (lowest rank first, leftmost
+   first among equals) for merge lists in which a merge only uses tokens made by earlier merges,
+   which holds for every learned BPE. Merge ranks are looked up by binary search in a sorted
+   constant of pair keys, so the graph holds no table resources and works in TF Transform and
+   in a SavedModel alike.
+
+Special tokens (such as <|endoftext|>) are never produced from text: a literal "<|endoftext|>"
+in a document is tokenized as the characters it is made of. This is `tokenizers` with
+`encode_special_tokens=True`; we choose it so that raw data and prompts cannot inject the
+document separator or the stop token. Detokenizing drops special tokens and turns bytes that
+are not valid UTF-8 into U+FFFD, as `tokenizers`' ByteLevel decoder does.
+"""
+from typing import Dict, Iterable, Sequence, Tuple
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_text as tf_text
+
+from components.tokenizer import byte_level
+
+_NO_RANK = np.iinfo(np.int64).max
+
+
+# TF Text's regex split stops reading a string at its first NUL character. NUL is spelled as two
+# other characters of its class (neither letter, digit nor space), which the expression keeps in
+# one word just as it would keep NUL: NUL -> U+FFFF U+FFFE, and U+FFFF itself -> U+FFFF U+FFFF.
+_ESCAPE, _NUL_MARK = 0xFFFF, 0xFFFE
+
+
+def _escape_nul(texts: tf.Tensor) -> tf.Tensor:
+    doubled = tf.strings.regex_replace(texts, "\\x{FFFF}", chr(_ESCAPE) * 2)
+    return tf.strings.regex_replace(doubled, "\\x00", chr(_ESCAPE) + chr(_NUL_MARK))
+
+
+def _unescape_nul(words: tf.Tensor) -> tf.Tensor:
+    """The inverse of `_escape_nul` on the words it was split into (escape pairs never straddle
+    words, since both characters are of one class). In a run of k escapes, pairs of escapes are
+    one U+FFFF each; when k is odd, the last escape and the U+FFFE after it are a NUL."""
+    chars = tf.strings.unicode_decode(words, "UTF-8")
+    flat = tf.cast(chars.flat_values, tf.int64)
+    position = tf.range(tf.size(flat, out_type=tf.int64))
+    is_escape = tf.equal(flat, _ESCAPE)
+    run = tf.cumsum(tf.cast(tf.logical_not(is_escape), tf.int64))
+    num_runs = tf.reduce_max(tf.concat([run, [0]], axis=0)) + 1
+    no_position = tf.size(flat, out_type=tf.int64)
+    run_start = tf.math.unsorted_segment_min(tf.where(is_escape, position, no_position), run, num_runs)
+    run_length = tf.math.unsorted_segment_sum(tf.cast(is_escape, tf.int64), run, num_runs)
+    offset = position - tf.gather(run_start, run)
+    odd_last = is_escape & tf.equal(offset, tf.gather(run_length, run) - 1) & tf.equal(offset % 2, 0)
+    keep = tf.logical_not(is_escape) | (tf.equal(offset % 2, 0) & tf.logical_not(odd_last))
+    becomes_nul = tf.concat([[False], odd_last[:-1]], axis=0) & tf.equal(flat, _NUL_MARK)
+    flat = tf.where(becomes_nul, tf.zeros_like(flat), flat)
+    unescaped = tf.ragged.boolean_mask(chars.with_flat_values(flat), chars.with_flat_values(keep))
+    return tf.strings.unicode_encode(tf.cast(unescaped, tf.int32), "UTF-8")
+
+
+class ByteLevelBpeGraph(tf.Module):
+    """Text <-> token ids with a byte-level BPE vocabulary and merge list (see module docstring)."""
+
+    def __init__(self, vocab: Dict[str, int], merges: Sequence[Tuple[str, str]], special_ids: Iterable[int],
+                 source: str = "byte-level BPE", name: str = "byte_level_bpe"):
+        super().__init__(name=name)
+        size = max(vocab.values()) + 1
+        self._size = size
+        chars = byte_level.byte_to_char()
+        missing = [char for char in chars if char not in vocab]
+        if missing:
+            raise ValueError(f"{source}: the vocabulary lacks {len(missing)} of the 256 byte tokens "
+                             f"(e.g. {missing[0]!r}): not a byte-level BPE vocabulary")
+        self._byte_ids = tf.constant([vocab[char] for char in chars], tf.int64)
+        keys, merged = [], []
+        for rank, (left, right) in enumerate(merges):
+            for part in (left, right, left + right):
+                if part not in vocab:
+                    raise ValueError(f"{source}: merge {rank} ({left} {right}) uses {part!r}, which is not in the vocabulary")
+            keys.append(vocab[left] * size + vocab[right])
+            merged.append(vocab[left + right])
+        order = np.argsort(np.asarray(keys, np.int64), kind="stable")
+        sorted_keys = np.asarray(keys, np.int64)[order] if keys else np.zeros([0], np.int64)
+        if len(set(keys)) != len(keys):
+            raise ValueError(f"{source}: the merge list has the same pair twice")
+        self._pair_keys = tf.constant(np.append(sorted_keys, _NO_RANK), tf.int64)  # sentinel: never empty
+        self._pair_ranks = tf.constant(np.append(order, _NO_RANK).astype(np.int64), tf.int64)
+        self._pair_merged = tf.constant(np.append(np.asarray(merged, np.int64)[order] if keys else [], -1).astype(np.int64))
+        # Decoding: each id's characters, mapped back to bytes; special tokens decode to nothing.
+        texts = [""] * size
+        special = set(special_ids)
+        to_byte = byte_level.char_to_byte()
+        for token, index in vocab.items():
+            if index not in special:
+                if any(char not in to_byte for char in token):
+                    raise ValueError(f"{source}: token {token!r} (id {index}) is not made of byte characters")
+                texts[index] = bytes(to_byte[char] for char in token)
+        self._id_bytes = tf.constant(texts, tf.string)
+
+    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """[batch] strings -> ragged [batch, (tokens)] int64 ids."""
+        texts = tf.reshape(texts, [-1])
+        words = self._words(texts)  # [batch, (words)]
+        word_bytes = tf.strings.unicode_decode(words.flat_values, "ISO-8859-1")  # each byte as a code point
+        symbols = tf.gather(self._byte_ids, tf.cast(word_bytes.flat_values, tf.int64))
+        word_of_symbol = word_bytes.value_rowids()
+        symbols, word_of_symbol = self._merge(symbols, word_of_symbol)
+        num_words = tf.shape(words.flat_values, out_type=tf.int64)[0]
+        per_word = tf.RaggedTensor.from_value_rowids(symbols, word_of_symbol, nrows=num_words)
+        return tf.RaggedTensor.from_row_splits(per_word, words.row_splits).merge_dims(1, 2)
+
+    def _words(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """The pre-tokenizer: [batch] texts -> ragged [batch, (words)] (step 1 of the module docstring)."""
+        escaped = _escape_nul(texts)
+        words = self._split(escaped)
+        return words.with_flat_values(tf.cond(tf.reduce_any(tf.not_equal(escaped, texts)),
+                                              lambda: _unescape_nul(words.flat_values), lambda: words.flat_values))
+
+    def _split(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        pieces = tf_text.regex_split(texts, byte_level.WHITESPACE_RUN, byte_level.WHITESPACE_RUN)
+        flat = pieces.flat_values
+        count = tf.shape(flat, out_type=tf.int64)[0]
+        index = tf.range(count)
+        has_next = index < tf.gather(pieces.row_splits[1:], pieces.value_rowids()) - 1
+        is_run = tf.strings.regex_full_match(flat, byte_level.WHITESPACE_RUN)
+        length = tf.strings.length(flat, unit="UTF8_CHAR")
+        last = tf.strings.substr(flat, length - 1, tf.ones_like(length), unit="UTF8_CHAR")
+        head = tf.strings.substr(flat, tf.zeros_like(length), length - 1, unit="UTF8_CHAR")
+        cut = is_run & has_next  # a run before more text: W[:n-1], then its last character
+        gives_space = cut & tf.equal(last, " ")
+        takes_space = tf.concat([[False], gives_space[:-1]], axis=0)
+        first = tf.where(cut, head, tf.where(takes_space, tf.strings.join([" ", flat]), flat))
+        first_kept = tf.logical_not(cut) | (length > 1)
+        second_kept = cut & tf.logical_not(gives_space)
+        items = tf.boolean_mask(tf.stack([first, last], axis=1), tf.stack([first_kept, second_kept], axis=1))
+        items_per_piece = tf.cast(first_kept, tf.int64) + tf.cast(second_kept, tf.int64)
+        items_per_text = tf.math.unsorted_segment_sum(items_per_piece, pieces.value_rowids(), pieces.nrows())
+        words = tf_text.regex_split(items, byte_level.GPT2_WORD, byte_level.GPT2_WORD)  # [items, (words)]
+        return tf.RaggedTensor.from_row_lengths(words, items_per_text).merge_dims(1, 2)
+
+    def _merge(self, symbols: tf.Tensor, word_of_symbol: tf.Tensor):
+        """Step 3 of the module docstring on flat symbols, each with the index of its word."""
+
+        def rank_of_pairs(symbols, word_of_symbol):
+            keys = symbols[:-1] * self._size + symbols[1:]
+            slot = tf.searchsorted(self._pair_keys, keys, side="left", out_type=tf.int64)
+            known = tf.equal(tf.gather(self._pair_keys, slot), keys) & tf.equal(word_of_symbol[:-1], word_of_symbol[1:])
+            return tf.where(known, tf.gather(self._pair_ranks, slot), _NO_RANK), slot
+
+        def not_done(symbols, word_of_symbol, merged_any):
+            return merged_any
+
+        def one_round(symbols, word_of_symbol, merged_any):
+            ranks, slot = rank_of_pairs(symbols, word_of_symbol)
+            pair_word = word_of_symbol[:-1]
+            num_segments = tf.reduce_max(tf.concat([word_of_symbol, [0]], axis=0)) + 1
+            lowest = tf.math.unsorted_segment_min(ranks, pair_word, num_segments)
+            chosen = tf.equal(ranks, tf.gather(lowest, pair_word)) & (ranks < _NO_RANK)
+            # Occurrences of one pair overlap only as runs of equal symbols (x x x): keep every second.
+            position = tf.range(tf.shape(chosen, out_type=tf.int64)[0])
+            run = tf.cumsum(tf.cast(tf.logical_not(chosen), tf.int64))
+            num_runs = tf.reduce_max(tf.concat([run, [0]], axis=0)) + 1
+            run_start = tf.math.unsorted_segment_min(tf.where(chosen, position, _NO_RANK), run, num_runs)
+            chosen &= tf.equal((position - tf.gather(run_start, run)) % 2, 0)
+            merged = tf.where(chosen, tf.gather(self._pair_merged, slot), symbols[:-1])
+            new_symbols = tf.concat([merged, symbols[-1:]], axis=0)
+            keep = tf.logical_not(tf.concat([[False], chosen], axis=0))
+            return tf.boolean_mask(new_symbols, keep), tf.boolean_mask(word_of_symbol, keep), tf.reduce_any(chosen)
+
+        symbols, word_of_symbol, _ = tf.while_loop(
+            not_done, one_round, (symbols, word_of_symbol, tf.size(symbols) > 1),
+            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])))
+        return symbols, word_of_symbol
+
+    def detokenize(self, token_ids) -> tf.Tensor:
+        """Ragged [batch, (tokens)] ids -> [batch] UTF-8 strings (invalid UTF-8 becomes U+FFFD)."""
+        if not isinstance(token_ids, tf.RaggedTensor):
+            token_ids = tf.RaggedTensor.from_tensor(token_ids)
+        pieces = tf.gather(self._id_bytes, tf.clip_by_value(tf.cast(token_ids, tf.int64), 0, self._size - 1))
+        joined = tf.strings.reduce_join(pieces, axis=1)
+        return tf.strings.unicode_transcode(joined, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD)

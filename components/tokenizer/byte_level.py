@@ -1,0 +1,44 @@
+"""The byte-level conventions of GPT-2-style BPE tokenizers, as plain data.
+
+Byte-level BPE vocabularies spell every byte as one printable character so that tokens are
+ordinary strings: bytes that are printable Latin-1 characters stand for themselves, the other 68
+(controls, space, DEL, NBSP, soft hyphen) are numbered upwards from U+0100 in byte order. So the
+space byte is 'Ġ' (U+0120) and newline 'Ċ' (U+010A).
+
+The pre-tokenizer splits text into words before BPE with GPT-2's regular expression
+
+    's|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+
+
+where `\\s` is Unicode White_Space (checked against `tokenizers` on every code point). RE2 has no
+lookahead; `bpe_graph.py` reproduces the last two alternatives by splitting whitespace runs itself.
+"""
+from typing import Dict, List
+
+# Unicode White_Space, which is what `\s` matches in the `tokenizers` regex engine (Oniguruma).
+WHITESPACE_CLASS = "\\t\\n\\x0B\\f\\r \\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+WHITESPACE_RUN = f"[{WHITESPACE_CLASS}]+"
+# GPT-2's alternatives for text without whitespace (save one leading space), then a whole
+# whitespace run: applied to pieces that `bpe_graph` has already cut at whitespace, it gives
+# exactly the words GPT-2's expression gives.
+GPT2_WORD = ("'s|'t|'re|'ve|'m|'ll|'d"
+             f"| ?\\p{{L}}+| ?\\p{{N}}+| ?[^{WHITESPACE_CLASS}\\p{{L}}\\p{{N}}]+|{WHITESPACE_RUN}")
+# The pattern as `tokenizers` writes it in a tokenizer.json (Split pre-tokenizers carry it).
+GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+
+
+def byte_to_char() -> List[str]:
+    """The character that stands for each byte value 0..255."""
+    printable = set(range(ord("!"), ord("~") + 1)) | set(range(0xA1, 0xAC + 1)) | set(range(0xAE, 0xFF + 1))
+    chars, extra = [], 0
+    for value in range(256):
+        if value in printable:
+            chars.append(chr(value))
+        else:
+            chars.append(chr(256 + extra))
+            extra += 1
+    return chars
+
+
+def char_to_byte() -> Dict[str, int]:
+    """The inverse of `byte_to_char`."""
+    return {char: value for value, char in enumerate(byte_to_char())}

@@ -1,0 +1,117 @@
+"""The one tokenizer interface Transform, the Trainer, the Evaluator and the export share.
+
+A *tokenizer directory* holds one tokenizer's files; the same files travel unchanged through the
+pipeline, so one sha256 names the tokenizer everywhere:
+
+    <Tokenizer artifact>/                         what the Tokenizer stage wrote
+    <transform graph>/transform_fn/assets/        what Transform tokenized with
+    <exported SavedModel>/assets/                 what the served model tokenizes with
+
+Kinds (`load` tells them apart by their files):
+
+    learned_sentencepiece   sentencepiece.model, the pipeline's own layout (ids.py), graph.py
+    sentencepiece           a checkpoint's tokenizer.model, sentencepiece_graph.py
+    byte_level_bpe          a checkpoint's tokenizer.json or vocab.json + merges.txt, bpe_graph.py
+
+`load` also accepts a Hugging Face checkpoint directory itself (hf_files.py reads its config for
+the special ids). `Tokenizer.graph()` builds the tf.Module with `tokenize` / `detokenize`, and
+`Tokenizer.special` gives the ids that frame documents and stop decoding.
+"""
+import json
+import os
+from typing import Dict, List, NamedTuple, Optional
+
+import tensorflow as tf
+
+from components.tokenizer import hf_files, ids, model_file, special
+from components.tokenizer.special import SpecialTokens
+
+LEARNED_SENTENCEPIECE = "learned_sentencepiece"
+SENTENCEPIECE, BYTE_LEVEL_BPE = hf_files.SENTENCEPIECE, hf_files.BYTE_LEVEL_BPE
+
+
+class Tokenizer(NamedTuple):
+    """One tokenizer: its kind, files (name -> bytes), hash, size and special ids."""
+
+    kind: str
+    files: Dict[str, bytes]
+    sha256: str
+    vocab_size: int
+    special: SpecialTokens
+    source: str  # the directory it was loaded from, for messages
+
+    def graph(self, name: Optional[str] = None) -> tf.Module:
+        """A tf.Module with `tokenize([batch] strings) -> ragged int64` and `detokenize(ids) -> strings`
+        (`name`: its name scope; default: the kind's own)."""
+        names = {} if name is None else {"name": name}
+        if self.kind == LEARNED_SENTENCEPIECE:
+            from components.tokenizer.graph import GraphTokenizer
+
+            return GraphTokenizer(self.files[model_file.MODEL_FILE_NAME], **names)
+        if self.kind == SENTENCEPIECE:
+            from components.tokenizer.sentencepiece_graph import CheckpointSentencePieceGraph
+
+            return CheckpointSentencePieceGraph(self.files[hf_files.SENTENCEPIECE_FILE], **names)
+        from components.tokenizer.bpe_graph import ByteLevelBpeGraph
+
+        vocabulary = self._vocabulary()
+        return ByteLevelBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values(),
+                                 source=self.source, **names)
+
+    def byte_token_ids(self) -> List[int]:
+        """The ids of the tokens that stand for one byte (byte-fallback pieces, byte-level symbols)."""
+        if self.kind == LEARNED_SENTENCEPIECE:
+            return list(range(ids.FIRST_BYTE_ID, ids.FIRST_LEARNED_ID))
+        if self.kind == SENTENCEPIECE:
+            import sentencepiece as spm
+
+            processor = spm.SentencePieceProcessor(model_proto=self.files[hf_files.SENTENCEPIECE_FILE])
+            return [i for i in range(processor.get_piece_size()) if processor.is_byte(i)]
+        from components.tokenizer import byte_level
+
+        vocab = self._vocabulary().vocab
+        return sorted(vocab[char] for char in byte_level.byte_to_char())
+
+    def _vocabulary(self) -> hf_files.Vocabulary:
+        return hf_files.token_ids(self.kind, self.files, self.source)
+
+    def write(self, directory: str) -> None:
+        """Writes the files (and, for a checkpoint's tokenizer, the special-id record) to `directory`."""
+        tf.io.gfile.makedirs(directory)
+        files = dict(self.files)
+        if self.kind != LEARNED_SENTENCEPIECE:
+            files[hf_files.SPECIAL_RECORD] = json.dumps(self.special.to_json(), indent=2).encode()
+        for name, data in files.items():
+            with tf.io.gfile.GFile(os.path.join(directory, name), "wb") as handle:
+                handle.write(data)
+
+    def file_paths(self, directory: str) -> List[str]:
+        """The paths `write(directory)` writes (what an export carries as assets)."""
+        names = list(self.files) + ([] if self.kind == LEARNED_SENTENCEPIECE else [hf_files.SPECIAL_RECORD])
+        return [os.path.join(directory, name) for name in names]
+
+
+def load(directory: str) -> Tokenizer:
+    """The tokenizer in `directory` (see module docstring), or the learned SentencePiece model file
+    `directory` names; errors name the directory or file."""
+    learned_path = os.path.join(directory, model_file.MODEL_FILE_NAME)
+    if tf.io.gfile.exists(directory) and not tf.io.gfile.isdir(directory):
+        learned_path = directory
+    if tf.io.gfile.exists(learned_path):
+        described = model_file.read_model(learned_path)
+        return Tokenizer(LEARNED_SENTENCEPIECE, {model_file.MODEL_FILE_NAME: described.proto}, described.sha256,
+                         described.vocab_size, special.LEARNED, directory)
+    found = hf_files.read(directory)
+    vocabulary = hf_files.token_ids(found.kind, found.files, directory)
+    return Tokenizer(found.kind, found.files, hf_files.combined_sha256(found.files), vocabulary.size, found.special,
+                     directory)
+
+
+def transform_graph_dir(transform_graph_uri: str) -> str:
+    """The tokenizer directory inside a transform graph."""
+    return os.path.dirname(model_file.transform_graph_model_path(transform_graph_uri))
+
+
+def saved_model_dir(saved_model_dir_path: str) -> str:
+    """The tokenizer directory among an exported SavedModel's assets."""
+    return os.path.dirname(model_file.saved_model_model_path(saved_model_dir_path))

@@ -1,0 +1,282 @@
+"""A checkpoint's tokenizer in the TF graph gives the ids Hugging Face `tokenizers` gives.
+
+The fixtures (tests/fixtures/hf/tokenizers/, made by tests/fixtures/make_hf_tokenizers.py) are a
+tiny GPT-2-style byte-level BPE and a tiny Llama-style SentencePiece model with the tokenizer.json
+transformers converts it to; `tokenizers` loads those tokenizer.json files as the oracle. Special
+tokens are never parsed from text in our graphs (bpe_graph.py), which is `tokenizers` with
+`encode_special_tokens=True`.
+"""
+import json
+import os
+import shutil
+
+import pytest
+import tensorflow as tf
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tokenizers import Tokenizer as HfTokenizer
+
+from components.tokenizer import byte_level, hf_files, loaded, special
+from components.trainer.serving.compat import ops_stock_serving_cannot_load
+from tests.conftest import PROJECT_ROOT
+
+FIXTURES = os.path.join(PROJECT_ROOT, "tests", "fixtures", "hf", "tokenizers")
+KINDS = ["gpt2_bpe", "llama_sp"]
+
+TEXTS = [
+    "Hello world, it's a test. We'll see; they've gone, I'm here, you'd know, it'd be 'quoted'.",
+    "def tokenize(text: str) -> list:\n    return [t for t in text.split()]  # comment\n",
+    "if (x != 0) {\n\treturn a->b[i] + 0x1F;\n}\n",
+    "runs  of   spaces    and\n\nnewlines\n\n\n  indented",
+    "trailing spaces   ",
+    "\n\n  x",
+    "   leading spaces",
+    "tabs\tand\t\tmore\t \tmixed \t",
+    " \n \n",
+    "a \u00a0b\u3000c\u2003d\u2028e\u0085f\x0bg\x0ch\ri",  # Unicode whitespace that is not ASCII
+    "東京は日本の首都です。中文文本，한국어 텍스트",
+    "emoji 🙂👍🏽 flags 🇯🇵🇫🇷 ZWJ 👩‍👩‍👧 👨🏾‍💻",
+    "combining e\u0301 n\u0303 a\u0308\u0301 and precomposed é ñ",
+    "Ｆｕｌｌ-width ＡＢＣ and ligature \ufb01",
+    "digits 0123456789 3.14159 1,000,000 ½",
+    "'s 't 're 've 'm 'll 'd  's  'sx x's",
+    "mixed: naïve café—“quotes”…",
+    "<|endoftext|> and <s> </s> as plain text",
+    "NUL \x00 bell \x07 DEL \x7f",
+    "a" * 200 + " " + "9" * 50,
+    "",
+    " ",
+    "x",
+]
+
+
+def _hf(kind: str) -> HfTokenizer:
+    tokenizer = HfTokenizer.from_file(os.path.join(FIXTURES, kind, "tokenizer.json"))
+    tokenizer.encode_special_tokens = True
+    return tokenizer
+
+
+class Graph:
+    """One kind's graph module, traced once for any batch of strings."""
+
+    def __init__(self, directory: str):
+        self.tokenizer = loaded.load(directory)
+        module = self.tokenizer.graph()
+        self.tokenize = tf.function(module.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
+        self.detokenize = tf.function(
+            module.detokenize, input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)])
+
+    def ids(self, texts):
+        return self.tokenize(tf.constant(texts, tf.string)).to_list()
+
+    def texts(self, token_ids):
+        ragged = tf.ragged.constant(token_ids, dtype=tf.int64, ragged_rank=1) if token_ids else \
+            tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int64), tf.zeros([0], tf.int64))
+        return [t.decode("utf-8") for t in self.detokenize(ragged).numpy()]
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def kind(request):
+    return request.param, Graph(os.path.join(FIXTURES, request.param)), _hf(request.param)
+
+
+def _mismatches(graph, hf, texts):
+    ours = graph.ids(texts)
+    theirs = [hf.encode(text, add_special_tokens=False).ids for text in texts]
+    return [(text, a, b) for text, a, b in zip(texts, ours, theirs) if a != b]
+
+
+def test_ids_equal_hugging_face_tokenizers_on_the_text_set(kind):
+    _, graph, hf = kind
+    assert _mismatches(graph, hf, TEXTS) == []
+
+
+def test_decode_of_encode_is_the_text(kind):
+    name, graph, hf = kind
+    # A checkpoint's SentencePiece model reads '▁' as a space (Hugging Face's decode agrees), so
+    # texts with it cannot round-trip there; the text set has none.
+    decoded = graph.texts(graph.ids(TEXTS))
+    assert decoded == TEXTS
+    assert decoded == [hf.decode(hf.encode(text, add_special_tokens=False).ids) for text in TEXTS]
+
+
+TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
+SPACEY = st.lists(st.sampled_from([" ", "  ", "\n", "\t", "a", "'s", "9", "é", "東", "👍🏽", "\u3000", "!", "\x00"]),
+                  max_size=20).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=st.lists(st.one_of(TEXT, SPACEY), min_size=1, max_size=6))
+def test_ids_and_round_trip_on_arbitrary_text(kind, texts):
+    name, graph, hf = kind
+    assert _mismatches(graph, hf, texts) == []
+    if name == "llama_sp":
+        texts = [t for t in texts if "\u2581" not in t]
+    assert graph.texts(graph.ids(texts)) == texts
+
+
+@settings(max_examples=80, deadline=None)
+@given(sequences=st.lists(st.lists(st.integers(0, 511), max_size=12), min_size=1, max_size=6))
+def test_detokenize_equals_hugging_face_decode_on_any_ids(kind, sequences):
+    """Any ids, including byte tokens that are not valid UTF-8 together (a generation cut
+    mid-character): the same text as `tokenizers`' decoder, special tokens skipped."""
+    name, graph, hf = kind
+    if name == "llama_sp":  # <unk> (0) is never produced by byte fallback; <s>, </s> are special
+        sequences = [[i for i in ids if i >= 1] for ids in sequences]
+    assert graph.texts(sequences) == hf.decode_batch(sequences, skip_special_tokens=True)
+
+
+def test_vocab_and_merges_files_tokenize_as_the_tokenizer_json(tmp_path):
+    source = os.path.join(FIXTURES, "gpt2_bpe")
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        shutil.copy(os.path.join(source, name), tmp_path / name)
+    from_files = Graph(str(tmp_path))
+    assert from_files.tokenizer.kind == loaded.BYTE_LEVEL_BPE
+    assert from_files.ids(TEXTS) == Graph(source).ids(TEXTS)
+
+
+def test_special_tokens_are_text_and_decode_to_nothing():
+    graph = Graph(os.path.join(FIXTURES, "gpt2_bpe"))
+    eos = graph.tokenizer.special.eos_id
+    assert eos not in graph.ids(["<|endoftext|>"])[0]
+    assert graph.texts([[eos] + graph.ids(["hi"])[0] + [eos]]) == ["hi"]
+
+
+def test_each_kind_has_its_checkpoints_special_ids():
+    gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe")).special
+    llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special
+    assert gpt2 == special.SpecialTokens(bos_id=0, eos_id=0, pad_id=0, document_prefix=(0,), document_suffix=())
+    assert llama == special.SpecialTokens(bos_id=1, eos_id=2, pad_id=0, document_prefix=(1,), document_suffix=(2,))
+
+
+def test_config_json_ids_win_and_the_record_travels_with_the_files(tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    shutil.copytree(os.path.join(FIXTURES, "llama_sp"), checkpoint)
+    (checkpoint / "config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": [2, 1], "pad_token_id": 3}))
+    tokenizer = loaded.load(str(checkpoint))
+    assert tokenizer.special == special.SpecialTokens(1, 2, 3, (1,), (2,))
+    tokenizer.write(str(tmp_path / "copy"))
+    copied = loaded.load(str(tmp_path / "copy"))  # no config.json there: special_tokens.json says it
+    assert copied.special == tokenizer.special and copied.sha256 == tokenizer.sha256
+    assert sorted(os.listdir(tmp_path / "copy")) == ["special_tokens.json", "tokenizer.model", "tokenizer_config.json"]
+
+
+def test_byte_token_ids_are_the_byte_pieces():
+    llama = loaded.load(os.path.join(FIXTURES, "llama_sp"))
+    assert llama.byte_token_ids() == list(range(3, 259))
+    gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe"))
+    vocab = json.load(open(os.path.join(FIXTURES, "gpt2_bpe", "vocab.json"), encoding="utf-8"))
+    assert gpt2.byte_token_ids() == sorted(vocab[c] for c in byte_level.byte_to_char())
+
+
+def _tokenizer_json(tmp_path, edit):
+    spec = json.load(open(os.path.join(FIXTURES, "gpt2_bpe", "tokenizer.json"), encoding="utf-8"))
+    edit(spec)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec))
+    return str(tmp_path)
+
+
+LLAMA3_SPLIT = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"},
+     "behavior": "Isolated", "invert": False},
+    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda s: s.update(pre_tokenizer=LLAMA3_SPLIT), "pre_tokenizer.pretokenizers[0]"),
+    (lambda s: s.update(normalizer={"type": "NFC"}), "normalizer"),
+    (lambda s: s["model"].update(ignore_merges=True), "model.ignore_merges"),
+    (lambda s: s["model"].update(type="WordPiece"), "model.type"),
+    (lambda s: s["pre_tokenizer"].update(add_prefix_space=True), "pre_tokenizer.add_prefix_space"),
+    (lambda s: s["added_tokens"].append({"id": 511, "content": "<x>", "special": False}), "added_tokens[1]"),
+])
+def test_an_unsupported_tokenizer_json_is_refused_naming_the_file_and_field(tmp_path, edit, field):
+    directory = _tokenizer_json(tmp_path, edit)
+    with pytest.raises(ValueError) as error:
+        loaded.load(directory)
+    message = str(error.value)
+    assert os.path.join(directory, "tokenizer.json") in message and field in message and "\n" not in message
+
+
+def test_the_gpt2_split_form_of_the_pre_tokenizer_is_accepted(tmp_path):
+    split = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": byte_level.GPT2_PATTERN}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    directory = _tokenizer_json(tmp_path, lambda s: s.update(pre_tokenizer=split))
+    assert Graph(directory).ids(TEXTS) == Graph(os.path.join(FIXTURES, "gpt2_bpe")).ids(TEXTS)
+
+
+def test_a_sentencepiece_style_tokenizer_json_needs_its_tokenizer_model(tmp_path):
+    shutil.copy(os.path.join(FIXTURES, "llama_sp", "tokenizer.json"), tmp_path / "tokenizer.json")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'}: model.byte_fallback is true.*tokenizer.model"):
+        loaded.load(str(tmp_path))
+
+
+def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"no tokenizer files in {tmp_path}"):
+        loaded.load(str(tmp_path))
+    (tmp_path / "tokenizer.json").write_text("{not json")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'} is not valid JSON"):
+        loaded.load(str(tmp_path))
+    (tmp_path / "tokenizer.model").write_bytes(b"not a model")
+    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.model'} is not a SentencePiece model"):
+        loaded.load(str(tmp_path))
+
+
+def test_documents_are_framed_by_the_tokenizers_special_ids():
+    from components.trainer.model.decoding import prepare_context
+    from components.trainer.training.data import frame_documents
+
+    tokens = tf.ragged.constant([[7, 8], []], dtype=tf.int64)
+    llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special
+    gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe")).special
+    assert frame_documents(tokens, llama).to_list() == [[1, 7, 8, 2], [1, 2]]
+    assert frame_documents(tokens, gpt2).to_list() == [[0, 7, 8], [0]]
+    assert frame_documents(tokens, special.LEARNED).to_list() == [[1, 7, 8], [1]]
+    assert prepare_context(tokens, 1, llama).to_list() == [[1, 8], [1]]
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def checkpoint_export(request, tmp_path_factory):
+    """A transform graph made with a checkpoint tokenizer and a tiny backbone's export using it."""
+    import tensorflow_transform as tft
+
+    from components.trainer.model.backbone import build_backbone
+    from components.trainer.options import GenerationOptions, ModelOptions
+    from components.trainer.serving import export
+    from components.transform.standalone import analyze_and_transform
+    from tests.conftest import TINY_MODEL_KWARGS
+
+    root = tmp_path_factory.mktemp(request.param)
+    source = os.path.join(FIXTURES, request.param)
+    transform_dir = analyze_and_transform(TEXTS[:6], source, str(root / "transform_graph"), str(root / "transformed"))
+    tf.keras.utils.set_random_seed(0)
+    backbone = build_backbone(ModelOptions(**TINY_MODEL_KWARGS), loaded.load(source).vocab_size)
+    export_dir = str(root / "model")
+    generation = GenerationOptions(max_new_tokens=6, temperature=0.0, top_k=0)
+    export.export_serving_model(backbone, tft.TFTransformOutput(transform_dir), generation, export_dir)
+    return request.param, transform_dir, export_dir
+
+
+def test_transform_and_export_tokenize_with_the_checkpoint_tokenizer(checkpoint_export):
+    import tensorflow_transform as tft
+
+    from components.pusher.registry import tokenizer_sha256
+    from components.trainer.training.warm_start import tokenizer_mismatch
+
+    name, transform_dir, export_dir = checkpoint_export
+    hf = _hf(name)
+    layer = tft.TFTransformOutput(transform_dir).transform_features_layer()
+    transformed = layer({"text": tf.reshape(tf.constant(TEXTS), [-1, 1])})["token_ids"].to_list()
+    assert transformed == [hf.encode(text, add_special_tokens=False).ids for text in TEXTS]
+    assert ops_stock_serving_cannot_load(export_dir) == set()
+    source = loaded.load(os.path.join(FIXTURES, name))
+    assert loaded.load(loaded.saved_model_dir(export_dir)).sha256 == source.sha256 == tokenizer_sha256(export_dir)
+    assert tokenizer_mismatch(export_dir, source.sha256) == ""
+    assert "its tokenizer differs" in tokenizer_mismatch(export_dir, "0" * 64)
+    model = tf.saved_model.load(export_dir)
+    scored = model.signatures["score"](texts=tf.constant(TEXTS[:3]))
+    framing = len(source.special.document_prefix)  # prefix + text + end, every token after the first predicted
+    assert scored["num_tokens"].numpy().tolist() == [len(ids) + framing for ids in transformed[:3]]
+    generated = model.signatures["serving_default"](prompts=tf.constant(["Hello", "x"]))
+    assert generated["generations"].shape == [2]
