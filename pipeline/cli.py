@@ -233,5 +233,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return code
 
 
+def console() -> None:
+    """The `textgen` console script: `main`, then the process exits through
+    `components.filesystems.exit_process` (tensorflow-io's S3 file system aborts a plain exit)."""
+    from components.filesystems import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -29,13 +29,23 @@ def _load_config(args: argparse.Namespace, **top_level: Any) -> config_module.Pi
         raise errors.UsageError(f"a --set value is not valid YAML{': ' + problem if problem else ''}") from exc
 
 
-def _require_local_directory(path: str, what: str) -> None:
-    """Refuses before anything is created when a local directory the command reads is missing."""
+def _check_locations(cfg: config_module.PipelineConfig) -> None:
+    """Refuses, before anything is created, a location whose URI scheme this process cannot open
+    (naming the scheme) and a local data root that is not a directory. Registers the object-store
+    file systems for the run (components/filesystems.py)."""
+    from components import filesystems
     from components.resources import resolve
 
-    local = resolve(path)
-    if "://" not in local and not os.path.isdir(local):
-        raise FileNotFoundError(f"{what} {local} is not a directory")
+    data_root = resolve(cfg.data_root)
+    locations = {"data root": data_root, "output root": cfg.output_root}
+    if cfg.data_gate.state_uri:
+        locations["data_gate.state_uri"] = cfg.data_gate.state_uri
+    try:
+        filesystems.check_schemes(locations)
+    except filesystems.SchemeError as exc:
+        raise errors.UsageError(str(exc)) from exc
+    if filesystems.is_local(data_root) and not os.path.isdir(data_root):
+        raise FileNotFoundError(f"data root {data_root} is not a directory")
 
 
 def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
@@ -44,12 +54,14 @@ def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
     exits 2 (a gate blocked) or 1 (any other failure)."""
     cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
                        enable_cache=False if args.no_cache else None)
-    _require_local_directory(cfg.data_root, "data root")
+    _check_locations(cfg)
     from pipeline.local_runner import run_locally
     from pipeline.run_summary import report_lines
 
     summary = run_locally(cfg, through=through)
     print("\n".join(report_lines(summary, cfg.layout.summary_path)))
+    if cfg.layout.local_root != cfg.output_root:
+        print(f"ML Metadata and the embedded registry (SQLite, not on an object store): {cfg.layout.local_root}")
     if not summary["succeeded"]:
         raise _run_failure(summary)
     return EXIT_OK
