@@ -71,3 +71,37 @@ def test_the_double_orders_tasks_by_dependencies_and_artifact_producers():
         "a": {},
     }
     assert execution_order({"root": {"dag": {"tasks": tasks}}}) == ["a", "b", "c"]
+
+
+@pytest.fixture(scope="module")
+def s3():
+    from tests.object_store import start_server
+
+    server = start_server()
+    yield server
+    server.server.stop()
+
+
+def test_the_double_downloads_an_input_artifact_as_the_launcher_does(s3, tmp_path):
+    from tests.kfp_oss_double import download_blob, local_path_for_uri
+
+    s3.create_bucket("inputs")
+    client = s3.client()
+    for key in ("root/model/saved_model.pb", "root/model/variables/variables.index", "root/model-other/x"):
+        client.put_object(Bucket="inputs", Key=key, Body=b"1")
+    assert local_path_for_uri("s3://inputs/root/model") == "/s3/inputs/root/model"
+    download_blob(client, "inputs", "root/model", str(tmp_path / "model"))
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*") if p.is_file()) == [
+        "model/saved_model.pb", "model/variables/variables.index"]  # not the sibling "model-other"
+
+
+def test_the_double_fails_a_download_on_a_folder_marker_like_downloadblob(s3, tmp_path):
+    """kubeflow/pipelines#13476: a zero-byte `dir/` object (TF's GCS file system writes them)."""
+    from tests.kfp_oss_double import DownloadError, download_blob
+
+    s3.create_bucket("markers")
+    client = s3.client()
+    client.put_object(Bucket="markers", Key="root/model/variables/", Body=b"")
+    client.put_object(Bucket="markers", Key="root/model/variables/variables.index", Body=b"1")
+    with pytest.raises(DownloadError, match="not a directory"):
+        download_blob(client, "markers", "root/model", str(tmp_path / "model"))
