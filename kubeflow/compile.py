@@ -24,7 +24,7 @@ import os
 import yaml
 from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 
-from kubeflow import oss_compat
+from kubeflow import oss_compat, pod_config
 from pipeline.config import PipelineConfig
 from pipeline.layout import PipelinePaths
 from pipeline.pipeline import create_pipeline, uncacheable_nodes
@@ -36,11 +36,19 @@ ENTRYPOINT_COMMAND = ["python", "-m", "kubeflow.entrypoint"]
 log = logging.getLogger(__name__)
 
 
-def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str) -> None:
+def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str, config: PipelineConfig) -> None:
     """Turns caching off for `uncacheable` steps, records `pipeline_root` as the spec's default,
-    refuses constructs OSS KFP cannot run and warns about placeholder buckets."""
+    gives every executor the pod configuration (kubeflow/pod_config.py; secrets and config maps
+    in a second YAML document, the platform spec), refuses constructs OSS KFP cannot run and
+    warns about placeholder buckets."""
     with open(path, encoding="utf-8") as handle:
         spec = yaml.safe_load(handle)
+    executors = spec["deploymentSpec"]["executors"]
+    env = pod_config.container_env(config.kubeflow.env)
+    for executor in executors.values():
+        if env and "container" in executor:
+            executor["container"]["env"] = env
+    platform = pod_config.platform_spec(executors, config.kubeflow.secret_env, config.kubeflow.config_map_env)
     for name, task in spec["root"]["dag"]["tasks"].items():
         if name in uncacheable:  # no cachingOptions = caching off (TFX writes it only to turn caching on)
             task.pop("cachingOptions", None)
@@ -49,6 +57,8 @@ def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str) -> None:
     if problems:
         raise ValueError("the compiled spec would not run on open-source Kubeflow Pipelines:\n  " + "\n  ".join(problems))
     text = yaml.safe_dump(spec, sort_keys=False)
+    if platform:
+        text += "---\n" + yaml.safe_dump(platform, sort_keys=False)
     placeholders = oss_compat.placeholder_buckets(text)
     if placeholders:
         log.warning("%s names the placeholder bucket %s (the kubeflow.pipeline_root, data_root and serving_dir "
@@ -61,11 +71,14 @@ def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str) -> None:
 def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
     """Writes OUTPUT_DIR/pipeline.yaml and returns its path; raises oss_compat.RootError, before
     compiling, when the pipeline root has a scheme the components cannot use (e.g. minio://)."""
-    oss_compat.check_scheme(config.kubeflow.pipeline_root)
-    if config.registry.enabled and not config.registry.tracking_uri:
-        log.warning(
-            "registry.tracking_uri is empty: on the cluster the Evaluator, Trainer and Pusher find the registry only if "
-            "their pods have MLFLOW_TRACKING_URI set (set the URI, or registry.enabled=false)")
+    kubeflow = config.kubeflow
+    oss_compat.check_scheme(kubeflow.pipeline_root)
+    oss_compat.check_locations({"data root": kubeflow.data_root, "serving directory": kubeflow.serving_dir,
+                                "data_gate.state_uri": config.data_gate.state_uri})
+    pod_config.check_registry(config.registry.enabled, config.registry.tracking_uri, pod_config.check_env(kubeflow.env),
+                              kubeflow.secret_env, kubeflow.config_map_env)
+    pod_config.parse_references(kubeflow.secret_env, "secret_env")
+    pod_config.parse_references(kubeflow.config_map_env, "config_map_env")
     os.makedirs(output_dir, exist_ok=True)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
@@ -78,5 +91,5 @@ def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
     paths = PipelinePaths.kubeflow(config)
     runner.run(create_pipeline(cluster_config, paths), write_out=True)
     path = os.path.join(output_dir, PIPELINE_SPEC_FILE)
-    _finish_spec(path, uncacheable_nodes(config, paths), config.kubeflow.pipeline_root)
+    _finish_spec(path, uncacheable_nodes(config, paths), config.kubeflow.pipeline_root, config)
     return path

@@ -94,16 +94,32 @@ def compile_(args: argparse.Namespace) -> int:
     }
     if args.beam_args:
         kubeflow_overrides["beam_args"] = args.beam_args
+    for section in ("env", "secret_env", "config_map_env"):
+        pairs = _name_value_pairs(getattr(args, section) or [], f"--{section.replace('_', '-')}")
+        if pairs:
+            kubeflow_overrides[section] = pairs
     cfg = _load_config(args, kubeflow=kubeflow_overrides or None)
     from kubeflow.compile import compile_pipeline
     from kubeflow.oss_compat import RootError
+    from kubeflow.pod_config import PodConfigError
 
     try:
         path = compile_pipeline(cfg, args.output_dir)
-    except RootError as exc:  # e.g. a minio:// pipeline root
+    except (RootError, PodConfigError) as exc:  # e.g. a minio:// pipeline root, an embedded registry
         raise errors.UsageError(str(exc)) from exc
     print(f"wrote KFP v2 pipeline spec: {path}")
     return EXIT_OK
+
+
+def _name_value_pairs(items, flag: str) -> Dict[str, str]:
+    """["NAME=VALUE", ...] (a repeated flag) as a dict; refuses an item without '='."""
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise errors.UsageError(f"{flag} {item.split('=')[0]!r} must look like NAME=VALUE")
+        pairs[name] = value
+    return pairs
 
 
 def generate(args: argparse.Namespace) -> int:

@@ -54,6 +54,18 @@ class KubeflowConfig(Options):
                     "process per core of the pod. For Dataflow, Flink or Spark pass that runner's options instead "
                     "(README: Kubeflow Pipelines).",
     )
+    env: Dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables of every step's pod, in the spec: no credentials (kubeflow/pod_config.py), "
+                    "e.g. {S3_ENDPOINT: http://minio-service.kubeflow:9000, AWS_REGION: us-east-1} for KFP's MinIO.")
+    secret_env: Dict[str, str] = Field(
+        default_factory=dict,
+        description="Kubernetes secret keys as environment variables of every step: {ENV: <secret>/<key>}, e.g. "
+                    "{AWS_ACCESS_KEY_ID: mlpipeline-minio-artifact/accesskey, "
+                    "AWS_SECRET_ACCESS_KEY: mlpipeline-minio-artifact/secretkey}.")
+    config_map_env: Dict[str, str] = Field(
+        default_factory=dict, description="Kubernetes config map keys as environment variables of every step: "
+                                          "{ENV: <config map>/<key>}.")
     tfjob: TFJobOptions = Field(default_factory=TFJobOptions)
 
 

@@ -48,6 +48,13 @@ checked against 2.5 to 2.16):
 - **Image**: each step is a subprocess of `image_python` (a virtualenv holding only the
   installed wheel of the project over the pinned stack: nothing from the checkout), with an
   empty working directory and no PYTHONPATH, like a container built from kubeflow/Dockerfile.
+- **A hermetic environment** (`driver/driver.go` `initPodSpecPatch`, `driver/k8s.go`): a step
+  sees only the image's variables (the Dockerfile's `ENV` lines, PATH, HOME), the container's
+  `env` from the spec, the platform spec's `secretAsEnv` / `configMapAsEnv` resolved from the
+  secrets and config maps the double is given as the cluster's (a missing one fails the task, as
+  Kubernetes refuses to start such a pod: CreateContainerConfigError), and the variables KFP sets
+  (`KFP_POD_NAME`, `KFP_POD_UID`: `compiler/argocompiler/common.go`). Nothing from the test
+  process's environment.
 
 - **Pods' own file systems**: each task's pod-local paths (`/s3/...`, `/tmp/...`) live under a
   fresh directory of its own (`<work_dir>/pods/<run id>/<task>/`, its working directory `home`,
@@ -81,7 +88,11 @@ LOCAL_PATH_PREFIXES = {"gs://": "/gcs/", "minio://": "/minio/", "s3://": "/s3/"}
 LEGACY_OUTPUT_METADATA_FILE = "/tmp/kfp_outputs/output_metadata.json"
 
 
-class DownloadError(RuntimeError):
+class PodStartError(RuntimeError):
+    """The task's pod cannot start or its launcher fails before the step runs (the task fails)."""
+
+
+class DownloadError(PodStartError):
     """The launcher could not copy an input artifact to the pod (the task fails)."""
 
 
@@ -117,6 +128,24 @@ def download_blob(client, bucket: str, prefix: str, local_dir: str) -> None:
                 raise DownloadError(f"failed to download input artifact from remote storage URI s3://{bucket}/{prefix}: "
                                     f"downloadFile(): unable to complete copying {key!r} to local storage "
                                     f"{local_path!r}: {exc}") from exc
+
+
+# KFP's own variables in every pod (compiler/argocompiler/common.go).
+KFP_POD_ENV = ("KFP_POD_NAME", "KFP_POD_UID")
+IMAGE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def dockerfile_env(dockerfile: str) -> Dict[str, str]:
+    """The variables the `ENV NAME=VALUE ...` lines (with continuations) of `dockerfile` set."""
+    with open(dockerfile, encoding="utf-8") as handle:
+        text = handle.read().replace("\\\n", " ")
+    env = {}
+    for line in text.splitlines():
+        if line.startswith("ENV "):
+            for item in line[len("ENV "):].split():
+                name, _, value = item.partition("=")
+                env[name] = value.strip('"')
+    return env
 
 
 class UnsupportedSpecError(ValueError):
@@ -193,19 +222,25 @@ def execution_order(spec: Dict[str, Any]) -> List[str]:
 class OssKfpDouble:
     """Runs compiled specs like the OSS KFP backend (see the module docstring)."""
 
-    def __init__(self, spec_path: str, pipeline_root: str, image_python: str, work_dir: str,
-                 env: Optional[Dict[str, str]] = None, task_timeout_s: float = 900.0, s3_client=None):
-        """`s3_client` (boto3) is the launcher's connection to the object store of an s3://
-        pipeline root; `work_dir` holds the pods' own file systems."""
+    def __init__(self, spec_path: str, pipeline_root: str, image_python: str, work_dir: str, image_env: Dict[str, str],
+                 task_timeout_s: float = 900.0, s3_client=None, secrets: Optional[Dict[str, Dict[str, str]]] = None,
+                 config_maps: Optional[Dict[str, Dict[str, str]]] = None):
+        """`image_env`: the image's variables (`dockerfile_env`); `secrets` and `config_maps`: the
+        cluster's, {name: {key: value}}; `s3_client` (boto3): the launcher's connection to the
+        object store of an s3:// pipeline root; `work_dir` holds the pods' own file systems."""
         with open(spec_path, encoding="utf-8") as handle:
-            self.spec = yaml.safe_load(handle)
+            documents = [document for document in yaml.safe_load_all(handle) if document]
+        self.spec = documents[0]
+        self.platform = {key: value for document in documents[1:] for key, value in document.items()}
         problems = oss_compat.problems(self.spec)
         if problems:
             raise UnsupportedSpecError("open-source KFP cannot run this spec:\n  " + "\n  ".join(problems))
         self.pipeline_root = pipeline_root
         self.image_python = image_python
         self.work_dir = work_dir
-        self.env = dict(env or {})
+        self.image_env = dict(image_env)
+        self.secrets = dict(secrets or {})
+        self.config_maps = dict(config_maps or {})
         self.task_timeout_s = task_timeout_s
         self._mlmd_ids = itertools.count(1)
         self.s3_client = s3_client
@@ -292,6 +327,30 @@ class OssKfpDouble:
                 os.makedirs(uri, exist_ok=True)
         os.makedirs(os.path.dirname(executor_input["outputs"]["outputFile"]), exist_ok=True)
 
+    def _executor_label(self, task_name: str) -> str:
+        task = self.spec["root"]["dag"]["tasks"][task_name]
+        return self.spec["components"][task["componentRef"]["name"]]["executorLabel"]
+
+    def pod_env(self, task_name: str, home: str) -> Dict[str, str]:
+        """The hermetic environment of the task's pod (module docstring); raises
+        PodStartError when a secret or config map it names is missing."""
+        env = {"PATH": os.path.dirname(self.image_python) + os.pathsep + IMAGE_PATH, "HOME": home}
+        env.update(self.image_env)
+        env.update({item["name"]: item["value"] for item in self._container(task_name).get("env", [])})
+        executor = (self.platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {})
+                    .get("executors", {}).get(self._executor_label(task_name), {}))
+        for kind, objects, name_field, key_field in (("secret", self.secrets, "secretName", "secretKey"),
+                                                     ("configmap", self.config_maps, "configMapName", "configMapKey")):
+            for reference in executor.get("secretAsEnv" if kind == "secret" else "configMapAsEnv", []):
+                data = objects.get(reference[name_field])
+                for mapping in reference["keyToEnv"]:
+                    if data is None or mapping[key_field] not in data:
+                        raise PodStartError(f"CreateContainerConfigError: {kind} {reference[name_field]!r} "
+                                            f"(key {mapping[key_field]!r}) not found")
+                    env[mapping["envVar"]] = data[mapping[key_field]]
+        env.update({"KFP_POD_NAME": f"{task_name.lower()}-{uuid.uuid4().hex[:8]}", "KFP_POD_UID": str(uuid.uuid4())})
+        return env
+
     def _launch(self, task_name: str, executor_input: Dict[str, Any], pod_dir: str) -> subprocess.CompletedProcess:
         container = self._container(task_name)
         payload = json.dumps(executor_input)
@@ -299,11 +358,9 @@ class OssKfpDouble:
                 for arg in list(container.get("command", [])) + list(container.get("args", []))]
         if argv[0] == "python":  # the image's interpreter
             argv[0] = self.image_python
-        env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
-        env["PATH"] = os.path.dirname(self.image_python) + os.pathsep + env.get("PATH", "")
-        env.update(self.env)
         home = self.pod_path(pod_dir, "home")
         os.makedirs(home, exist_ok=True)
+        env = self.pod_env(task_name, home)
         return subprocess.run(argv, cwd=home, env=env, capture_output=True, text=True, timeout=self.task_timeout_s)
 
     def run(self, run_id: str, progress=print) -> RunRecord:
@@ -326,13 +383,13 @@ class OssKfpDouble:
             started = time.time()
             try:
                 self._download_inputs(executor_input, pod_dir)
-            except DownloadError as exc:
+                self._prepare_output_folders(executor_input, pod_dir)
+                result = self._launch(name, executor_input, pod_dir)
+            except PodStartError as exc:
                 records[name] = TaskRecord(name, "FAILED", 0.0, str(exc))
                 failed.add(name)
-                progress(f"[kfp-double] {name}: FAILED (launcher: input download)")
+                progress(f"[kfp-double] {name}: FAILED before the step ran: {exc}")
                 continue
-            self._prepare_output_folders(executor_input, pod_dir)
-            result = self._launch(name, executor_input, pod_dir)
             self._save_log(pod_dir, result)
             seconds = time.time() - started
             log_tail = (result.stdout + result.stderr)[-6000:]

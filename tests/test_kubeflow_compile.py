@@ -22,11 +22,15 @@ def compiled(tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("kfp")
     exit_code = main([
         "compile", "--output-dir", str(output_dir), "--image", "registry.example/textgen:1.0",
-        "--pipeline-root", "gs://bucket/root", "--data-root", "gs://bucket/corpus",
+        "--pipeline-root", "gs://bucket/root", "--data-root", "gs://bucket/corpus", *REGISTRY,
     ])
     assert exit_code == 0
     path = output_dir / "pipeline.yaml"
     return path, yaml.safe_load(path.read_text())
+
+
+# A registry server every pod reaches (compile refuses a registry that pods cannot share).
+REGISTRY = ("--set", "registry.tracking_uri=http://mlflow.textgen.svc:5000")
 
 
 def test_compile_writes_a_kfp_loadable_spec_with_every_component(compiled):
@@ -90,7 +94,7 @@ def test_the_spec_carries_the_pipeline_root_it_was_compiled_for(compiled):
 
 def test_compile_takes_runner_beam_args_and_warns_of_placeholder_buckets(tmp_path, capsys):
     dataflow = ["--runner=DataflowRunner", "--project=p", "--region=europe-west1", "--temp_location=gs://b/tmp"]
-    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://b/root",
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://b/root", *REGISTRY,
                  *[f"--beam-arg={arg}" for arg in dataflow]]) == 0
     spec = yaml.safe_load((tmp_path / "pipeline.yaml").read_text())
     args = spec["deploymentSpec"]["executors"]["Transform_executor"]["container"]["args"]
@@ -102,7 +106,7 @@ def test_compile_takes_runner_beam_args_and_warns_of_placeholder_buckets(tmp_pat
 
 @pytest.mark.parametrize("root", ["minio://mlpipeline/v2/artifacts", "hdfs://nn/root", "http://store/root"])
 def test_compile_refuses_a_pipeline_root_scheme_the_components_cannot_use(root, tmp_path, capsys):
-    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", root]) == 64
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", root, *REGISTRY]) == 64
     err = capsys.readouterr().err
     assert err.startswith(f"textgen: pipeline root '{root}' is not a gs:// or s3:// URI") and err.count("\n") == 1
     assert not (tmp_path / "pipeline.yaml").exists()
@@ -142,3 +146,40 @@ def test_the_dockerfile_builds_the_wheel_from_everything_setup_py_packages():
     assert {"setup.py", "pipeline", "components", "kubeflow"} | resource_folders <= copied
     assert "pip wheel" in dockerfile and "uv pip install --system --no-cache --no-deps /tmp/wheels/*.whl" in dockerfile
     assert " -e ." not in dockerfile
+
+
+def test_pod_settings_reach_every_executor_through_the_spec_and_secrets_through_the_platform_spec(tmp_path):
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "s3://bucket/root",
+                 "--data-root", "s3://bucket/corpus", "--serving-dir", "s3://bucket/serving", *REGISTRY,
+                 "--env", "S3_ENDPOINT=http://minio-service.kubeflow:9000", "--env", "AWS_REGION=us-east-1",
+                 "--secret-env", "AWS_ACCESS_KEY_ID=mlpipeline-minio-artifact/accesskey",
+                 "--secret-env", "AWS_SECRET_ACCESS_KEY=mlpipeline-minio-artifact/secretkey"]) == 0
+    spec, platform = yaml.safe_load_all((tmp_path / "pipeline.yaml").read_text())
+    executors = spec["deploymentSpec"]["executors"]
+    for executor in executors.values():
+        assert executor["container"]["env"] == [{"name": "AWS_REGION", "value": "us-east-1"},
+                                                {"name": "S3_ENDPOINT", "value": "http://minio-service.kubeflow:9000"}]
+    kubernetes = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(kubernetes) == set(executors)
+    assert kubernetes["Trainer_executor"] == {"secretAsEnv": [{"secretName": "mlpipeline-minio-artifact", "keyToEnv": [
+        {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"}, {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]}]}
+    # The kfp client reads both documents (it sends the second as platform_spec).
+    from kfp.client.client import _PipelineDoc  # noqa: F401  (the class the loader below fills)
+    from kubeflow.submit import load_pipeline_spec
+
+    loaded = load_pipeline_spec(str(tmp_path / "pipeline.yaml"))
+    assert loaded["platform_spec"] == platform and loaded["pipeline_spec"]["root"] == spec["root"]
+
+
+@pytest.mark.parametrize("arguments,message", [
+    ([], "the model registry has no server"),
+    (["--set", "registry.tracking_uri=sqlite:////data/mlflow.db"], "is a store on one disk that the pipeline's pods cannot share"),
+    ([*REGISTRY, "--env", "AWS_SECRET_ACCESS_KEY=x"], "AWS_SECRET_ACCESS_KEY looks like a credential"),
+    ([*REGISTRY, "--secret-env", "AWS_ACCESS_KEY_ID=no-key-here"], "must look like ENV_NAME=<object name>/<key>"),
+    ([*REGISTRY, "--data-root", "hdfs://nn/corpus"], "the hdfs:// scheme is not supported"),
+])
+def test_compile_refuses_what_pods_cannot_use_in_one_line(arguments, message, tmp_path, capsys):
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "s3://bucket/root", *arguments]) == 64
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+    assert not (tmp_path / "pipeline.yaml").exists()
