@@ -27,13 +27,22 @@ from tfx.orchestration.kubeflow.v2 import kubeflow_v2_dag_runner
 from kubeflow import oss_compat, pod_config
 from pipeline.config import PipelineConfig
 from pipeline.layout import PipelinePaths
-from pipeline.pipeline import create_pipeline, uncacheable_nodes
+from pipeline.pipeline import COMPONENT_IDS, create_pipeline, uncacheable_nodes
 
 PIPELINE_SPEC_FILE = "pipeline.yaml"
 # Every step's container command: our entrypoint module, installed with the project in the image.
 ENTRYPOINT_COMMAND = ["python", "-m", "kubeflow.entrypoint"]
 
 log = logging.getLogger(__name__)
+
+
+def _size(container: dict, step: str, config: PipelineConfig) -> None:
+    """Sets the step's pod resources (and the Trainer's accelerator) and its Beam worker count."""
+    kubeflow = config.kubeflow
+    resources = kubeflow.step_resources.get(step, kubeflow.resources)
+    accelerator = kubeflow.trainer_accelerator_type if step == pod_config.TRAINER_STEP else ""
+    container["resources"] = pod_config.container_resources(resources, accelerator, kubeflow.trainer_accelerator_count)
+    container["args"] = pod_config.beam_workers_for(container.get("args", []), resources.cpu_limit)
 
 
 def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str, config: PipelineConfig) -> None:
@@ -45,12 +54,20 @@ def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str, config: 
         spec = yaml.safe_load(handle)
     executors = spec["deploymentSpec"]["executors"]
     env = pod_config.container_env(config.kubeflow.env)
-    for executor in executors.values():
-        if env and "container" in executor:
-            executor["container"]["env"] = env
-    platform = pod_config.platform_spec(executors, config.kubeflow.secret_env, config.kubeflow.config_map_env)
     for name, task in spec["root"]["dag"]["tasks"].items():
-        if name in uncacheable:  # no cachingOptions = caching off (TFX writes it only to turn caching on)
+        container = executors[spec["components"][task["componentRef"]["name"]]["executorLabel"]].get("container")
+        if container is None:
+            continue
+        if env:
+            container["env"] = env
+        _size(container, name, config)
+    platform = pod_config.platform_spec(executors, config.kubeflow.secret_env, config.kubeflow.config_map_env)
+    caching = pod_config.cache_allowed(config.kubeflow.image)
+    if not caching:
+        log.warning("image %s is not named by digest: KFP's cache key holds the image string, so caching is off for "
+                    "every step (compile with --image REPOSITORY@sha256:DIGEST to allow it)", config.kubeflow.image)
+    for name, task in spec["root"]["dag"]["tasks"].items():
+        if name in uncacheable or not caching:  # no cachingOptions = caching off (TFX writes it only to turn caching on)
             task.pop("cachingOptions", None)
     spec[oss_compat.DEFAULT_PIPELINE_ROOT] = pipeline_root
     problems = oss_compat.problems(spec)
@@ -77,6 +94,7 @@ def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
                                 "data_gate.state_uri": config.data_gate.state_uri})
     pod_config.check_registry(config.registry.enabled, config.registry.tracking_uri, pod_config.check_env(kubeflow.env),
                               kubeflow.secret_env, kubeflow.config_map_env)
+    pod_config.check_step_names(kubeflow.step_resources, COMPONENT_IDS)
     pod_config.parse_references(kubeflow.secret_env, "secret_env")
     pod_config.parse_references(kubeflow.config_map_env, "config_map_env")
     os.makedirs(output_dir, exist_ok=True)

@@ -19,7 +19,19 @@ variables). Nothing from the machine that ran `textgen compile` reaches it.
 
 The registry (MLFLOW_TRACKING_URI or registry.tracking_uri) must be a server every pod reaches:
 an embedded SQLite store or a local path on one pod's disk is refused at compile time.
+
+Pods are sized in the spec (`container.resources`: CPU and memory requests and limits, which
+the driver turns into the pod's `resources`, memory in GB; the Trainer's `accelerator` type, the
+Kubernetes resource name such as nvidia.com/gpu, and count): `kubeflow.resources` for every
+step, `kubeflow.step_resources` for named ones. Beam's DirectRunner started with
+`--direct_num_workers=0` runs one worker per core of the *node*, so that argument becomes the
+step's CPU limit (at least 1).
+
+KFP's cache key includes the image string: under a moving tag a rebuilt image would be served
+the previous image's results. An image not named by digest (`repo@sha256:...`) turns caching
+off for every step (`cache_allowed`).
 """
+import math
 import re
 from typing import Any, Dict, Iterable, List, Tuple
 
@@ -103,3 +115,36 @@ def check_registry(enabled: bool, tracking_uri: str, env: Dict[str, str], secret
     if uri.startswith(_LOCAL_REGISTRY_SCHEMES) or "://" not in uri:
         raise PodConfigError(f"registry {uri} is a store on one disk that the pipeline's pods cannot share: set "
                              "registry.tracking_uri to an MLflow server (http(s)://...), or registry.enabled=false")
+
+
+TRAINER_STEP = "Trainer"
+NODE_CORES_WORKERS = "--direct_num_workers=0"
+
+
+def cache_allowed(image: str) -> bool:
+    """Whether KFP may cache steps run in `image`: only when it is named by digest."""
+    return "@sha256:" in image
+
+
+def check_step_names(step_resources: Dict[str, Any], steps: Iterable[str]) -> None:
+    """Refuses a kubeflow.step_resources entry that names no step of the pipeline."""
+    unknown = sorted(set(step_resources) - set(steps))
+    if unknown:
+        raise PodConfigError(f"kubeflow.step_resources: no step named {', '.join(unknown)} "
+                             f"(steps: {', '.join(sorted(steps))})")
+
+
+def container_resources(resources, accelerator_type: str = "", accelerator_count: int = 0) -> Dict[str, Any]:
+    """A container's `resources` in the pipeline spec for a PodResources (memory in GB, as the
+    driver reads `memoryLimit`), with an accelerator when `accelerator_type` is set."""
+    spec: Dict[str, Any] = {"cpuRequest": resources.cpu_request, "cpuLimit": resources.cpu_limit,
+                            "memoryRequest": resources.memory_request_gb, "memoryLimit": resources.memory_limit_gb}
+    if accelerator_type:
+        spec["accelerator"] = {"type": accelerator_type, "count": accelerator_count}
+    return spec
+
+
+def beam_workers_for(args: List[str], cpu_limit: float) -> List[str]:
+    """`args` with `--direct_num_workers=0` (one per node core) replaced by the pod's CPU limit."""
+    workers = f"--direct_num_workers={max(1, math.floor(cpu_limit))}"
+    return [workers if arg == NODE_CORES_WORKERS else arg for arg in args]

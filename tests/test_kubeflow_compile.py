@@ -21,7 +21,7 @@ from pipeline.pipeline import COMPONENT_IDS, UNCACHEABLE_NODES
 def compiled(tmp_path_factory):
     output_dir = tmp_path_factory.mktemp("kfp")
     exit_code = main([
-        "compile", "--output-dir", str(output_dir), "--image", "registry.example/textgen:1.0",
+        "compile", "--output-dir", str(output_dir), "--image", IMAGE,
         "--pipeline-root", "gs://bucket/root", "--data-root", "gs://bucket/corpus", *REGISTRY,
     ])
     assert exit_code == 0
@@ -29,6 +29,8 @@ def compiled(tmp_path_factory):
     return path, yaml.safe_load(path.read_text())
 
 
+# An image named by digest: KFP may cache its steps.
+IMAGE = "registry.example/textgen@sha256:" + "ab" * 32
 # A registry server every pod reaches (compile refuses a registry that pods cannot share).
 REGISTRY = ("--set", "registry.tracking_uri=http://mlflow.textgen.svc:5000")
 
@@ -41,7 +43,7 @@ def test_compile_writes_a_kfp_loadable_spec_with_every_component(compiled):
     assert "DataGate" in tasks["Tokenizer"].dependent_tasks and "Tokenizer" in tasks["Transform"].dependent_tasks
     assert "DataGate" in tasks["RecordAcceptedStatistics"].dependent_tasks
     executors = spec["deploymentSpec"]["executors"].values()
-    assert {executor["container"]["image"] for executor in executors} == {"registry.example/textgen:1.0"}
+    assert {executor["container"]["image"] for executor in executors} == {IMAGE}
     assert all(executor["container"]["command"] == ENTRYPOINT_COMMAND for executor in executors)
     assert "gs://bucket/corpus" in path.read_text()
     assert spec["schemaVersion"] == "2.1.0"
@@ -78,10 +80,13 @@ def test_every_artifact_type_title_imports_in_the_package(compiled):
         assert import_utils.import_class_by_path(title).TYPE_NAME == title
 
 
-def test_the_cluster_beam_args_default_to_a_worker_per_core_and_the_drift_state_lives_under_the_root(compiled):
+def test_the_cluster_beam_workers_follow_the_pods_cpu_limit_and_the_drift_state_lives_under_the_root(compiled):
     _, spec = compiled
-    args = spec["deploymentSpec"]["executors"]["ExampleGen_executor"]["container"]["args"]
-    assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=0" in args
+    executors = spec["deploymentSpec"]["executors"]
+    args = executors["ExampleGen_executor"]["container"]["args"]
+    assert "--direct_running_mode=multi_processing" in args and "--direct_num_workers=2" in args  # kubeflow.resources
+    assert "--direct_num_workers=4" in executors["Transform_executor"]["container"]["args"]  # step_resources.Transform
+    assert not any(arg == "--direct_num_workers=0" for e in executors.values() for arg in e["container"]["args"])
     validator = spec["root"]["dag"]["tasks"]["DistributionValidator"]["inputs"]["parameters"]
     assert validator["state_uri"]["runtimeValue"]["constant"] == "gs://bucket/root/state/drift_baseline"
 
@@ -183,3 +188,37 @@ def test_compile_refuses_what_pods_cannot_use_in_one_line(arguments, message, tm
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1, err
     assert not (tmp_path / "pipeline.yaml").exists()
+
+
+def test_pods_are_sized_per_step_and_the_trainer_gets_its_accelerator(tmp_path):
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://bucket/root", *REGISTRY,
+                 "--image", IMAGE, "--set", "kubeflow.trainer_accelerator_type=nvidia.com/gpu",
+                 "--set", "kubeflow.trainer_accelerator_count=2",
+                 "--set", "kubeflow.step_resources.StatisticsGen={cpu_limit: 6, cpu_request: 3}"]) == 0
+    pipeline = kfp.components.load_component_from_file(str(tmp_path / "pipeline.yaml")).pipeline_spec
+    executors = pipeline.deployment_spec.fields["executors"].struct_value.fields
+    trainer = executors["Trainer_executor"].struct_value.fields["container"].struct_value.fields["resources"]
+    spec = yaml.safe_load((tmp_path / "pipeline.yaml").read_text())["deploymentSpec"]["executors"]
+    assert spec["Trainer_executor"]["container"]["resources"] == {
+        "cpuRequest": 4.0, "cpuLimit": 8.0, "memoryRequest": 16.0, "memoryLimit": 32.0,
+        "accelerator": {"type": "nvidia.com/gpu", "count": 2}}
+    assert trainer.struct_value.fields["accelerator"].struct_value.fields["type"].string_value == "nvidia.com/gpu"
+    statistics = spec["StatisticsGen_executor"]["container"]
+    assert statistics["resources"]["cpuLimit"] == 6 and "--direct_num_workers=6" in statistics["args"]
+    assert "accelerator" not in statistics["resources"]
+    assert spec["SchemaGen_executor"]["container"]["resources"] == {
+        "cpuRequest": 1.0, "cpuLimit": 2.0, "memoryRequest": 4.0, "memoryLimit": 8.0}
+
+
+def test_an_image_under_a_tag_turns_caching_off_for_every_step(tmp_path, capsys):
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://bucket/root", *REGISTRY,
+                 "--image", "registry.example/textgen:latest"]) == 0
+    tasks = yaml.safe_load((tmp_path / "pipeline.yaml").read_text())["root"]["dag"]["tasks"]
+    assert not [name for name, task in tasks.items() if "cachingOptions" in task]
+    assert "image registry.example/textgen:latest is not named by digest" in capsys.readouterr().err
+
+
+def test_step_resources_must_name_a_step(tmp_path, capsys):
+    assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://bucket/root", *REGISTRY,
+                 "--set", "kubeflow.step_resources.Traner={cpu_limit: 4}"]) == 64
+    assert "kubeflow.step_resources: no step named Traner (steps: " in capsys.readouterr().err
