@@ -334,8 +334,9 @@ class OssKfpDouble:
     def pod_env(self, task_name: str, home: str) -> Dict[str, str]:
         """The hermetic environment of the task's pod (module docstring); raises
         PodStartError when a secret or config map it names is missing."""
-        env = {"PATH": os.path.dirname(self.image_python) + os.pathsep + IMAGE_PATH, "HOME": home}
+        env = {"PATH": os.path.dirname(self.image_python) + os.pathsep + IMAGE_PATH}
         env.update(self.image_env)
+        env["HOME"] = home  # the pod's home directory stands for the image's HOME (also its WORKDIR)
         env.update({item["name"]: item["value"] for item in self._container(task_name).get("env", [])})
         executor = (self.platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {})
                     .get("executors", {}).get(self._executor_label(task_name), {}))

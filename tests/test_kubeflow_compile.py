@@ -222,3 +222,15 @@ def test_step_resources_must_name_a_step(tmp_path, capsys):
     assert main(["compile", "--output-dir", str(tmp_path), "--pipeline-root", "gs://bucket/root", *REGISTRY,
                  "--set", "kubeflow.step_resources.Traner={cpu_limit: 4}"]) == 64
     assert "kubeflow.step_resources: no step named Traner (steps: " in capsys.readouterr().err
+
+
+def test_the_image_runs_as_a_numeric_non_root_user():
+    """KFP 2.16+ drops every capability and clusters may require runAsNonRoot, which Kubernetes can
+    only verify for a numeric USER."""
+    import os
+
+    from pipeline.config import PROJECT_ROOT
+
+    lines = open(os.path.join(PROJECT_ROOT, "kubeflow", "Dockerfile"), encoding="utf-8").read().splitlines()
+    user = [line.split()[1] for line in lines if line.startswith("USER ")][-1]
+    assert user.isdigit() and int(user) != 0, user
