@@ -111,6 +111,20 @@ def compile_(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _location(path_or_uri: str) -> str:
+    """An absolute local path, or an object-store URI whose file systems are registered in this
+    process (refused by name when its scheme cannot be opened)."""
+    from components import filesystems
+
+    if filesystems.is_local(path_or_uri):
+        return os.path.abspath(path_or_uri)
+    try:
+        filesystems.check_schemes({"location": path_or_uri})
+    except filesystems.SchemeError as exc:
+        raise errors.UsageError(str(exc)) from exc
+    return path_or_uri
+
+
 def _name_value_pairs(items, flag: str) -> Dict[str, str]:
     """["NAME=VALUE", ...] (a repeated flag) as a dict; refuses an item without '='."""
     pairs = {}
@@ -125,7 +139,8 @@ def _name_value_pairs(items, flag: str) -> Dict[str, str]:
 def generate(args: argparse.Namespace) -> int:
     from pipeline import samples
 
-    serving_dir = config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir
+    serving_dir = _location(config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir)
+    _location(args.model)
     model_dir = samples.resolve_model_dir(args.model, serving_dir)  # FileNotFoundError: no such model
     try:
         continuations = samples.generate(
@@ -167,7 +182,7 @@ def _serving_change(args: argparse.Namespace, change: Callable) -> int:
     cfg = _load_config(args, output_root=args.output_root)
     from components.pusher import serving_ops
 
-    serving_dir = os.path.abspath(args.serving_dir or cfg.layout.serving_dir)
+    serving_dir = _location(args.serving_dir or cfg.layout.serving_dir)
     model_registry = _existing_registry(cfg) if cfg.registry.enabled and not args.no_registry else None
     try:
         result = change(serving_dir, cfg.pusher.model_name, model_registry)
