@@ -86,3 +86,17 @@ def test_tf_and_beam_read_and_write_a_real_s3_server_and_the_process_exits_clean
     assert "round trip ok" in result.stdout
     # Only the two files: tf.io.gfile.makedirs left no "folder/" marker objects.
     assert sorted(s3.keys("roundtrip")) == ["root/beam/b.txt", "root/made/by/tf/a.txt"]
+
+
+def test_an_object_store_output_root_keeps_sqlite_and_the_summary_in_a_local_directory_it_names():
+    from pipeline.layout import OutputLayout
+
+    remote = OutputLayout("s3://bucket/runs/")
+    assert remote.pipeline_root == "s3://bucket/runs/pipeline" and remote.serving_dir == "s3://bucket/runs/serving"
+    assert remote.drift_state_dir == "s3://bucket/runs/state/drift_baseline"
+    assert remote.local_root == os.path.join("runs", "object-store", "s3", "bucket", "runs")
+    assert remote.metadata_path == os.path.join(remote.local_root, "metadata.sqlite")
+    assert remote.registry_dir == os.path.join(remote.local_root, "registry")
+    assert remote.summary_path == os.path.join(remote.local_root, "last_run.json")
+    local = OutputLayout("runs/local")
+    assert local.local_root == "runs/local" and local.metadata_path == os.path.join("runs/local", "metadata.sqlite")
