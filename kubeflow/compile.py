@@ -11,12 +11,16 @@ launchers fill in), plus `--json_serialized_inputs_spec_args`, from which our en
 (`kubeflow/entrypoint.py`, the container command of every step) recovers input artifact types the
 OSS driver leaves empty.
 
-After TFX compiles, three things are set that TFX cannot express: the steps `uncacheable_nodes`
-names get caching turned off; the pipeline root goes into the spec as its `defaultPipelineRoot`, so
-`textgen submit` uses the root the paths in the spec (the drift baseline's, under it) were compiled
-for; and the spec is checked for anything open-source KFP cannot run (`oss_compat`): compiling
-fails rather than writing such a spec, and warns when a location still names a placeholder bucket
-(the `kubeflow.*` defaults' YOUR-BUCKET), which `textgen submit` refuses.
+After TFX compiles, what TFX cannot express is set: the steps `uncacheable_nodes` names get
+caching turned off (every step when the image is not named by digest); the pipeline root goes
+into the spec as its `defaultPipelineRoot`, so `textgen submit` uses the root the paths in the
+spec (the drift baseline's, under it) were compiled for; every step's pod gets its environment,
+secrets and config maps as env (a platform spec document) and its size (`pod_config`); and the
+spec is checked for anything open-source KFP cannot run (`oss_compat`): compiling fails rather
+than writing such a spec, and warns when a location still names a placeholder bucket (the
+`kubeflow.*` defaults' YOUR-BUCKET), which `textgen submit` refuses. Before compiling, a location
+whose scheme the image cannot open, a registry the pods cannot share and malformed pod settings
+are refused.
 """
 import logging
 import os
