@@ -46,7 +46,8 @@ setup(
         "tensorflow==2.16.2",
         "tensorflow-text==2.16.1",
         "tf-keras==2.16.0",
-        "apache-beam[gcp]==2.59.0",
+        "apache-beam[gcp,aws]==2.59.0",
+        "tensorflow-io==0.37.1",
         "tensorflow-data-validation==1.16.1",
         "tensorflow-transform==1.16.0",
         "kfp==2.5.0",
@@ -64,5 +65,5 @@ setup(
         "alt-profanity-check==1.5.1",
         "safetensors>=0.4",  # the Trainer reads Hugging Face checkpoints with its numpy API
     ],
-    entry_points={"console_scripts": ["textgen=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["textgen=pipeline.cli:console"]},
 )

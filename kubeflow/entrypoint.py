@@ -84,13 +84,24 @@ def repair_arguments(argv: List[str]) -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> None:
-    """Runs TFX's KubeflowV2 executor runner on the repaired arguments."""
+    """Runs TFX's KubeflowV2 executor runner on the repaired arguments, with the object-store file
+    systems registered (components/filesystems.py), and exits with its status."""
     from absl import app
     from tfx.orchestration.kubeflow.v2.container import kubeflow_v2_run_executor
 
+    from components import filesystems
+
     argv = sys.argv if argv is None else argv
     repaired = [argv[0]] + repair_arguments(argv[1:])
-    app.run(kubeflow_v2_run_executor.main, argv=repaired, flags_parser=kubeflow_v2_run_executor._parse_flags)
+    filesystems.register()
+    try:
+        app.run(kubeflow_v2_run_executor.main, argv=repaired, flags_parser=kubeflow_v2_run_executor._parse_flags)
+        code = 0
+    except SystemExit as exc:  # absl's app.run always ends with sys.exit
+        if exc.code is not None and not isinstance(exc.code, int):
+            print(exc.code, file=sys.stderr)  # what sys.exit would have printed
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    filesystems.exit_process(code)
 
 
 if __name__ == "__main__":

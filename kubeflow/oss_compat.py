@@ -61,7 +61,19 @@ def check_scheme(pipeline_root: str) -> str:
     the caller: a volume every pod mounts, as the OSS test double uses); else raises RootError."""
     if "://" in pipeline_root and not pipeline_root.startswith(OBJECT_STORE_SCHEMES):
         raise _not_an_object_store_uri(pipeline_root, "which cannot open KFP's default minio:// root or other schemes")
+    check_locations({"pipeline root": pipeline_root})
     return pipeline_root
+
+
+def check_locations(locations: Dict[str, str]) -> None:
+    """Raises RootError naming the first of `locations` (name -> URI; empty ones are skipped)
+    whose scheme the image's file systems cannot open (components/filesystems.py)."""
+    from components import filesystems
+
+    try:
+        filesystems.check_schemes({name: uri for name, uri in locations.items() if uri})
+    except filesystems.SchemeError as exc:
+        raise RootError(str(exc)) from exc
 
 
 def check_pipeline_root(pipeline_root: str) -> str:

@@ -84,7 +84,8 @@ def load_pipeline_spec(path: str) -> Dict[str, Any]:
         raise FileNotFoundError(f"{path} does not exist; run `textgen compile` first")
     with open(path, encoding="utf-8") as handle:
         text = handle.read()
-    spec = yaml.safe_load(text)
+    documents = [document for document in yaml.safe_load_all(text) if document]
+    spec = documents[0] if documents else None
     if not isinstance(spec, dict) or "root" not in spec or "deploymentSpec" not in spec:
         raise ValueError(f"{path} is not a KFP v2 pipeline spec (no root/deploymentSpec)")
     placeholders = oss_compat.placeholder_buckets(text)
@@ -96,7 +97,9 @@ def load_pipeline_spec(path: str) -> Dict[str, Any]:
     if problems:
         raise ValueError(f"{path} would not run on open-source Kubeflow Pipelines (compile it again with this "
                          "version of textgen):\n  " + "\n  ".join(problems))
-    return spec
+    platform = {key: value for document in documents[1:] for key, value in document.items()}
+    # As the kfp client sends a spec with a platform spec (kfp/client/client.py `_PipelineDoc`).
+    return {"pipeline_spec": spec, "platform_spec": platform} if platform else spec
 
 
 def spec_and_root(spec_path: str, pipeline_root: Optional[str], fallback_root: str) -> Tuple[Dict[str, Any], str]:
@@ -106,7 +109,7 @@ def spec_and_root(spec_path: str, pipeline_root: Optional[str], fallback_root: s
     if pipeline_root:
         oss_compat.check_pipeline_root(pipeline_root)
     spec = load_pipeline_spec(spec_path)
-    compiled_root = spec.get(oss_compat.DEFAULT_PIPELINE_ROOT)
+    compiled_root = spec.get("pipeline_spec", spec).get(oss_compat.DEFAULT_PIPELINE_ROOT)
     return spec, oss_compat.check_pipeline_root(pipeline_root or compiled_root or fallback_root)
 
 

@@ -148,6 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="A Beam pipeline option for the data steps on the cluster; repeat for each. Replaces kubeflow.beam_args "
              "(default: DirectRunner, one worker process per core of the pod). E.g. --beam-arg=--runner=DataflowRunner "
              "--beam-arg=--project=P --beam-arg=--region=R --beam-arg=--temp_location=gs://B/tmp")
+    compile_.add_argument("--env", action="append", metavar="NAME=VALUE",
+                          help="An environment variable of every step's pod (kubeflow.env; no credentials), e.g. "
+                               "--env S3_ENDPOINT=http://minio-service.kubeflow:9000 --env AWS_REGION=us-east-1.")
+    compile_.add_argument("--secret-env", dest="secret_env", action="append", metavar="NAME=SECRET/KEY",
+                          help="A Kubernetes secret key as an environment variable of every step (kubeflow.secret_env), "
+                               "e.g. --secret-env AWS_ACCESS_KEY_ID=mlpipeline-minio-artifact/accesskey.")
+    compile_.add_argument("--config-map-env", dest="config_map_env", action="append", metavar="NAME=CONFIGMAP/KEY",
+                          help="A Kubernetes config map key as an environment variable of every step "
+                               "(kubeflow.config_map_env).")
     _add_config_arguments(compile_)
     compile_.set_defaults(handler=commands.compile_)
 
@@ -233,5 +242,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         return code
 
 
+def console() -> None:
+    """The `textgen` console script: `main`, then the process exits through
+    `components.filesystems.exit_process` (tensorflow-io's S3 file system aborts a plain exit)."""
+    from components.filesystems import exit_process
+
+    exit_process(main())
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    console()

@@ -29,13 +29,23 @@ def _load_config(args: argparse.Namespace, **top_level: Any) -> config_module.Pi
         raise errors.UsageError(f"a --set value is not valid YAML{': ' + problem if problem else ''}") from exc
 
 
-def _require_local_directory(path: str, what: str) -> None:
-    """Refuses before anything is created when a local directory the command reads is missing."""
+def _check_locations(cfg: config_module.PipelineConfig) -> None:
+    """Refuses, before anything is created, a location whose URI scheme this process cannot open
+    (naming the scheme) and a local data root that is not a directory. Registers the object-store
+    file systems for the run (components/filesystems.py)."""
+    from components import filesystems
     from components.resources import resolve
 
-    local = resolve(path)
-    if "://" not in local and not os.path.isdir(local):
-        raise FileNotFoundError(f"{what} {local} is not a directory")
+    data_root = resolve(cfg.data_root)
+    locations = {"data root": data_root, "output root": cfg.output_root}
+    if cfg.data_gate.state_uri:
+        locations["data_gate.state_uri"] = cfg.data_gate.state_uri
+    try:
+        filesystems.check_schemes(locations)
+    except filesystems.SchemeError as exc:
+        raise errors.UsageError(str(exc)) from exc
+    if filesystems.is_local(data_root) and not os.path.isdir(data_root):
+        raise FileNotFoundError(f"data root {data_root} is not a directory")
 
 
 def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
@@ -44,12 +54,14 @@ def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
     exits 2 (a gate blocked) or 1 (any other failure)."""
     cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
                        enable_cache=False if args.no_cache else None)
-    _require_local_directory(cfg.data_root, "data root")
+    _check_locations(cfg)
     from pipeline.local_runner import run_locally
     from pipeline.run_summary import report_lines
 
     summary = run_locally(cfg, through=through)
     print("\n".join(report_lines(summary, cfg.layout.summary_path)))
+    if cfg.layout.local_root != cfg.output_root:
+        print(f"ML Metadata and the embedded registry (SQLite, not on an object store): {cfg.layout.local_root}")
     if not summary["succeeded"]:
         raise _run_failure(summary)
     return EXIT_OK
@@ -82,22 +94,53 @@ def compile_(args: argparse.Namespace) -> int:
     }
     if args.beam_args:
         kubeflow_overrides["beam_args"] = args.beam_args
+    for section in ("env", "secret_env", "config_map_env"):
+        pairs = _name_value_pairs(getattr(args, section) or [], f"--{section.replace('_', '-')}")
+        if pairs:
+            kubeflow_overrides[section] = pairs
     cfg = _load_config(args, kubeflow=kubeflow_overrides or None)
     from kubeflow.compile import compile_pipeline
     from kubeflow.oss_compat import RootError
+    from kubeflow.pod_config import PodConfigError
 
     try:
         path = compile_pipeline(cfg, args.output_dir)
-    except RootError as exc:  # e.g. a minio:// pipeline root
+    except (RootError, PodConfigError) as exc:  # e.g. a minio:// pipeline root, an embedded registry
         raise errors.UsageError(str(exc)) from exc
     print(f"wrote KFP v2 pipeline spec: {path}")
     return EXIT_OK
 
 
+def _location(path_or_uri: str) -> str:
+    """An absolute local path, or an object-store URI whose file systems are registered in this
+    process (refused by name when its scheme cannot be opened)."""
+    from components import filesystems
+
+    if filesystems.is_local(path_or_uri):
+        return os.path.abspath(path_or_uri)
+    try:
+        filesystems.check_schemes({"location": path_or_uri})
+    except filesystems.SchemeError as exc:
+        raise errors.UsageError(str(exc)) from exc
+    return path_or_uri
+
+
+def _name_value_pairs(items, flag: str) -> Dict[str, str]:
+    """["NAME=VALUE", ...] (a repeated flag) as a dict; refuses an item without '='."""
+    pairs = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise errors.UsageError(f"{flag} {item.split('=')[0]!r} must look like NAME=VALUE")
+        pairs[name] = value
+    return pairs
+
+
 def generate(args: argparse.Namespace) -> int:
     from pipeline import samples
 
-    serving_dir = config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir
+    serving_dir = _location(config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir)
+    _location(args.model)
     model_dir = samples.resolve_model_dir(args.model, serving_dir)  # FileNotFoundError: no such model
     try:
         continuations = samples.generate(
@@ -139,7 +182,7 @@ def _serving_change(args: argparse.Namespace, change: Callable) -> int:
     cfg = _load_config(args, output_root=args.output_root)
     from components.pusher import serving_ops
 
-    serving_dir = os.path.abspath(args.serving_dir or cfg.layout.serving_dir)
+    serving_dir = _location(args.serving_dir or cfg.layout.serving_dir)
     model_registry = _existing_registry(cfg) if cfg.registry.enabled and not args.no_registry else None
     try:
         result = change(serving_dir, cfg.pusher.model_name, model_registry)

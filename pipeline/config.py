@@ -15,7 +15,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, model_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
 from components.data_gate.options import DataGateOptions
@@ -38,6 +38,30 @@ class ConfigError(ValueError):
     """A configuration file or override is malformed, unknown or of the wrong type."""
 
 
+class PodResources(Options):
+    """CPU and memory of one step's pod on Kubeflow (Kubernetes requests and limits)."""
+
+    cpu_request: float = Field(1.0, gt=0, description="CPUs the scheduler reserves.")
+    cpu_limit: float = Field(2.0, gt=0, description="CPUs the pod may use; a DirectRunner step starts this many Beam workers.")
+    memory_request_gb: float = Field(4.0, gt=0, description="Memory the scheduler reserves, in GB (10^9 bytes).")
+    memory_limit_gb: float = Field(8.0, gt=0, description="Memory above which the pod is killed, in GB.")
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> "PodResources":
+        if self.cpu_request > self.cpu_limit or self.memory_request_gb > self.memory_limit_gb:
+            raise ValueError("a request exceeds its limit (cpu_request <= cpu_limit, memory_request_gb <= memory_limit_gb)")
+        return self
+
+
+def _default_step_resources() -> Dict[str, PodResources]:
+    """Larger pods for the steps that hold the corpus or the model (the rest get kubeflow.resources)."""
+    return {
+        "Transform": PodResources(cpu_request=2, cpu_limit=4, memory_request_gb=8, memory_limit_gb=16),
+        "Trainer": PodResources(cpu_request=4, cpu_limit=8, memory_request_gb=16, memory_limit_gb=32),
+        "Evaluator": PodResources(cpu_request=2, cpu_limit=4, memory_request_gb=8, memory_limit_gb=16),
+    }
+
+
 class KubeflowConfig(Options):
     """Settings used only when compiling for Kubeflow Pipelines."""
 
@@ -54,7 +78,35 @@ class KubeflowConfig(Options):
                     "process per core of the pod. For Dataflow, Flink or Spark pass that runner's options instead "
                     "(README: Kubeflow Pipelines).",
     )
+    env: Dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables of every step's pod, in the spec: no credentials (kubeflow/pod_config.py), "
+                    "e.g. {S3_ENDPOINT: http://minio-service.kubeflow:9000, AWS_REGION: us-east-1} for KFP's MinIO.")
+    secret_env: Dict[str, str] = Field(
+        default_factory=dict,
+        description="Kubernetes secret keys as environment variables of every step: {ENV: <secret>/<key>}, e.g. "
+                    "{AWS_ACCESS_KEY_ID: mlpipeline-minio-artifact/accesskey, "
+                    "AWS_SECRET_ACCESS_KEY: mlpipeline-minio-artifact/secretkey}.")
+    config_map_env: Dict[str, str] = Field(
+        default_factory=dict, description="Kubernetes config map keys as environment variables of every step: "
+                                          "{ENV: <config map>/<key>}.")
+    resources: PodResources = Field(default_factory=PodResources)
+    step_resources: Dict[str, PodResources] = Field(
+        default_factory=_default_step_resources,
+        description="Pods of particular steps (by step name, e.g. Trainer), replacing kubeflow.resources for them; "
+                    "entries given are merged over these defaults.")
+    trainer_accelerator_type: str = Field("", description="Kubernetes resource name of the Trainer's accelerators, e.g. "
+                                                          "nvidia.com/gpu; empty = none.")
+    trainer_accelerator_count: int = Field(1, ge=1, description="How many accelerators the Trainer's pod gets.")
     tfjob: TFJobOptions = Field(default_factory=TFJobOptions)
+
+    @field_validator("step_resources", mode="before")
+    @classmethod
+    def _over_default_steps(cls, value: Any) -> Any:
+        """Steps given replace those defaults; the other defaults stay."""
+        if isinstance(value, dict):
+            return {**_default_step_resources(), **value}
+        return value
 
 
 # Peak learning rates when fine-tuning `model.checkpoint` (warm-up as `training.warmup_steps`):

@@ -11,15 +11,24 @@
       registry/              the embedded MLflow model registry (mlflow.db and its artifacts)
       state/drift_baseline/  the data gate's drift baseline (unless data_gate.state_uri is set)
       last_run.json          the summary of the latest run
+
+An output root on an object store (`s3://bucket/runs`, `gs://...`) keeps the pipeline root, the
+serving directory and the drift state there; ML Metadata's and the embedded registry's SQLite
+files and `last_run.json` cannot live on an object store, so they go to `local_root`, a local
+directory named after the output root: `runs/object-store/<scheme>/<bucket>/<path>` (relative to
+the working directory, like the default output root).
 """
 import os
 from dataclasses import dataclass
 
+from components.filesystems import is_local, scheme_of
 from components.resources import resolve
 
 SCHEMA_FILE = "schema.pbtxt"  # curated schema of the raw data, in the config's schema_dir
 TRANSFORMED_SCHEMA_FILE = "transformed_schema.pbtxt"  # curated schema of the token data
 DRIFT_STATE_DIR = "state/drift_baseline"  # under the output root (local) or the pipeline root (Kubeflow)
+# Where the local files of an object-store output root go (module docstring).
+OBJECT_STORE_LOCAL_ROOT = "runs/object-store"
 
 
 @dataclass(frozen=True)
@@ -32,12 +41,24 @@ class OutputLayout:
         return os.path.join(self.output_root, *parts)
 
     @property
+    def local_root(self) -> str:
+        """The output root when it is local; else the local directory its SQLite files and
+        summary go to (module docstring)."""
+        if is_local(self.output_root):
+            return self.output_root
+        scheme = scheme_of(self.output_root)
+        return os.path.join(OBJECT_STORE_LOCAL_ROOT, scheme, self.output_root.split("://", 1)[1].strip("/"))
+
+    def _local(self, *parts: str) -> str:
+        return os.path.join(self.local_root, *parts)
+
+    @property
     def pipeline_root(self) -> str:
         return self._path("pipeline")
 
     @property
     def metadata_path(self) -> str:
-        return self._path("metadata.sqlite")
+        return self._local("metadata.sqlite")
 
     @property
     def serving_dir(self) -> str:
@@ -46,7 +67,7 @@ class OutputLayout:
     @property
     def registry_dir(self) -> str:
         """The embedded MLflow registry: `mlflow.db` (SQLite) and its artifact store."""
-        return self._path("registry")
+        return self._local("registry")
 
     @property
     def drift_state_dir(self) -> str:
@@ -55,7 +76,7 @@ class OutputLayout:
 
     @property
     def summary_path(self) -> str:
-        return self._path("last_run.json")
+        return self._local("last_run.json")
 
 
 def schema_files(schema_dir: str):
@@ -90,17 +111,17 @@ class PipelinePaths:
         from components.example_gen.component import fingerprint_corpus
 
         def local_path(path: str) -> str:
-            return path if "://" in path else os.path.abspath(path)
+            return os.path.abspath(path) if is_local(path) else path
 
         layout = config.layout
         data_root = local_path(resolve(config.data_root))
         schema_file, transformed_schema_file = schema_files(config.schema_dir)
         return cls(
-            pipeline_root=os.path.abspath(layout.pipeline_root),
+            pipeline_root=local_path(layout.pipeline_root),
             data_root=data_root,
             schema_file=schema_file,
             transformed_schema_file=transformed_schema_file,
-            serving_dir=os.path.abspath(layout.serving_dir),
+            serving_dir=local_path(layout.serving_dir),
             drift_state_uri=local_path(config.data_gate.state_uri or layout.drift_state_dir),
             registry_dir=os.path.abspath(layout.registry_dir),
             corpus_fingerprint=fingerprint_corpus(data_root, config.example_gen),

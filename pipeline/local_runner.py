@@ -53,7 +53,7 @@ def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[s
 
     With `through` (a node id), a TFX partial run of that node and everything upstream of it.
     """
-    os.makedirs(config.output_root, exist_ok=True)
+    os.makedirs(config.layout.local_root, exist_ok=True)
     connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.layout.metadata_path))
     paths = PipelinePaths.local(config)
     pipeline = create_pipeline(config, paths, connection)

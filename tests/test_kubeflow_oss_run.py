@@ -4,10 +4,13 @@
    unrelated directory on its bundled corpus and pushes a model.
 2. The compiled `pipeline.yaml` runs end to end under `tests/kfp_oss_double.py`, a double of the
    open-source KFP backend (its docstring lists the behaviours it reproduces and their sources),
-   every step a subprocess of that wheel's virtualenv: ExampleGen to Pusher complete, a blessed
-   model is pushed and registered, and a second run finds the first run's model as its baseline
-   through the registry (and reuses its tokenizer) and the first run's accepted statistics through
-   the state location.
+   every step a subprocess of that wheel's virtualenv with a hermetic environment: ExampleGen to
+   Pusher complete, a blessed model is pushed and registered, and a second run finds the first
+   run's model as its baseline through the registry (and reuses its tokenizer) and the first run's
+   accepted statistics through the state location. The pipeline root, the corpus and the serving
+   directory are on a real S3 API server (moto, tests/object_store.py), the registry is a real
+   MLflow server; the S3 endpoint, its credentials (as a Kubernetes secret) and the registry's
+   address reach the steps only through the compiled spec.
 
 The fresh virtualenv holds only the wheel; the pinned stack (3 GB) comes from the test
 environment's site-packages through a `.pth` path entry, which adds that directory to sys.path
@@ -16,16 +19,20 @@ without running its `.pth` files, so the checkout's editable install stays invis
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
+import urllib.request
 
 import pytest
 
 from pipeline.cli import main
 from pipeline.config import PROJECT_ROOT
 from tests.conftest import FAST_OVERRIDES, WEAK_MODEL_QUALITY, write_tiny_corpus
-from tests.kfp_oss_double import OssKfpDouble
+from tests.kfp_oss_double import OssKfpDouble, dockerfile_env
+from tests.object_store import start_server
 
 pytestmark = pytest.mark.slow
 
@@ -101,50 +108,102 @@ def test_installed_wheel_runs_the_pipeline_from_an_unrelated_directory(image_pyt
     assert not list(elsewhere.iterdir())  # nothing written to the working directory
 
 
-def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_the_registry(image_python, tmp_path):
-    corpus = write_tiny_corpus(str(tmp_path / "corpus"))
-    pipeline_root, serving_dir = tmp_path / "root", tmp_path / "serving"
+@pytest.fixture(scope="module")
+def s3():
+    server = start_server()
+    yield server
+    server.server.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def registry_server(tmp_path):
+    """A real MLflow tracking server on localhost (SQLite behind it, on this machine only)."""
+    port = _free_port()
+    mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
+    server = subprocess.Popen([mlflow, "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
+                               "--default-artifact-root", str(tmp_path / "mlartifacts"), "--host", "127.0.0.1",
+                               "--port", str(port), "--workers", "1"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    uri = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 120
+    while True:
+        try:
+            urllib.request.urlopen(uri + "/health", timeout=2)
+            break
+        except OSError:
+            if time.time() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("the MLflow server did not start")
+            time.sleep(1)
+    yield uri
+    server.terminate()
+    server.wait(timeout=30)
+
+
+# The cluster's Kubernetes secret holding the object store's credentials (as KFP's MinIO has one).
+SECRET = "objectstore-creds"
+
+
+def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_the_registry(
+        image_python, tmp_path, s3, registry_server):
+    bucket = "textgen-kfp"
+    s3.create_bucket(bucket)
+    corpus = s3.upload_directory(write_tiny_corpus(str(tmp_path / "corpus")), bucket, "corpus")
+    pipeline_root, serving_dir = f"s3://{bucket}/root", f"s3://{bucket}/serving"
     spec_dir = tmp_path / "spec"
     overrides = OVERRIDES + [
         # One Beam worker per step keeps the double within CI's time; the default
         # (multi_processing, a worker per core) is checked by tests/test_kubeflow_compile.py.
         'kubeflow.beam_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"]',
         "data_gate.distribution_min_examples=10",
+        f"registry.tracking_uri={registry_server}",
     ]
+    settings = s3.settings()
     assert main(["compile", "--output-dir", str(spec_dir), "--image", "textgen-tfx:test",
-                 "--pipeline-root", str(pipeline_root), "--data-root", corpus, "--serving-dir", str(serving_dir),
+                 "--pipeline-root", pipeline_root, "--data-root", corpus, "--serving-dir", serving_dir,
+                 "--env", f"S3_ENDPOINT={settings['S3_ENDPOINT']}", "--env", f"AWS_REGION={settings['AWS_REGION']}",
+                 "--secret-env", f"AWS_ACCESS_KEY_ID={SECRET}/accesskey",
+                 "--secret-env", f"AWS_SECRET_ACCESS_KEY={SECRET}/secretkey",
                  *_set_arguments(overrides)]) == 0
-    work_dir = tmp_path / "pod"
-    work_dir.mkdir()
-    registry_uri = "sqlite:///" + str(tmp_path / "registry" / "mlflow.db")
-    os.makedirs(tmp_path / "registry")
-    backend = OssKfpDouble(str(spec_dir / "pipeline.yaml"), str(pipeline_root), image_python, str(work_dir),
-                           env={"MLFLOW_TRACKING_URI": registry_uri, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert settings["AWS_SECRET_ACCESS_KEY"] not in (spec_dir / "pipeline.yaml").read_text()
+    backend = OssKfpDouble(
+        str(spec_dir / "pipeline.yaml"), pipeline_root, image_python, str(tmp_path / "cluster"),
+        image_env=dockerfile_env(os.path.join(PROJECT_ROOT, "kubeflow", "Dockerfile")), s3_client=s3.client(),
+        secrets={SECRET: {"accesskey": settings["AWS_ACCESS_KEY_ID"], "secretkey": settings["AWS_SECRET_ACCESS_KEY"]}})
 
     first = backend.run("run-1")
     assert first.succeeded, first.describe_failures()
     assert set(first.tasks) >= {"ExampleGen", "Transform", "Trainer", "Evaluator", "Pusher"}
     examples = first.tasks["ExampleGen"].outputs["examples"]
+    assert examples["uri"].startswith(pipeline_root + "/")
     # TFX writes the span custom property as "custom:span" (the Examples type also has a span property)
     assert examples["metadata"]["custom:span"] == 0 and json.loads(examples["metadata"]["spans"]) == [0]
     pushed = first.tasks["Pusher"].outputs["pushed_model"]["metadata"]
     assert pushed["pushed"] == 1 and pushed["pushed_version"] == 1, pushed
-    assert os.path.isfile(serving_dir / "1" / "saved_model.pb")
+    keys = s3.keys(bucket)
+    assert "serving/1/saved_model.pb" in keys
+    assert not [key for key in keys if key.endswith("/")]  # no folder markers for the launcher to trip on
     assert pushed["registered_model_version"] == 1
-    first_evaluation = _evaluation(first)
+    first_evaluation = _evaluation(s3, first)
     assert "first run" in first_evaluation["baseline"]["skipped"]
     accepted = first.tasks["RecordAcceptedStatistics"].outputs["accepted"]["metadata"]
-    assert accepted["span"] == 0 and accepted["state_uri"].startswith(str(pipeline_root))
+    assert accepted["span"] == 0 and accepted["state_uri"].startswith(pipeline_root)
 
     second = backend.run("run-2")
     assert second.succeeded, second.describe_failures()
-    evaluation = _evaluation(second)
+    evaluation = _evaluation(s3, second)
     assert evaluation["baseline"]["registry"]["registered_version"] == 1
-    assert evaluation["baseline"]["path"] == str(serving_dir / "1")
+    assert evaluation["baseline"]["path"] == f"{serving_dir}/1"
     change_gate = next(g for g in evaluation["gates"] if g["name"] == "quality.bits_per_byte_change")
     assert change_gate["verdict"] != "SKIPPED", change_gate
     blessing = second.tasks["Evaluator"].outputs["blessing"]["metadata"]
-    assert blessing["baseline_model"] == str(serving_dir / "1") and blessing["baseline_registered_version"] == 1
+    assert blessing["baseline_model"] == f"{serving_dir}/1" and blessing["baseline_registered_version"] == 1
     # The Tokenizer (policy auto) reused the production model's SentencePiece model: same token ids.
     tokenizers = [run.tasks["Tokenizer"].outputs["tokenizer"]["metadata"] for run in (first, second)]
     assert (tokenizers[0]["source"], tokenizers[1]["source"]) == ("learned", "reused")
@@ -153,7 +212,7 @@ def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_t
     assert "re-run" in drift["drift"]  # span 0 again: the state location held run 1's acceptance
 
 
-def _evaluation(run) -> dict:
+def _evaluation(s3, run) -> dict:
     blessing_uri = run.tasks["Evaluator"].outputs["blessing"]["uri"]
-    with open(os.path.join(blessing_uri, "evaluation.json"), encoding="utf-8") as handle:
-        return json.load(handle)
+    bucket, _, key = blessing_uri[len("s3://"):].partition("/")
+    return json.loads(s3.client().get_object(Bucket=bucket, Key=key + "/evaluation.json")["Body"].read())

@@ -48,6 +48,7 @@ from tfx.proto import example_gen_pb2, range_config_pb2
 from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
+from components import filesystems
 from components.example_gen import data_report, ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
 from components.example_gen.cleaning.transforms import CleanDocuments, enabled_removal_rules
@@ -83,10 +84,20 @@ def document_to_example(document: Document) -> tf.train.Example:
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
-def list_corpus_files(input_base: str, pattern: str) -> List[str]:
-    """Returns the sorted files matching `pattern` under `input_base`, or raises naming what is wrong."""
+def _require_data_root(input_base: str) -> None:
+    """Raises CorpusError unless `input_base` is a directory; one whose scheme no file system of
+    this process opens is named as such (tf.io.gfile.isdir would only answer False)."""
+    try:
+        filesystems.check_schemes({"data root": input_base})
+    except filesystems.SchemeError as exc:
+        raise CorpusError(str(exc)) from exc
     if not tf.io.gfile.isdir(input_base):
         raise CorpusError(f"data root {input_base} does not exist or is not a directory")
+
+
+def list_corpus_files(input_base: str, pattern: str) -> List[str]:
+    """Returns the sorted files matching `pattern` under `input_base`, or raises naming what is wrong."""
+    _require_data_root(input_base)
     full_pattern = os.path.join(input_base, pattern)
     files = sorted(path for path in tf.io.gfile.glob(full_pattern) if not tf.io.gfile.isdir(path))
     if not files:
@@ -134,8 +145,7 @@ def resolve_span(exec_properties: Dict[str, Any]) -> Dict[str, Any]:
     if exec_properties.get(standard_component_specs.RANGE_CONFIG_KEY):
         range_config = proto_utils.json_to_proto(exec_properties[standard_component_specs.RANGE_CONFIG_KEY],
                                                  range_config_pb2.RangeConfig())
-    if not tf.io.gfile.isdir(input_base):
-        raise CorpusError(f"data root {input_base} does not exist or is not a directory")
+    _require_data_root(input_base)
     processor = input_processor.FileBasedInputProcessor(input_base, input_config.splits, range_config)
     try:
         span, version = processor.resolve_span_and_version()

@@ -38,12 +38,17 @@ def main(argv: Optional[List[str]] = None) -> None:
         (cpu,) = tf.config.list_physical_devices("CPU")
         tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * args.logical_cpus)
     # Imported after the device configuration, which must come before TensorFlow's runtime starts.
+    from components import filesystems
     from components.trainer.training.run_fn import run_fn
 
+    filesystems.register()  # the FnArgs file and every URI in it may be on s3://
     with tf.io.gfile.GFile(args.fn_args) as handle:
         fields = tfjob.fn_args_from_json(handle.read())
     run_fn(types.SimpleNamespace(**fields))
 
 
 if __name__ == "__main__":
+    from components.filesystems import exit_process
+
     main()
+    exit_process(0)

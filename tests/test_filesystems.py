@@ -1,0 +1,102 @@
+"""components/filesystems.py: every accepted scheme opens in TF and Beam, S3 settings are derived
+for both from one set of variables, a scheme that does not open is named, and TF and Beam read and
+write a real S3 API server (moto on localhost, tests/object_store.py)."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from components import filesystems
+from pipeline.cli import EXIT_USAGE, main
+from pipeline.config import PROJECT_ROOT
+from tests.object_store import start_server
+
+
+@pytest.fixture(scope="module")
+def s3():
+    server = start_server()
+    yield server
+    server.server.stop()
+
+
+def test_every_accepted_scheme_is_registered_in_tensorflow_and_beam():
+    filesystems.register()
+    for scheme in filesystems.ACCEPTED_SCHEMES:
+        assert scheme in filesystems.tensorflow_schemes(), scheme
+        assert scheme in filesystems.beam_schemes(), scheme
+
+
+def test_s3_settings_are_derived_for_boto3_without_replacing_the_users():
+    env = {"S3_ENDPOINT": "minio-service.kubeflow:9000", "S3_USE_HTTPS": "0", "AWS_REGION": "eu-west-1",
+           "AWS_DEFAULT_REGION": "us-east-2"}
+    filesystems.configure_environment(env)
+    assert env["S3_ENDPOINT"] == env["AWS_ENDPOINT_URL_S3"] == "http://minio-service.kubeflow:9000"
+    assert env["AWS_DEFAULT_REGION"] == "us-east-2"  # set by the user: kept
+    assert env["AWS_EC2_METADATA_DISABLED"] == "true"
+    aws = {}
+    filesystems.configure_environment(aws)
+    assert aws == {}  # AWS S3 itself: nothing to derive, the instance metadata stays usable
+
+
+def test_a_scheme_the_project_cannot_open_is_named():
+    with pytest.raises(filesystems.SchemeError, match=r"data root hdfs://nn/corpus: the hdfs:// scheme is not supported"):
+        filesystems.check_schemes({"data root": "hdfs://nn/corpus"})
+    filesystems.check_schemes({"data root": "s3://bucket/corpus", "output root": "/tmp/out"})
+
+
+def test_run_names_the_scheme_instead_of_a_missing_data_root(tmp_path, capsys):
+    code = main(["run", "--data-root", "minio://bucket/drop", "--output-root", str(tmp_path / "out")])
+    assert code == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert "minio://" in err and "does not exist" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+# Run in a subprocess: tensorflow-io aborts a process that used S3 at exit (filesystems.exit_process).
+_ROUND_TRIP = textwrap.dedent("""
+    import sys
+    import tensorflow as tf
+    from apache_beam.io.filesystems import FileSystems
+    from components import filesystems
+
+    filesystems.register()
+    root = sys.argv[1]
+    tf.io.gfile.makedirs(root + "/made/by/tf")
+    with tf.io.gfile.GFile(root + "/made/by/tf/a.txt", "w") as handle:
+        handle.write("from tf")
+    with FileSystems.open(root + "/made/by/tf/a.txt") as handle:
+        assert handle.read() == b"from tf"
+    with FileSystems.create(root + "/beam/b.txt") as handle:
+        handle.write(b"from beam")
+    with tf.io.gfile.GFile(root + "/beam/b.txt") as handle:
+        assert handle.read() == "from beam"
+    assert tf.io.gfile.isdir(root + "/made") and sorted(name.rstrip("/") for name in tf.io.gfile.listdir(root)) == ["beam", "made"]
+    print("round trip ok")
+    filesystems.exit_process(0)
+""")
+
+
+def test_tf_and_beam_read_and_write_a_real_s3_server_and_the_process_exits_cleanly(s3):
+    bucket = s3.create_bucket("roundtrip")
+    result = subprocess.run([sys.executable, "-c", _ROUND_TRIP, bucket + "/root"], cwd=PROJECT_ROOT,
+                            env=s3.env(PYTHONPATH=PROJECT_ROOT), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "round trip ok" in result.stdout
+    # Only the two files: tf.io.gfile.makedirs left no "folder/" marker objects.
+    assert sorted(s3.keys("roundtrip")) == ["root/beam/b.txt", "root/made/by/tf/a.txt"]
+
+
+def test_an_object_store_output_root_keeps_sqlite_and_the_summary_in_a_local_directory_it_names():
+    from pipeline.layout import OutputLayout
+
+    remote = OutputLayout("s3://bucket/runs/")
+    assert remote.pipeline_root == "s3://bucket/runs/pipeline" and remote.serving_dir == "s3://bucket/runs/serving"
+    assert remote.drift_state_dir == "s3://bucket/runs/state/drift_baseline"
+    assert remote.local_root == os.path.join("runs", "object-store", "s3", "bucket", "runs")
+    assert remote.metadata_path == os.path.join(remote.local_root, "metadata.sqlite")
+    assert remote.registry_dir == os.path.join(remote.local_root, "registry")
+    assert remote.summary_path == os.path.join(remote.local_root, "last_run.json")
+    local = OutputLayout("runs/local")
+    assert local.local_root == "runs/local" and local.metadata_path == os.path.join("runs/local", "metadata.sqlite")
