@@ -5,7 +5,9 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.trainer.model import lora
-from components.trainer.options import LoraOptions
+from components.trainer.model.backbone import build_backbone
+from components.trainer.options import LoraOptions, ModelOptions
+from components.trainer.serving.weights import serving_backbone
 
 
 class _TwoProjections(keras.Model):
@@ -103,3 +105,38 @@ class _TwoProjectionsWide(keras.Model):
 
     def call(self, ids):
         return self.extra(self.embedding(ids))
+
+
+BACKBONES = {
+    "gpt2": ModelOptions(preset="tiny", num_layers=2, model_dim=32, num_heads=4, mlp="gelu_tanh", context_length=16),
+    "llama": ModelOptions(preset="tiny", num_layers=2, model_dim=32, num_heads=4, num_kv_heads=2, context_length=16,
+                          position_encoding="rotary", norm="rms", mlp="swiglu", attention_bias=False, mlp_bias=False,
+                          tie_embeddings=False),
+}
+
+
+@pytest.mark.parametrize("family", sorted(BACKBONES))
+def test_the_serving_copy_of_a_lora_backbone_merges_the_adapters_exactly(family):
+    """The backbone's projections take adapters; the serving copy (what the export saves) is a
+    plain backbone whose logits equal the adapted model's, and differ from the base weights'."""
+    config = BACKBONES[family]
+    adapted = build_backbone(config, 97, LoraOptions(rank=4, alpha=8.0, targets=["attention", "mlp"]))
+    assert len(lora.adapter_layers(adapted)) == 4 * config.num_layers
+    rng = np.random.default_rng(2)
+    for layer in lora.adapter_layers(adapted):
+        layer.lora_b.assign(rng.normal(0, 0.2, layer.lora_b.shape).astype(np.float32))
+    served = serving_backbone(adapted)
+    assert not lora.adapter_layers(served) and not any(lora.is_adapter_variable(v) for v in served.weights)
+    ids = tf.constant(rng.integers(0, 97, size=(2, 9)))
+    np.testing.assert_allclose(served(ids).numpy(), adapted(ids).numpy(), atol=1e-4)
+    base = build_backbone(config, 97)
+    for weight in base.weights:
+        weight.assign(next(w for w in adapted.weights if w.name == weight.name))
+    assert np.abs(base(ids).numpy() - adapted(ids).numpy()).max() > 1e-2
+
+
+def test_a_lora_backbone_trains_only_its_adapters():
+    backbone = build_backbone(BACKBONES["llama"], 97, LoraOptions(rank=2))
+    lora.freeze_all_but_adapters(backbone)
+    names = {v.name.split("/")[-1] for v in backbone.trainable_variables}
+    assert names == {"lora_a:0", "lora_b:0"} and len(backbone.trainable_variables) == 2 * 2 * 2

@@ -23,7 +23,8 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.trainer import keras_autograph  # noqa: F401  (keeps AutoGraph out of tf_keras)
-from components.trainer.options import ModelOptions, RopeScaling
+from components.trainer.model import lora
+from components.trainer.options import LoraOptions, ModelOptions, RopeScaling
 
 _NEG_INF = -1e9  # additive mask value; finite so fully masked rows stay NaN-free
 
@@ -164,7 +165,7 @@ class CausalSelfAttention(keras.layers.Layer):
     The fused kernel's output columns are all query heads, then all key heads, then all value heads.
     """
 
-    def __init__(self, config: ModelOptions, **kwargs):
+    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = config.num_heads
         self.kv_heads = config.kv_heads
@@ -175,8 +176,9 @@ class CausalSelfAttention(keras.layers.Layer):
             if config.position_encoding == "rotary" else None
         )
         width = (config.num_heads + 2 * config.kv_heads) * self.head_dim
-        self.qkv = keras.layers.Dense(width, use_bias=config.attention_bias, name="qkv")
-        self.output_projection = keras.layers.Dense(config.model_dim, use_bias=config.attention_bias, name="output")
+        self.qkv = lora.projection(width, "qkv", lora.ATTENTION, lora_options, use_bias=config.attention_bias)
+        self.output_projection = lora.projection(config.model_dim, "output", lora.ATTENTION, lora_options,
+                                                 use_bias=config.attention_bias)
         self.attention_dropout = keras.layers.Dropout(config.dropout)
 
     def _split_heads(self, qkv: tf.Tensor) -> tuple:
@@ -255,17 +257,18 @@ class DecoderBlock(keras.layers.Layer):
     `mlp_in` (a Dense with activation="gelu", as the project's models always had it).
     """
 
-    def __init__(self, config: ModelOptions, **kwargs):
+    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, **kwargs):
         super().__init__(**kwargs)
         self.attention_norm = make_norm(config, "attention_norm")
-        self.attention = CausalSelfAttention(config, name="attention")
+        self.attention = CausalSelfAttention(config, lora_options, name="attention")
         self.mlp_norm = make_norm(config, "mlp_norm")
         fused = 2 if config.mlp == "swiglu" else 1
-        self.mlp_in = keras.layers.Dense(
-            fused * config.mlp_dim, activation="gelu" if config.mlp == "gelu" else None, use_bias=config.mlp_bias, name="mlp_in"
+        self.mlp_in = lora.projection(
+            fused * config.mlp_dim, "mlp_in", lora.MLP, lora_options, activation="gelu" if config.mlp == "gelu" else None,
+            use_bias=config.mlp_bias,
         )
         self.mlp_activation = {"gelu": None, "gelu_tanh": gelu_tanh, "swiglu": swiglu}[config.mlp]
-        self.mlp_out = keras.layers.Dense(config.model_dim, use_bias=config.mlp_bias, name="mlp_out")
+        self.mlp_out = lora.projection(config.model_dim, "mlp_out", lora.MLP, lora_options, use_bias=config.mlp_bias)
         self.dropout = keras.layers.Dropout(config.dropout)
 
     def feed_forward(self, normalized: tf.Tensor) -> tf.Tensor:
@@ -318,9 +321,10 @@ class OutputEmbedding(keras.layers.Layer):
 class GPTBackbone(keras.Model):
     """Token ids [batch, length] -> float32 logits [batch, length, vocab_size] (length <= context_length)."""
 
-    def __init__(self, config: ModelOptions, vocab_size: int, **kwargs):
+    def __init__(self, config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None, **kwargs):
         super().__init__(**kwargs)
         self.architecture = config
+        self.lora = lora_options if lora_options is not None and lora_options.rank > 0 else None
         self.context_length = config.context_length
         self.vocab_size = vocab_size
         rotary = config.position_encoding == "rotary"
@@ -328,7 +332,7 @@ class GPTBackbone(keras.Model):
         self.position_embedding = (
             None if rotary else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding")
         )
-        self.blocks = [DecoderBlock(config, name=f"block_{index}") for index in range(config.num_layers)]
+        self.blocks = [DecoderBlock(config, self.lora, name=f"block_{index}") for index in range(config.num_layers)]
         self.final_norm = make_norm(config, "final_norm")
         # Created last, so a tied model's variables keep their order and names.
         self.output_embedding = None if config.tie_embeddings else OutputEmbedding(vocab_size, config.model_dim, name="output_embedding")
@@ -398,10 +402,10 @@ class GPTBackbone(keras.Model):
         return self.logits(hidden), tuple(new_cache)
 
 
-def build_backbone(config: ModelOptions, vocab_size: int) -> GPTBackbone:
+def build_backbone(config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None) -> GPTBackbone:
     """Creates the backbone and its weights (by calling it once on a one-token batch: no weight's
     shape depends on the length, and a full-context call would allocate [context, vocab] logits and
     [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels)."""
-    model = GPTBackbone(config, vocab_size, name="gpt")
+    model = GPTBackbone(config, vocab_size, lora_options, name="gpt")
     model(tf.zeros([1, 1], tf.int64))
     return model

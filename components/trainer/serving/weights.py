@@ -12,17 +12,20 @@ transposed (the token embedding when tied, else the untied output embedding: see
   dequantized inside the matmul with core ops (Cast, MatMul, Mul), so stock TF Serving loads
   the model. The embedding lookup, norms and biases stay in float (a lookup reads one row).
 
-The trained backbone is left untouched (an untied model's output embedding stays in the copy,
-unused, so a warm start finds every trained weight in the export). The copy computes in
-the trained policy's dtype, except that a mixed_bfloat16 model (the CPU default where bfloat16
-is native, see training/precision.py) is served in float32: its variables are float32 either
-way, and a bfloat16 graph would cast every weight again on every decoding step.
+A backbone trained with LoRA adapters (model/lora.py) is copied with the adapters merged into its
+kernels, so the served graph is the same as a fully trained model's. The trained backbone is left
+untouched (an untied model's output embedding stays in the copy, unused, so a warm start finds
+every trained weight in the export). The copy computes in the trained policy's dtype, except that
+a mixed_bfloat16 model (the CPU default where bfloat16 is native, see training/precision.py) is
+served in float32: its variables are float32 either way, and a bfloat16 graph would cast every
+weight again on every decoding step.
 """
 from typing import Optional, Tuple
 
 import tensorflow as tf
 import tf_keras as keras
 
+from components.trainer.model import lora
 from components.trainer.model.backbone import GPTBackbone, build_backbone
 from components.trainer.training.precision import keras_policy
 
@@ -106,8 +109,11 @@ def serving_backbone(backbone: GPTBackbone, weight_quantization: str = "none") -
         raise ValueError(f"weight_quantization must be one of {WEIGHT_QUANTIZATIONS}, not {weight_quantization!r}")
     policy = backbone.dtype_policy.name
     with keras_policy("float32" if policy == "mixed_bfloat16" else policy):
-        copy = build_backbone(backbone.architecture, backbone.vocab_size)
-        copy.set_weights(backbone.get_weights())
+        copy = build_backbone(backbone.architecture, backbone.vocab_size)  # never with LoRA adapters
+        if lora.adapter_layers(backbone):
+            lora.copy_merged_weights(backbone, copy)  # the adapters merged into the kernels
+        else:
+            copy.set_weights(backbone.get_weights())
         quantize = weight_quantization == "int8"
         copy.output_projection = OutputProjection(copy.output_matrix(), quantize)
         if quantize:

@@ -26,7 +26,9 @@ import tensorflow_transform as tft
 import tf_keras as keras
 
 from components.trainer.checkpoint.hf_config import CheckpointConfig, check_vocabulary, checkpoint_model_options, read_config
+from components.trainer.checkpoint.fingerprint import checkpoint_sha256
 from components.trainer.checkpoint.hf_weights import load_weights
+from components.trainer.model import lora
 from components.trainer.model.backbone import build_backbone
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
 from components.trainer.options import ModelOptions, TrainerSettings, TrainingOptions, read_trainer_custom_config
@@ -91,6 +93,23 @@ def resolve_model(model_config: ModelOptions, vocab_size: int) -> Tuple[ModelOpt
     return checkpoint_model_options(model_config, checkpoint), checkpoint
 
 
+def _count(variables) -> int:
+    return sum(int(variable.shape.num_elements()) for variable in variables)
+
+
+def _export_base_model(backbone, transform_output, generation, model_uri: str, strategy) -> None:
+    """Exports the imported checkpoint, before any training step, beside the model it is
+    fine-tuned into (`record.base_model_path`): the Evaluator's first baseline. A retried execution
+    that already exported it does not export again (its weights may have been restored trained)."""
+    base_dir = record.base_model_path(model_uri)
+    if tf.io.gfile.exists(os.path.join(base_dir, "saved_model.pb")):
+        return
+    export_dir = writable_dir(base_dir, strategy)
+    export_serving_model(backbone, transform_output, generation, export_dir)
+    cleanup_worker_dir(export_dir, strategy)
+    logging.info("Exported the base checkpoint (the Evaluator's first baseline) to %s", base_dir)
+
+
 def run_fn(fn_args: "FnArgs") -> None:
     """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
     trainer_settings = read_trainer_custom_config(fn_args.custom_config)
@@ -105,6 +124,7 @@ def run_fn(fn_args: "FnArgs") -> None:
     tokenizer = model_file.read_model(model_file.transform_graph_model_path(fn_args.transform_output))
     vocab_size = tokenizer.vocab_size
     model_config, checkpoint = resolve_model(model_config, vocab_size)
+    model_uri = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))  # the Model artifact (serving dir is Format-Serving)
     context_length = model_config.context_length
     if not data.holds_one_block(fn_args.train_files, feature_spec, context_length):
         raise ValueError(
@@ -162,10 +182,16 @@ def run_fn(fn_args: "FnArgs") -> None:
 
     with keras_policy(policy_name):
         with strategy.scope():
-            backbone = build_backbone(model_config, vocab_size)
+            backbone = build_backbone(model_config, vocab_size, training.lora)
             optimizer = make_optimizer(training, policy_name)
         if checkpoint:
             load_weights(backbone, model_config.checkpoint, checkpoint)
+            _export_base_model(backbone, transform_output, generation, model_uri, strategy)
+        if training.lora.rank:
+            lora.freeze_all_but_adapters(backbone)
+            logging.info("LoRA: rank %d, alpha %g on %s; training %s of %s parameters",
+                         training.lora.rank, training.lora.alpha, ", ".join(training.lora.targets),
+                         f"{_count(backbone.trainable_variables):,}", f"{_count(backbone.variables):,}")
         base_model = _warm_start_model(trainer_settings) if training.warm_start else ""
         if base_model:
             warm_start_from(backbone, base_model, tokenizer.sha256)
@@ -184,10 +210,12 @@ def run_fn(fn_args: "FnArgs") -> None:
         export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)
     if is_chief(strategy):
-        record.write(os.path.dirname(fn_args.serving_model_dir.rstrip("/")), record.TrainingRecord(
+        record.write(model_uri, record.TrainingRecord(
             model=model_config.model_dump(), training=training.model_dump(), vocab_size=vocab_size,
             parameters=parameter_count(model_config, vocab_size), tokenizer_sha256=tokenizer.sha256, device=device,
             precision=policy_name, xla=settings.jit_compile, steps_run=steps_run,
             last_step=dataclasses.asdict(reports[-1]) if reports else None,
+            base_checkpoint={"source": model_config.checkpoint, "sha256": checkpoint_sha256(model_config.checkpoint)}
+            if checkpoint else None,
         ))
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)
