@@ -115,18 +115,19 @@ def _llama_assignments(backbone: GPTBackbone, prefix: str) -> Iterator[Assignmen
     yield from _norm(backbone.final_norm, prefix + "norm", width)
 
 
-def _assignments(backbone: GPTBackbone, checkpoint: CheckpointConfig, names: List[str], source: str) -> List[Assignment]:
-    """Every variable of `backbone` with the checkpoint tensors that fill it."""
+def assignments(backbone: GPTBackbone, checkpoint: CheckpointConfig, names: List[str], source: str) -> List[Assignment]:
+    """Every variable of `backbone` with the checkpoint tensors that fill it (`names`: the
+    checkpoint's tensor names, which tell the prefix; also the plan of `hf_export`)."""
     if checkpoint.model_type in GPT2_TYPES:
         prefix = _prefix(names, "wte.weight", source)
-        assignments = list(_gpt2_assignments(backbone, prefix, checkpoint.max_positions))
+        found = list(_gpt2_assignments(backbone, prefix, checkpoint.max_positions))
     else:
         prefix = _prefix(names, "embed_tokens.weight", source)
-        assignments = list(_llama_assignments(backbone, prefix))
+        found = list(_llama_assignments(backbone, prefix))
     if backbone.output_embedding is not None:
-        assignments.append(Assignment(backbone.output_embedding.embeddings,
-                                      [Source(_HEAD, (backbone.vocab_size, backbone.architecture.model_dim))]))
-    return assignments
+        found.append(Assignment(backbone.output_embedding.embeddings,
+                                [Source(_HEAD, (backbone.vocab_size, backbone.architecture.model_dim))]))
+    return found
 
 
 def _value(files: SafetensorsCheckpoint, assignment: Assignment) -> np.ndarray:
@@ -149,8 +150,8 @@ def load_weights(backbone: GPTBackbone, checkpoint_dir: str, checkpoint: Checkpo
     tensor by tensor; returns the number of tensors read."""
     with SafetensorsCheckpoint(checkpoint_dir) as files:
         names = files.names()
-        assignments = _assignments(backbone, checkpoint, names, files.source)
-        used = {source.name for assignment in assignments for source in assignment.sources}
+        planned = assignments(backbone, checkpoint, names, files.source)
+        used = {source.name for assignment in planned for source in assignment.sources}
         if backbone.output_embedding is None:
             used.add(_HEAD)  # a tied head's stored copy of the embedding
         unused = [name for name in names if name not in used and not name.endswith(_BUFFER_SUFFIXES)]
@@ -159,7 +160,7 @@ def load_weights(backbone: GPTBackbone, checkpoint_dir: str, checkpoint: Checkpo
                 f"{files.file_of(unused[0])}: tensor {unused[0]} is not part of a {checkpoint.model_type} backbone "
                 f"({len(unused)} such tensor(s)): unsupported checkpoint layout"
             )
-        for assignment in assignments:
+        for assignment in planned:
             assignment.variable.assign(_value(files, assignment))
     logging.info("Loaded %d tensors from %s", len(used & set(names)), files.source)
     return len(used & set(names))
