@@ -235,3 +235,18 @@ def test_a_model_without_records_still_gets_a_card_that_says_what_is_missing(tmp
 def test_retention_removes_the_cards_of_the_versions_it_deletes(tmp_path):
     _push_three(tmp_path)  # keep_versions=2: version 1 is deleted
     assert sorted(os.listdir(tmp_path / "serving" / "model_cards")) == ["2.html", "2.md", "3.html", "3.md"]
+
+
+def test_a_fine_tuned_model_is_also_published_in_the_hugging_face_layout_and_retired_with_its_version(tmp_path):
+    model, blessing, examples_uri = _recorded_run(tmp_path)
+    export = training_record.hugging_face_path(model.uri)
+    os.makedirs(export)
+    for name in ("config.json", "model.safetensors", "tokenizer.json"):
+        (tmp_path / export / name).write_text(name)
+    pushed = _push(tmp_path, model, blessing, examples_uri=examples_uri)
+    published = tmp_path / "serving" / "hugging_face" / "1"
+    assert sorted(os.listdir(published)) == ["config.json", "model.safetensors", "tokenizer.json"]
+    assert pushed.get_string_custom_property("hugging_face_export") == str(published)
+    assert str(published) in (tmp_path / "serving" / "model_cards" / "1.md").read_text()
+    _push_three(tmp_path)  # keep_versions=2: version 1 and its export are retired
+    assert sorted(os.listdir(tmp_path / "serving" / "hugging_face")) == []

@@ -18,6 +18,8 @@ coordinates; when nothing is pushed it records why in `push_skipped_reason`.
 import json
 import logging
 import os
+
+import tensorflow as tf
 from typing import Any, Dict, List, Optional
 
 from tfx import types
@@ -31,7 +33,7 @@ from components.example_gen.ingest_report import REPORT_FILE as INGEST_REPORT_FI
 from components.trainer.training import record as training_record
 
 from components.pusher import batching, model_card, monitoring, registry, serving_config
-from components.pusher.versioned_push import push_saved_model, retain_latest
+from components.pusher.versioned_push import copy_tree, push_saved_model, retain_latest
 from components.pusher.options import PusherOptions, RegistryOptions
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,9 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         labels = serving_config.set_label(model_name, serving_dir, label, result.version)
         model_card.remove_cards(serving_dir, retain_latest(serving_dir, options.keep_versions, protected=labels.values()))
         training = training_record.read(model.uri)
+        hugging_face = self._publish_hugging_face(model.uri, serving_dir, result.version)
+        if hugging_face:
+            pushed_model.set_string_custom_property("hugging_face_export", hugging_face)
 
         pushed_model.set_int_custom_property("pushed", 1)
         pushed_model.set_string_custom_property("pushed_destination", result.path)
@@ -112,7 +117,8 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         pushed_model.set_string_custom_property("serving_config", serving_config.config_path(serving_dir))
 
         registry_config = RegistryOptions.from_parameter(exec_properties["registry"])
-        card_push = {"model_name": model_name, "serving_version": result.version, "label": label, "serving_path": result.path}
+        card_push = {"model_name": model_name, "serving_version": result.version, "label": label, "serving_path": result.path,
+                     "hugging_face": hugging_face}
         if registry_config.enabled:
             span: Optional[int] = examples[0].span if examples else None
             base = training.get("base_checkpoint") or {}
@@ -137,6 +143,18 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
             pushed_model.set_string_custom_property("model_card", paths["html"])
             if registry_config.enabled:
                 model_registry.attach_model_card(version, paths)
+
+    @staticmethod
+    def _publish_hugging_face(model_uri: str, serving_dir: str, version: int) -> str:
+        """Copies the Trainer's Hugging Face export of a fine-tuned model, when it wrote one, to
+        `<serving_dir>/hugging_face/<version>/` (for vLLM, TGI or sharing); returns the path or ""."""
+        source = training_record.hugging_face_path(model_uri)
+        if not tf.io.gfile.isdir(source):
+            return ""
+        destination = model_card.hugging_face_path(serving_dir, version)
+        copy_tree(source, destination)
+        log.info("Published the Hugging Face export to %s", destination)
+        return destination
 
     @staticmethod
     def _write_model_card(options: PusherOptions, push: Dict[str, Any], training: Dict[str, Any],

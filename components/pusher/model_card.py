@@ -6,7 +6,10 @@ a version directory; a model card there would also change the SavedModel's bytes
     <serving_dir>/model_cards/<version>.md
     <serving_dir>/model_cards/<version>.html
 
-and logged with the registered version's MLflow run (artifact path `model_card/`).
+and logged with the registered version's MLflow run (artifact path `model_card/`). A model
+fine-tuned from a Hugging Face checkpoint is also published in that layout beside it,
+`<serving_dir>/hugging_face/<version>/` (the Pusher copies the Trainer's export), and the card
+says where.
 
 Sources, each optional (a section says "not recorded" when its source is missing):
 - the Trainer's `training_record.json` in the model artifact (components/trainer/training/record.py):
@@ -29,6 +32,7 @@ import markdown
 import tensorflow as tf
 
 CARDS_DIR = "model_cards"
+HUGGING_FACE_DIR = "hugging_face"
 _MAX_RULES = 8  # curation rules listed by name; the rest are summed
 
 
@@ -36,6 +40,11 @@ def card_paths(serving_dir: str, version: int) -> Dict[str, str]:
     """The card files of serving version `version`: {"md": ..., "html": ...}."""
     base = os.path.join(serving_dir, CARDS_DIR, str(version))
     return {"md": base + ".md", "html": base + ".html"}
+
+
+def hugging_face_path(serving_dir: str, version: int) -> str:
+    """Where the Hugging Face export of serving version `version` is published."""
+    return os.path.join(serving_dir, HUGGING_FACE_DIR, str(version))
 
 
 def read_json(path: str) -> Dict[str, Any]:
@@ -178,6 +187,8 @@ def render_markdown(facts: Dict[str, Any]) -> str:
              f"Pushed {push['pushed_at']} as `{push['label']}` to `{push['serving_path']}`"
              + (f"; registered as {push['registered_model']} version {push['registered_version']}."
                 if push.get("registered_version") else "."), "",
+             *([f"Also published in the Hugging Face layout (for vLLM, TGI or `transformers`) at `{push['hugging_face']}`.", ""]
+               if push.get("hugging_face") else []),
              "## Intended use", "", facts["intended_use"], "", "## Limitations", "", facts["limitations"], ""]
     lines += _model_section(facts["training"])
     lines += _data_section(facts["data"])
@@ -224,9 +235,11 @@ def write_card(serving_dir: str, version: int, facts: Dict[str, Any]) -> Dict[st
 
 
 def remove_cards(serving_dir: str, versions: Iterable[int]) -> None:
-    """Deletes the cards of versions the Pusher retired."""
+    """Deletes the cards (and Hugging Face exports) of versions the Pusher retired."""
     for version in versions:
         for path in card_paths(serving_dir, version).values():
             if tf.io.gfile.exists(path):
                 tf.io.gfile.remove(path)
+        if tf.io.gfile.isdir(hugging_face_path(serving_dir, version)):
+            tf.io.gfile.rmtree(hugging_face_path(serving_dir, version))
 

@@ -58,7 +58,7 @@ def is_complete_saved_model(directory: str) -> bool:
     )
 
 
-def _copy_tree(source: str, destination: str) -> None:
+def copy_tree(source: str, destination: str) -> None:
     """Recursively copies a directory with tf.io.gfile (works across local and object stores)."""
     for directory, _, files in tf.io.gfile.walk(source):
         relative = os.path.relpath(directory, source)
@@ -153,7 +153,7 @@ def push_saved_model(saved_model_dir: str, base_dir: str, push_info: Optional[Di
             return PushResult(previous, version_path(base_dir, previous), created=False)
     staging = os.path.join(base_dir, f"{_TEMP_PREFIX}{uuid.uuid4().hex}")
     try:
-        _copy_tree(saved_model_dir, staging)
+        copy_tree(saved_model_dir, staging)
         if push_info is not None:
             tf.io.gfile.makedirs(os.path.join(staging, "assets.extra"))
             with tf.io.gfile.GFile(os.path.join(staging, PUSH_INFO_FILE), "w") as handle:

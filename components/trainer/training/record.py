@@ -23,6 +23,8 @@ RECORD_FILE = "training_record.json"
 # The pretrained checkpoint a fine-tuned model started from, exported as a SavedModel with the
 # same signatures and tokenizer: the Evaluator's first baseline.
 BASE_MODEL_DIR = "base_model"
+# A model fine-tuned from a Hugging Face checkpoint, written back in that layout (checkpoint/hf_export.py).
+HUGGING_FACE_DIR = "hugging_face"
 
 
 @dataclasses.dataclass
@@ -59,6 +61,11 @@ def record_path(model_uri: str) -> str:
 def base_model_path(model_uri: str) -> str:
     """Where the Trainer exports the base checkpoint of the model artifact at `model_uri`."""
     return os.path.join(model_uri, BASE_MODEL_DIR)
+
+
+def hugging_face_path(model_uri: str) -> str:
+    """Where the Trainer writes the Hugging Face export of the model artifact at `model_uri`."""
+    return os.path.join(model_uri, HUGGING_FACE_DIR)
 
 
 def write(model_uri: str, record: TrainingRecord) -> str:

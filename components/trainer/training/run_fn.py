@@ -27,6 +27,7 @@ import tf_keras as keras
 
 from components.trainer.checkpoint.hf_config import CheckpointConfig, check_vocabulary, checkpoint_model_options, read_config
 from components.trainer.checkpoint.fingerprint import checkpoint_sha256
+from components.trainer.checkpoint.hf_export import export_hugging_face
 from components.trainer.checkpoint.hf_weights import load_weights
 from components.trainer.model import lora
 from components.trainer.model.backbone import build_backbone
@@ -209,6 +210,9 @@ def run_fn(fn_args: "FnArgs") -> None:
         export_dir = writable_dir(fn_args.serving_model_dir, strategy)
         export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)
+        if checkpoint and is_chief(strategy):
+            hf_dir = export_hugging_face(backbone, model_config.checkpoint, record.hugging_face_path(model_uri))
+            logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
     if is_chief(strategy):
         record.write(model_uri, record.TrainingRecord(
             model=model_config.model_dump(), training=training.model_dump(), vocab_size=vocab_size,
