@@ -41,7 +41,7 @@ from components.trainer.training.optimizer import make_optimizer
 from components.trainer.training.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
 from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, is_chief, writable_dir
 from components.trainer.training.warm_start import warm_start_from
-from components.tokenizer import model_file
+from components.tokenizer import loaded
 
 if TYPE_CHECKING:  # importing TFX is slow and a TFJob replica only needs FnArgs' attributes
     from tfx.components.trainer.fn_args_utils import FnArgs
@@ -122,12 +122,12 @@ def run_fn(fn_args: "FnArgs") -> None:
     keras.utils.set_random_seed(training.seed)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = transform_output.transformed_feature_spec()
-    tokenizer = model_file.read_model(model_file.transform_graph_model_path(fn_args.transform_output))
+    tokenizer = loaded.load(loaded.transform_graph_dir(fn_args.transform_output))
     vocab_size = tokenizer.vocab_size
     model_config, checkpoint = resolve_model(model_config, vocab_size)
     model_uri = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))  # the Model artifact (serving dir is Format-Serving)
     context_length = model_config.context_length
-    if not data.holds_one_block(fn_args.train_files, feature_spec, context_length):
+    if not data.holds_one_block(fn_args.train_files, feature_spec, context_length, tokenizer.special):
         raise ValueError(
             f"the train split {fn_args.train_files} holds fewer than {context_length + 1} tokens "
             "(one training block): add data or lower model.context_length"
@@ -175,11 +175,12 @@ def run_fn(fn_args: "FnArgs") -> None:
         # A resumed run reshuffles with a step-dependent seed rather than replaying the stream.
         return data.packed_blocks(
             fn_args.train_files, feature_spec, context_length, global_batch,
-            shuffle_buffer=training.shuffle_buffer, seed=training.seed + start_step, repeat=True,
+            shuffle_buffer=training.shuffle_buffer, seed=training.seed + start_step, repeat=True, special=tokenizer.special,
         )
 
     def eval_batches() -> tf.data.Dataset:
-        return data.packed_blocks(fn_args.eval_files, feature_spec, context_length, global_batch, repeat=True)
+        return data.packed_blocks(fn_args.eval_files, feature_spec, context_length, global_batch, repeat=True,
+                                  special=tokenizer.special)
 
     with keras_policy(policy_name):
         with strategy.scope():
