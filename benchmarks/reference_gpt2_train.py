@@ -3,7 +3,7 @@
 Runs in the separate reference environment (benchmarks/make_reference_env.sh), never in the
 product's. Builds `GPT2LMHeadModel` from a `GPT2Config` of the given shape (random init, nothing
 downloaded), trains on random token ids with torch.optim.AdamW, eager and under torch.compile,
-and prints one JSON line: [{"mode", "tokens_per_s", "first_call_extra_s", "final_loss"}, ...].
+optionally with PEFT LoRA adapters (--lora-rank), and prints one JSON line: [{"mode", "tokens_per_s", "first_call_extra_s", "final_loss"}, ...].
 """
 import argparse
 import json
@@ -20,7 +20,7 @@ def train(model, optimizer, batches, steps: int) -> tuple:
         inputs = batches[index % len(batches)]
         loss = model(input_ids=inputs, labels=inputs).loss
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     return time.perf_counter() - start, float(loss.detach())
@@ -30,6 +30,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     for name in ("layers", "heads", "width", "mlp", "context-length", "vocab-size", "batch-size", "steps"):
         parser.add_argument(f"--{name}", type=int, required=True)
+    parser.add_argument("--lora-rank", type=int, default=0, help="PEFT LoRA of this rank on the attention projections.")
+    parser.add_argument("--activation", default="gelu_new")
     args = parser.parse_args()
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
@@ -39,16 +41,22 @@ def main() -> None:
     config = GPT2Config(
         vocab_size=args.vocab_size, n_positions=args.context_length, n_embd=args.width, n_layer=args.layers,
         n_head=args.heads, n_inner=args.mlp, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        activation_function="gelu_new", tie_word_embeddings=True,
+        activation_function=args.activation, tie_word_embeddings=True,
     )
     batches = [torch.randint(0, args.vocab_size, (args.batch_size, args.context_length)) for _ in range(4)]
     tokens = args.batch_size * args.context_length * args.steps
     rows = []
     for mode in ("eager", "torch.compile"):
         model = GPT2LMHeadModel(config).train()
+        if args.lora_rank:
+            from peft import LoraConfig, get_peft_model
+
+            model = get_peft_model(model, LoraConfig(r=args.lora_rank, lora_alpha=16, lora_dropout=0.0,
+                                                     target_modules=r".*attn\.c_(attn|proj)", fan_in_fan_out=True))
         if mode == "torch.compile":
             model = torch.compile(model)
-        optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01)
         warmup_seconds, _ = train(model, optimizer, batches, args.steps)
         seconds, loss = train(model, optimizer, batches, args.steps)
         rows.append({

@@ -16,6 +16,11 @@ components/trainer/model/model_size.py).
     reference eager      transformers GPT2LMHeadModel + torch.optim.AdamW
     reference compiled   the same under torch.compile
 
+With --lora-rank R both sides fine-tune with LoRA adapters of rank R on the attention projections,
+every other weight frozen: ours through `training.lora`, the reference through PEFT's LoraConfig
+(c_attn and attn.c_proj, fan_in_fan_out for GPT-2's Conv1D). MFU then still counts the full
+6N FLOPs per token, so it is comparable only between rows of the same run.
+
 The reference runs in its own environment (benchmarks/make_reference_env.sh builds it; torch and
 transformers are never installed in the product's environment).
 
@@ -52,9 +57,11 @@ def synthetic_batches(vocab_size: int, batch_size: int, context_length: int, see
     return blocks.batch(batch_size, drop_remainder=True).map(lambda b: (b[:, :-1], b[:, 1:])).repeat().prefetch(4)
 
 
-def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, policy: str, jit: str, eager: bool) -> dict:
+def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, policy: str, jit: str, eager: bool,
+                 lora_rank: int = 0) -> dict:
     """Tokens/s of the project's training loop (LanguageModelTrainer) with the given settings
-    (`jit` as `training.jit_compile`: on, off, or auto = XLA unless it cannot compile the step)."""
+    (`jit` as `training.jit_compile`: on, off, or auto = XLA unless it cannot compile the step;
+    `lora_rank` > 0: LoRA adapters on the attention projections, everything else frozen)."""
     import tempfile
 
     import tensorflow as tf
@@ -64,7 +71,8 @@ def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, pol
     from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
     from components.trainer.training.optimizer import make_optimizer
     from components.trainer.training.precision import keras_policy
-    from components.trainer.options import TrainingOptions
+    from components.trainer.model import lora
+    from components.trainer.options import LoraOptions, TrainingOptions
 
     training = TrainingOptions(train_steps=2 * steps, batch_size=batch_size, warmup_steps=2)
     settings = LoopSettings(
@@ -76,7 +84,9 @@ def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, pol
     tf.config.run_functions_eagerly(eager)
     try:
         with keras_policy(policy):
-            backbone = build_backbone(model_config, vocab_size)
+            backbone = build_backbone(model_config, vocab_size, LoraOptions(rank=lora_rank) if lora_rank else None)
+            if lora_rank:
+                lora.freeze_all_but_adapters(backbone)
             trainer = LanguageModelTrainer(
                 backbone, make_optimizer(training, policy), strategy, settings, checkpoint_dir=tempfile.mkdtemp()
             )
@@ -99,7 +109,8 @@ def measure_reference(args, model_config, python: str) -> list:
         "--layers", str(model_config.num_layers), "--heads", str(model_config.num_heads),
         "--width", str(model_config.model_dim), "--mlp", str(model_config.mlp_dim),
         "--context-length", str(model_config.context_length), "--vocab-size", str(args.vocab_size),
-        "--batch-size", str(args.batch_size), "--steps", str(args.steps),
+        "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--lora-rank", str(args.lora_rank),
+        "--activation", "gelu_new" if model_config.mlp == "gelu_tanh" else "gelu",
     ]
     completed = subprocess.run(command, capture_output=True, text=True, check=False)
     if completed.returncode != 0:
@@ -117,6 +128,11 @@ def main() -> None:
     parser.add_argument("--skip-reference", action="store_true")
     parser.add_argument("--reference-python", default=os.path.expanduser("~/.cache/textgen-tfx/bench-reference/bin/python"))
     parser.add_argument("--configs", nargs="+", help="Only these of our configurations (names as in the table).")
+    parser.add_argument("--lora-rank", type=int, default=0,
+                        help="Fine-tuning with LoRA adapters of this rank on the attention projections (ours: "
+                             "training.lora; reference: PEFT LoRA on c_attn and attn.c_proj); 0 = every weight trains.")
+    parser.add_argument("--mlp", default="gelu", choices=["gelu", "gelu_tanh"],
+                        help="MLP activation; gelu_tanh is GPT-2's (what an imported GPT-2 checkpoint trains with).")
     machine.add_load_arguments(parser)
     args = parser.parse_args()
     guard = machine.LoadGuard(args)
@@ -128,12 +144,12 @@ def main() -> None:
     from components.trainer.training.precision import resolve_jit_compile, resolve_precision
     from components.trainer.options import ModelOptions
 
-    model_config = ModelOptions(preset=args.preset, context_length=args.context_length)
+    model_config = ModelOptions(preset=args.preset, context_length=args.context_length, mlp=args.mlp)
     flops_per_token = training_flops_per_token(model_config, args.vocab_size)
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
     mixed = "mixed_float16" if on_gpu else "mixed_bfloat16"
     ceiling = {"float32": measure_matmul_flops(tf.float32, size=2048), mixed: measure_matmul_flops(tf.bfloat16 if mixed == "mixed_bfloat16" else tf.float16, size=2048)}
-    print(f"model: {args.preset} preset, context {args.context_length}, {parameter_count(model_config, args.vocab_size):,} parameters, "
+    print(f"model: {args.preset} preset{f', LoRA rank {args.lora_rank}' if args.lora_rank else ''}, context {args.context_length}, {parameter_count(model_config, args.vocab_size):,} parameters, "
           f"{flops_per_token / 1e6:.1f} MFLOPs/token; batch {args.batch_size} x {args.context_length} tokens")
     print(f"measured matmul ceiling: float32 {ceiling['float32'] / 1e9:.1f} GFLOP/s, {mixed} {ceiling[mixed] / 1e9:.1f} GFLOP/s")
 
@@ -154,7 +170,7 @@ def main() -> None:
         if args.configs and not any(name.startswith(wanted) for wanted in args.configs):
             continue
         steps = max(2, args.steps // 5) if eager else args.steps
-        result = measure_ours(model_config, args.vocab_size, args.batch_size, steps, policy, jit, eager)
+        result = measure_ours(model_config, args.vocab_size, args.batch_size, steps, policy, jit, eager, args.lora_rank)
         if jit == "auto":
             name += " -> XLA" if result["xla"] else " -> graph (XLA could not compile)"
         rows.append({"name": name, "precision": policy, **result})
@@ -178,7 +194,7 @@ def main() -> None:
         "command": machine.command_line(), "load": load,
         "machine": {**machine.machine_description(), "platform": platform.platform(), "gpu": on_gpu},
         "model": {**model_config.model_dump(), "vocab_size": args.vocab_size, "flops_per_token": flops_per_token},
-        "batch_size": args.batch_size, "ceiling_flops": ceiling, "rows": rows,
+        "batch_size": args.batch_size, "lora_rank": args.lora_rank, "ceiling_flops": ceiling, "rows": rows,
     })
     print(f"\nwrote {path}")
 
