@@ -15,6 +15,9 @@ prompt (the [EOS] embedding row is zeroed so a random model never stops early; H
 min_new_tokens), each generation timed `--repeats` times, ours and the reference's alike, and
 tokens/s taken from the median: this vCPU's speed varies from call to call. Prints a table and
 writes benchmarks/results/decode_throughput_<shapes>.json.
+With --checkpoint DIR (a Hugging Face GPT-2 directory, e.g. the random 124M one
+`benchmarks/checkpoint_import.py --keep DIR` writes) our side imports it and the reference loads it
+with from_pretrained: the decoding speed of a fine-tuned checkpoint's export.
 Refuses to start above load 1.5 unless --allow-high-load (then the results are marked NOT VALID).
 
     python benchmarks/decode_throughput.py [--shapes 10m gpt2-124m] [--new-tokens '{"10m": 256, "gpt2-124m": 256}']
@@ -63,11 +66,19 @@ def _seconds(function) -> float:
     return time.perf_counter() - start
 
 
-def _backbone(shape: str):
+def _backbone(shape: str, checkpoint: str = ""):
+    """The benchmark backbone: random weights of the preset's shape or, with `checkpoint`, the
+    Hugging Face checkpoint imported (checkpoint/hf_weights.py), as a fine-tuning run starts."""
     spec = SHAPES[shape]
-    config = ModelOptions(preset=shape, context_length=spec["context_length"])
     tf.keras.utils.set_random_seed(0)
-    backbone = build_backbone(config, spec["vocab"])
+    if checkpoint:
+        from components.trainer.checkpoint.hf_weights import import_checkpoint
+
+        backbone, _ = import_checkpoint(checkpoint, ModelOptions(checkpoint=checkpoint, context_length=spec["context_length"]))
+        config = backbone.architecture
+    else:
+        config = ModelOptions(preset=shape, context_length=spec["context_length"])
+        backbone = build_backbone(config, spec["vocab"])
     embeddings = backbone.token_embedding.embeddings
     embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[EOS_ID]], tf.zeros([1, config.model_dim])))
     return backbone, config
@@ -110,11 +121,13 @@ def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int, r
     return result
 
 
-def measure_reference(shape: str, config: ModelOptions, new_tokens: int, repeats: int, python: str) -> dict:
-    """The Hugging Face reference, in its own environment and process."""
+def measure_reference(shape: str, config: ModelOptions, new_tokens: int, repeats: int, python: str, checkpoint: str = "") -> dict:
+    """The Hugging Face reference, in its own environment and process (`checkpoint`: the same
+    checkpoint loaded with from_pretrained)."""
     spec = dict(layers=config.num_layers, heads=config.num_heads, dim=config.model_dim, mlp=config.mlp_dim,
                 vocab=SHAPES[shape]["vocab"], context=config.context_length, prompt_tokens=PROMPT_TOKENS,
-                new_tokens=new_tokens, repeats=repeats, batches=list(BATCHES), threads=os.cpu_count())
+                new_tokens=new_tokens, repeats=repeats, batches=list(BATCHES), threads=os.cpu_count(),
+                checkpoint=checkpoint)
     result = subprocess.run([python, os.path.join(HERE, "reference_hf_generate.py"), json.dumps(spec)],
                             capture_output=True, text=True, check=True)
     return json.loads(result.stdout.strip().splitlines()[-1])
@@ -133,6 +146,9 @@ def main() -> None:
     parser.add_argument("--reference-python", default=REFERENCE_PYTHON)
     parser.add_argument("--paths", nargs="+", default=[path for path in PATHS if path != "no-cache"], choices=PATHS)
     parser.add_argument("--no-reference", action="store_true", help="Skip the Hugging Face reference.")
+    parser.add_argument("--checkpoint", default="",
+                        help="A GPT-2 Hugging Face checkpoint directory to import (one shape only, e.g. gpt2-124m); the "
+                             "reference loads the same directory. `make` makes a random one: see checkpoint_import.py.")
     machine.add_load_arguments(parser)
     args = parser.parse_args()
     guard = machine.LoadGuard(args)
@@ -142,7 +158,7 @@ def main() -> None:
                                                               "tensorflow": tf.__version__}, "prompt_tokens": PROMPT_TOKENS, "shapes": {}}
     rows = []
     for shape in args.shapes:
-        trained, config = _backbone(shape)
+        trained, config = _backbone(shape, args.checkpoint)
         backbones = {"no-cache": trained, "fp32": serving_backbone(trained), "int8": serving_backbone(trained, "int8")}
         vocab = SHAPES[shape]["vocab"]
         weight_bytes = 4 * (parameter_count(config, vocab) - config.context_length * config.model_dim)
@@ -157,7 +173,8 @@ def main() -> None:
                 rows.append((shape, f"ours {path}", batch, result))
                 print(f"{shape} ours {path} b{batch}: {result}", flush=True)
         if not args.no_reference:
-            reference = measure_reference(shape, config, args.new_tokens[shape], args.repeats, args.reference_python)
+            reference = measure_reference(shape, config, args.new_tokens[shape], args.repeats, args.reference_python,
+                                          args.checkpoint)
             entry["reference"] = reference
             print(f"{shape} reference: {reference}", flush=True)
             for batch in BATCHES:

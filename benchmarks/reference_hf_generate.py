@@ -1,8 +1,8 @@
 """The reference for decode_throughput.py: Hugging Face GPT2LMHeadModel.generate (KV cache), PyTorch CPU.
 
 Runs in the separate benchmark env (benchmarks/make_reference_env.sh), never in the project env.
-The model is built from a GPT2Config of the given shape with random weights (nothing is
-downloaded). Prints one JSON object: per batch size, first-token latency and new tokens/s of
+The model is built from a GPT2Config of the given shape with random weights, or loaded from the
+local checkpoint directory `checkpoint` names (nothing is downloaded). Prints one JSON object: per batch size, first-token latency and new tokens/s of
 greedy decoding with use_cache=True.
 
     python reference_hf_generate.py '{"layers": 12, "heads": 12, "dim": 768, "mlp": 3072,
@@ -34,11 +34,14 @@ def _timed_generate(model, prompt, new_tokens):
 def main(spec: dict) -> dict:
     torch.set_num_threads(spec["threads"])
     torch.manual_seed(0)
-    config = GPT2Config(
-        vocab_size=spec["vocab"], n_positions=spec["context"], n_embd=spec["dim"], n_layer=spec["layers"],
-        n_head=spec["heads"], n_inner=spec["mlp"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-    )
-    model = GPT2LMHeadModel(config).eval()
+    if spec.get("checkpoint"):  # a local Hugging Face directory: nothing is downloaded
+        model = GPT2LMHeadModel.from_pretrained(spec["checkpoint"], local_files_only=True).eval()
+    else:
+        config = GPT2Config(
+            vocab_size=spec["vocab"], n_positions=spec["context"], n_embd=spec["dim"], n_layer=spec["layers"],
+            n_head=spec["heads"], n_inner=spec["mlp"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+        )
+        model = GPT2LMHeadModel(config).eval()
     results = {"torch": torch.__version__, "threads": torch.get_num_threads(), "batches": {}}
     for batch in spec["batches"]:
         prompt = torch.randint(2, spec["vocab"], (batch, spec["prompt_tokens"]))
