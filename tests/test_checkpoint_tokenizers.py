@@ -15,6 +15,7 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer as HfTokenizer
+from tokenizers import pre_tokenizers
 
 from components.tokenizer import byte_level, hf_files, loaded, special
 from components.trainer.serving.compat import ops_stock_serving_cannot_load
@@ -210,6 +211,34 @@ def test_a_sentencepiece_style_tokenizer_json_needs_its_tokenizer_model(tmp_path
     shutil.copy(os.path.join(FIXTURES, "llama_sp", "tokenizer.json"), tmp_path / "tokenizer.json")
     with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'}: model.byte_fallback is true.*tokenizer.model"):
         loaded.load(str(tmp_path))
+
+
+DIGIT_TEXTS = TEXTS + ["v1.2.3 and 2024-01-01, 10,000 items at 3.5%", " 12  345\n 6", "x1y22z333 ٣٤ ½ Ⅻ ²", "a 123 12"]
+
+
+@pytest.mark.parametrize("individual", [True, False], ids=["individual_digits", "digit_runs"])
+def test_a_digits_pre_tokenizer_before_byte_level_is_reproduced(tmp_path, individual):
+    """Digits (as some GPT-2-style tokenizers put before ByteLevel), checked against `tokenizers`
+    with the fixture's vocabulary and merges under that pre-tokenizer."""
+    steps = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": individual},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    def edit(spec):
+        spec.update(pre_tokenizer=steps)
+        for left, right in (("1", "2"), ("Ġ", "1"), ("12", "3")):  # digit merges, which the fixture lacks
+            spec["model"]["vocab"][left + right] = len(spec["model"]["vocab"])
+            spec["model"]["merges"].append([left, right])
+
+    directory = _tokenizer_json(tmp_path, edit)
+    hf = HfTokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    hf.encode_special_tokens = True
+    graph = Graph(directory)
+    assert _mismatches(graph, hf, DIGIT_TEXTS) == []
+    assert graph.texts(graph.ids(DIGIT_TEXTS)) == DIGIT_TEXTS
+    # Without the Digits step the same vocabulary gives other ids: the test can tell them apart.
+    plain = HfTokenizer.from_str(hf.to_str())
+    plain.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    assert [plain.encode(t).ids for t in DIGIT_TEXTS] != [hf.encode(t).ids for t in DIGIT_TEXTS]
 
 
 def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):

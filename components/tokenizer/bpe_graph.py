@@ -9,7 +9,9 @@ Tokenizing follows Hugging Face `tokenizers` step by step, and gives the same id
    its own (any other whitespace). So the text is first cut into whitespace runs and the text
    between them (`regex_split`), the runs are cut as just said with string ops, a space that
    joins the next piece is prepended to it, and each piece is then split with the expression's
-   other alternatives, which need no lookahead.
+   other alternatives, which need no lookahead. With a `Digits` pre-tokenizer before the ByteLevel
+   one, the text is first cut into digits (or digit runs) and the rest, and each piece goes
+   through this step as a text of its own, as `tokenizers` runs pre-tokenizers in sequence.
 2. Bytes. Each word's UTF-8 bytes become the ids of their one-character tokens (byte_level.py).
 3. Merges. A `tf.while_loop` over all words of the batch at once: in each round every word finds
    its adjacent pair with the lowest merge rank and merges every occurrence of that pair, left to
@@ -73,8 +75,11 @@ class ByteLevelBpeGraph(tf.Module):
     """Text <-> token ids with a byte-level BPE vocabulary and merge list (see module docstring)."""
 
     def __init__(self, vocab: Dict[str, int], merges: Sequence[Tuple[str, str]], special_ids: Iterable[int],
-                 source: str = "byte-level BPE", name: str = "byte_level_bpe"):
+                 source: str = "byte-level BPE", name: str = "byte_level_bpe", digits: str = ""):
+        """`digits`: the expression of a `Digits` pre-tokenizer that runs before GPT-2's ('' for none;
+        byte_level.DIGIT or DIGITS): its pieces are pre-tokenized as separate texts, as `tokenizers` does."""
         super().__init__(name=name)
+        self._digits = digits
         size = max(vocab.values()) + 1
         self._size = size
         chars = byte_level.byte_to_char()
@@ -123,7 +128,11 @@ class ByteLevelBpeGraph(tf.Module):
     def _words(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """The pre-tokenizer: [batch] texts -> ragged [batch, (words)] (step 1 of the module docstring)."""
         escaped = _escape_nul(texts)
-        words = self._split(escaped)
+        if self._digits:
+            parts = tf_text.regex_split(escaped, self._digits, self._digits)
+            words = tf.RaggedTensor.from_row_splits(self._split(parts.flat_values), parts.row_splits).merge_dims(1, 2)
+        else:
+            words = self._split(escaped)
         return words.with_flat_values(tf.cond(tf.reduce_any(tf.not_equal(escaped, texts)),
                                               lambda: _unescape_nul(words.flat_values), lambda: words.flat_values))
 

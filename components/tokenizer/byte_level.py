@@ -22,6 +22,9 @@ WHITESPACE_RUN = f"[{WHITESPACE_CLASS}]+"
 # exactly the words GPT-2's expression gives.
 GPT2_WORD = ("'s|'t|'re|'ve|'m|'ll|'d"
              f"| ?\\p{{L}}+| ?\\p{{N}}+| ?[^{WHITESPACE_CLASS}\\p{{L}}\\p{{N}}]+|{WHITESPACE_RUN}")
+# A `Digits` pre-tokenizer before the ByteLevel one isolates each digit (individual_digits) or each
+# run of digits; `tokenizers` counts as a digit what Rust's char::is_numeric does: categories Nd, Nl, No.
+DIGIT, DIGITS = "\\p{N}", "\\p{N}+"
 # The pattern as `tokenizers` writes it in a tokenizer.json (Split pre-tokenizers carry it).
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 

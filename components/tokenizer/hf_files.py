@@ -4,8 +4,9 @@ Two kinds are supported, each on ops stock TF Serving has:
 
     sentencepiece    `tokenizer.model` (Llama 2, TinyLlama, Mistral); tokenized by TF Text's
                      SentencePiece op, which runs the model's own normalizer and byte fallback
-    byte_level_bpe   `tokenizer.json` with GPT-2's ByteLevel pre-tokenizer, or `vocab.json` +
-                     `merges.txt` (GPT-2, SmolLM); tokenized by `bpe_graph.py`
+    byte_level_bpe   `tokenizer.json` with GPT-2's ByteLevel pre-tokenizer (optionally after a
+                     Digits pre-tokenizer), or `vocab.json` + `merges.txt` (GPT-2, SmolLM);
+                     tokenized by `bpe_graph.py`
 
 `tokenizer.model` wins when both it and a `tokenizer.json` are present (Llama 2 ships both; they
 describe the same tokenizer). A `tokenizer.json` whose normalizer, pre-tokenizer, decoder or model
@@ -111,6 +112,7 @@ class Vocabulary(NamedTuple):
     special_ids: Dict[str, int]  # special token content -> id
     unk_id: Optional[int]
     size: int
+    digits: str = ""  # byte-level BPE: the Digits pre-tokenizer's expression ('' for none; bpe_graph.py)
 
 
 def token_ids(kind: str, files: Dict[str, bytes], directory: str) -> Vocabulary:
@@ -172,7 +174,7 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
             raise _unsupported(path, f"model.{field}", model.get(field))
     if spec.get("normalizer") is not None:
         raise _unsupported(path, "normalizer", spec["normalizer"])
-    _check_pre_tokenizer(spec.get("pre_tokenizer"), path)
+    digits = _check_pre_tokenizer(spec.get("pre_tokenizer"), path)
     decoder = spec.get("decoder")
     if decoder is not None and decoder.get("type") != "ByteLevel":
         raise _unsupported(path, "decoder", decoder)
@@ -190,11 +192,12 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
         specials[added["content"]] = int(added["id"])
     unk = vocab.get(model["unk_token"]) if model.get("unk_token") else None
     full = {**vocab, **specials}
-    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1)
+    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, digits)
 
 
-def _check_pre_tokenizer(pre: Optional[dict], path: str) -> None:
-    """GPT-2's: ByteLevel with its regex, or Split(GPT-2 expression, Isolated) + ByteLevel without."""
+def _check_pre_tokenizer(pre: Optional[dict], path: str) -> str:
+    """GPT-2's: ByteLevel with its regex, or Split(GPT-2 expression, Isolated) + ByteLevel without,
+    either one optionally after a Digits pre-tokenizer. Returns the Digits expression ('' for none)."""
     def plain_byte_level(step, with_regex, field):
         if step.get("type") != "ByteLevel":
             raise _unsupported(path, field, step)
@@ -205,16 +208,25 @@ def _check_pre_tokenizer(pre: Optional[dict], path: str) -> None:
 
     if pre is None:
         raise _unsupported(path, "pre_tokenizer", None)
+    steps, field = [pre], "pre_tokenizer"
     if pre.get("type") == "Sequence":
-        steps = pre.get("pretokenizers") or []
-        if len(steps) != 2 or steps[0].get("type") != "Split":
-            raise _unsupported(path, "pre_tokenizer", pre)
-        pattern = (steps[0].get("pattern") or {}).get("Regex")
-        if pattern != byte_level.GPT2_PATTERN or steps[0].get("behavior") != "Isolated" or steps[0].get("invert"):
-            raise _unsupported(path, "pre_tokenizer.pretokenizers[0] (the Split expression)", steps[0].get("pattern"))
-        plain_byte_level(steps[1], False, "pre_tokenizer.pretokenizers[1]")
+        steps, field = list(pre.get("pretokenizers") or []), "pre_tokenizer.pretokenizers"
+    digits, first = "", 0
+    if steps and steps[0].get("type") == "Digits":
+        digits = byte_level.DIGIT if steps[0].get("individual_digits") else byte_level.DIGITS
+        first = 1
+    rest = steps[first:]
+    where = f"{field}[{first}]" if field != "pre_tokenizer" else field
+    if len(rest) == 1:
+        plain_byte_level(rest[0], True, where)
+    elif len(rest) == 2 and rest[0].get("type") == "Split":
+        pattern = (rest[0].get("pattern") or {}).get("Regex")
+        if pattern != byte_level.GPT2_PATTERN or rest[0].get("behavior") != "Isolated" or rest[0].get("invert"):
+            raise _unsupported(path, f"{where} (the Split expression)", rest[0].get("pattern"))
+        plain_byte_level(rest[1], False, f"{field}[{first + 1}]")
     else:
-        plain_byte_level(pre, True, "pre_tokenizer")
+        raise _unsupported(path, "pre_tokenizer", pre)
+    return digits
 
 
 def _token_name(value) -> Optional[str]:
