@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer as HfTokenizer
 from tokenizers import pre_tokenizers
 
-from components.tokenizer import byte_level, hf_files, loaded, special
+from components.tokenizer import byte_level, loaded, special
 from components.trainer.serving.compat import ops_stock_serving_cannot_load
 from tests.conftest import PROJECT_ROOT
 
