@@ -15,8 +15,9 @@ import tensorflow as tf
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer as HfTokenizer
+from tokenizers import pre_tokenizers
 
-from components.tokenizer import byte_level, hf_files, loaded, special
+from components.tokenizer import byte_level, loaded, special
 from components.trainer.serving.compat import ops_stock_serving_cannot_load
 from tests.conftest import PROJECT_ROOT
 
@@ -176,16 +177,15 @@ def _tokenizer_json(tmp_path, edit):
     return str(tmp_path)
 
 
-LLAMA3_SPLIT = {"type": "Sequence", "pretokenizers": [
-    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"},
+OTHER_SPLIT = {"type": "Sequence", "pretokenizers": [
+    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"},  # cut short
      "behavior": "Isolated", "invert": False},
     {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
 
 
 @pytest.mark.parametrize("edit, field", [
-    (lambda s: s.update(pre_tokenizer=LLAMA3_SPLIT), "pre_tokenizer.pretokenizers[0]"),
+    (lambda s: s.update(pre_tokenizer=OTHER_SPLIT), "pre_tokenizer.pretokenizers[0]"),
     (lambda s: s.update(normalizer={"type": "NFC"}), "normalizer"),
-    (lambda s: s["model"].update(ignore_merges=True), "model.ignore_merges"),
     (lambda s: s["model"].update(type="WordPiece"), "model.type"),
     (lambda s: s["pre_tokenizer"].update(add_prefix_space=True), "pre_tokenizer.add_prefix_space"),
     (lambda s: s["added_tokens"].append({"id": 511, "content": "<x>", "special": False}), "added_tokens[1]"),
@@ -210,6 +210,87 @@ def test_a_sentencepiece_style_tokenizer_json_needs_its_tokenizer_model(tmp_path
     shutil.copy(os.path.join(FIXTURES, "llama_sp", "tokenizer.json"), tmp_path / "tokenizer.json")
     with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'}: model.byte_fallback is true.*tokenizer.model"):
         loaded.load(str(tmp_path))
+
+
+LLAMA3_TEXTS = TEXTS + ["x.\n \n  y", "Hello\n\n\nWorld\n", "it's IT'S We'LL", "12345678 9", "(abc) [x]\n\n",
+                        " \tabc", "a\r\n\r\nb  \n", "end.\n", "  \n", "\u3000x \u00a0y", "xyz xyz"]
+
+
+def _llama3_style(spec):
+    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": byte_level.LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    spec["model"]["ignore_merges"] = True
+    vocab = spec["model"]["vocab"]
+    # Merges across the words where Llama 3 and GPT-2 split differently, and a token no merge makes.
+    for left, right in ((".", "Ċ"), ("Ġ", "Ċ"), ("Ċ", "Ċ"), ("Ġ", "Ġ")):
+        vocab[left + right] = len(vocab)
+        spec["model"]["merges"].append([left, right])
+    vocab["xyz"] = len(vocab)
+
+
+@pytest.fixture(scope="module")
+def llama3(tmp_path_factory):
+    """Llama 3's pre-tokenizer and ignore_merges on the fixture's vocabulary and merges, with `tokenizers` as oracle."""
+    directory = _tokenizer_json(tmp_path_factory.mktemp("llama3"), _llama3_style)
+    hf = HfTokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    hf.encode_special_tokens = True
+    return Graph(directory), hf
+
+
+def test_llama3_pre_tokenizer_and_ignore_merges_are_reproduced(llama3, tmp_path):
+    graph, hf = llama3
+    module = graph.tokenizer.graph()  # its graph (with the whole-word lookup) loads in stock TF Serving
+    tf.saved_model.save(module, str(tmp_path), signatures=tf.function(
+        lambda texts: {"ids": module.tokenize(texts).flat_values}, input_signature=[tf.TensorSpec([None], tf.string)]))
+    assert ops_stock_serving_cannot_load(str(tmp_path)) == set()
+    assert _mismatches(graph, hf, LLAMA3_TEXTS) == []
+    assert graph.texts(graph.ids(LLAMA3_TEXTS)) == LLAMA3_TEXTS
+    # With GPT-2's pre-tokenizer or without ignore_merges, the same vocabulary gives other ids.
+    for pre_tokenizer, ignore_merges in ((pre_tokenizers.ByteLevel(add_prefix_space=False), True), (None, False)):
+        other = json.loads(hf.to_str())
+        other["model"]["ignore_merges"] = ignore_merges
+        other = HfTokenizer.from_str(json.dumps(other))
+        if pre_tokenizer is not None:
+            other.pre_tokenizer = pre_tokenizer
+        assert [other.encode(t).ids for t in LLAMA3_TEXTS] != [hf.encode(t).ids for t in LLAMA3_TEXTS]
+
+
+@settings(max_examples=100, deadline=None)
+@given(texts=st.lists(st.one_of(TEXT, SPACEY, st.lists(st.sampled_from(["\n", "\r", " ", ".", "a", "'S", "1234"]),
+                                                       max_size=12).map("".join)), min_size=1, max_size=6))
+def test_llama3_style_on_arbitrary_text(llama3, texts):
+    graph, hf = llama3
+    assert _mismatches(graph, hf, texts) == []
+    assert graph.texts(graph.ids(texts)) == texts
+
+
+DIGIT_TEXTS = TEXTS + ["v1.2.3 and 2024-01-01, 10,000 items at 3.5%", " 12  345\n 6", "x1y22z333 ٣٤ ½ Ⅻ ²", "a 123 12"]
+
+
+@pytest.mark.parametrize("individual", [True, False], ids=["individual_digits", "digit_runs"])
+def test_a_digits_pre_tokenizer_before_byte_level_is_reproduced(tmp_path, individual):
+    """Digits (as some GPT-2-style tokenizers put before ByteLevel), checked against `tokenizers`
+    with the fixture's vocabulary and merges under that pre-tokenizer."""
+    steps = {"type": "Sequence", "pretokenizers": [
+        {"type": "Digits", "individual_digits": individual},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    def edit(spec):
+        spec.update(pre_tokenizer=steps)
+        for left, right in (("1", "2"), ("Ġ", "1"), ("12", "3")):  # digit merges, which the fixture lacks
+            spec["model"]["vocab"][left + right] = len(spec["model"]["vocab"])
+            spec["model"]["merges"].append([left, right])
+
+    directory = _tokenizer_json(tmp_path, edit)
+    hf = HfTokenizer.from_file(os.path.join(directory, "tokenizer.json"))
+    hf.encode_special_tokens = True
+    graph = Graph(directory)
+    assert _mismatches(graph, hf, DIGIT_TEXTS) == []
+    assert graph.texts(graph.ids(DIGIT_TEXTS)) == DIGIT_TEXTS
+    # Without the Digits step the same vocabulary gives other ids: the test can tell them apart.
+    plain = HfTokenizer.from_str(hf.to_str())
+    plain.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    assert [plain.encode(t).ids for t in DIGIT_TEXTS] != [hf.encode(t).ids for t in DIGIT_TEXTS]
 
 
 def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):

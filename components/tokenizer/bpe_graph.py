@@ -1,4 +1,4 @@
-"""Byte-level BPE (GPT-2, SmolLM) inside a TF graph, on core TF ops and TF Text's regex split.
+"""Byte-level BPE (GPT-2, SmolLM, Llama 3) inside a TF graph, on core TF ops and TF Text's regex split.
 
 Tokenizing follows Hugging Face `tokenizers` step by step, and gives the same ids:
 
@@ -9,7 +9,10 @@ Tokenizing follows Hugging Face `tokenizers` step by step, and gives the same id
    its own (any other whitespace). So the text is first cut into whitespace runs and the text
    between them (`regex_split`), the runs are cut as just said with string ops, a space that
    joins the next piece is prepended to it, and each piece is then split with the expression's
-   other alternatives, which need no lookahead.
+   other alternatives, which need no lookahead. With a `Digits` pre-tokenizer before the ByteLevel
+   one, the text is first cut into digits (or digit runs) and the rest, and each piece goes
+   through this step as a text of its own, as `tokenizers` runs pre-tokenizers in sequence.
+   Llama 3's expression treats line breaks apart; `_split_llama3` says how its runs are cut.
 2. Bytes. Each word's UTF-8 bytes become the ids of their one-character tokens (byte_level.py).
 3. Merges. A `tf.while_loop` over all words of the batch at once: in each round every word finds
    its adjacent pair with the lowest merge rank and merges every occurrence of that pair, left to
@@ -18,6 +21,8 @@ Tokenizing follows Hugging Face `tokenizers` step by step, and gives the same id
    which holds for every learned BPE. Merge ranks are looked up by binary search in a sorted
    constant of pair keys, so the graph holds no table resources and works in TF Transform and
    in a SavedModel alike.
+   With `ignore_merges` (Llama 3), a word that is itself a token is that token (a binary search
+   over fingerprints of the tokens' bytes, checked against the bytes).
 
 Special tokens (such as <|endoftext|>) are never produced from text: a literal "<|endoftext|>"
 in a document is tokenized as the characters it is made of. This is `tokenizers` with
@@ -40,6 +45,7 @@ _NO_RANK = np.iinfo(np.int64).max
 # other characters of its class (neither letter, digit nor space), which the expression keeps in
 # one word just as it would keep NUL: NUL -> U+FFFF U+FFFE, and U+FFFF itself -> U+FFFF U+FFFF.
 _ESCAPE, _NUL_MARK = 0xFFFF, 0xFFFE
+_HASH_BUCKETS = 1 << 62
 
 
 def _escape_nul(texts: tf.Tensor) -> tf.Tensor:
@@ -73,8 +79,18 @@ class ByteLevelBpeGraph(tf.Module):
     """Text <-> token ids with a byte-level BPE vocabulary and merge list (see module docstring)."""
 
     def __init__(self, vocab: Dict[str, int], merges: Sequence[Tuple[str, str]], special_ids: Iterable[int],
-                 source: str = "byte-level BPE", name: str = "byte_level_bpe"):
+                 source: str = "byte-level BPE", name: str = "byte_level_bpe", digits: str = "",
+                 expression: str = byte_level.GPT2_PATTERN, ignore_merges: bool = False):
+        """`digits`: the expression of a `Digits` pre-tokenizer that runs before GPT-2's ('' for none;
+        byte_level.DIGIT or DIGITS): its pieces are pre-tokenized as separate texts, as `tokenizers` does.
+        `expression`: the pre-tokenizer's, GPT2_PATTERN or LLAMA3_PATTERN. `ignore_merges`: a word
+        that is a token of the vocabulary is that token, whatever the merges would make of it."""
         super().__init__(name=name)
+        if expression not in (byte_level.GPT2_PATTERN, byte_level.LLAMA3_PATTERN):
+            raise ValueError(f"{source}: unsupported pre-tokenizer expression {expression!r}")
+        self._digits = digits
+        self._llama3 = expression == byte_level.LLAMA3_PATTERN
+        self._ignore_merges = ignore_merges
         size = max(vocab.values()) + 1
         self._size = size
         chars = byte_level.byte_to_char()
@@ -107,6 +123,13 @@ class ByteLevelBpeGraph(tf.Module):
                     raise ValueError(f"{source}: token {token!r} (id {index}) is not made of byte characters")
                 texts[index] = bytes(to_byte[char] for char in token)
         self._id_bytes = tf.constant(texts, tf.string)
+        if ignore_merges:  # whole-word lookup: sorted 62-bit fingerprints of each token's bytes
+            with tf.init_scope():  # eager even while a graph (Transform's) is being traced
+                prints = tf.strings.to_hash_bucket_fast(tf.constant(texts, tf.string), _HASH_BUCKETS).numpy()
+            prints[[index for index, text in enumerate(texts) if not text]] = _NO_RANK  # nothing maps to ""
+            order = np.argsort(prints, kind="stable")
+            self._word_prints = tf.constant(np.append(prints[order], _NO_RANK), tf.int64)
+            self._word_ids = tf.constant(np.append(order, 0).astype(np.int64), tf.int64)
 
     def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """[batch] strings -> ragged [batch, (tokens)] int64 ids."""
@@ -118,16 +141,35 @@ class ByteLevelBpeGraph(tf.Module):
         symbols, word_of_symbol = self._merge(symbols, word_of_symbol)
         num_words = tf.shape(words.flat_values, out_type=tf.int64)[0]
         per_word = tf.RaggedTensor.from_value_rowids(symbols, word_of_symbol, nrows=num_words)
+        if self._ignore_merges:
+            per_word = self._whole_words(words.flat_values, per_word)
         return tf.RaggedTensor.from_row_splits(per_word, words.row_splits).merge_dims(1, 2)
+
+    def _whole_words(self, words: tf.Tensor, per_word: tf.RaggedTensor) -> tf.RaggedTensor:
+        """`per_word` with each word that is itself a token replaced by that token."""
+        prints = tf.strings.to_hash_bucket_fast(words, _HASH_BUCKETS)
+        slot = tf.searchsorted(self._word_prints, prints, side="left", out_type=tf.int64)
+        token = tf.gather(self._word_ids, slot)
+        found = tf.equal(tf.gather(self._word_prints, slot), prints) & tf.equal(tf.gather(self._id_bytes, token), words)
+        whole = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(token, found), tf.cast(found, tf.int64))
+        merged = tf.ragged.boolean_mask(per_word, per_word.with_flat_values(
+            tf.gather(tf.logical_not(found), per_word.value_rowids())))
+        return tf.concat([whole, merged], axis=1)
 
     def _words(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """The pre-tokenizer: [batch] texts -> ragged [batch, (words)] (step 1 of the module docstring)."""
         escaped = _escape_nul(texts)
-        words = self._split(escaped)
+        if self._digits:
+            parts = tf_text.regex_split(escaped, self._digits, self._digits)
+            words = tf.RaggedTensor.from_row_splits(self._split(parts.flat_values), parts.row_splits).merge_dims(1, 2)
+        else:
+            words = self._split(escaped)
         return words.with_flat_values(tf.cond(tf.reduce_any(tf.not_equal(escaped, texts)),
                                               lambda: _unescape_nul(words.flat_values), lambda: words.flat_values))
 
     def _split(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        if self._llama3:
+            return self._split_llama3(texts)
         pieces = tf_text.regex_split(texts, byte_level.WHITESPACE_RUN, byte_level.WHITESPACE_RUN)
         flat = pieces.flat_values
         count = tf.shape(flat, out_type=tf.int64)[0]
@@ -147,6 +189,40 @@ class ByteLevelBpeGraph(tf.Module):
         items_per_piece = tf.cast(first_kept, tf.int64) + tf.cast(second_kept, tf.int64)
         items_per_text = tf.math.unsorted_segment_sum(items_per_piece, pieces.value_rowids(), pieces.nrows())
         words = tf_text.regex_split(items, byte_level.GPT2_WORD, byte_level.GPT2_WORD)  # [items, (words)]
+        return tf.RaggedTensor.from_row_lengths(words, items_per_text).merge_dims(1, 2)
+
+    def _split_llama3(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        """Llama 3's pre-tokenizer. A whitespace run W splits into A, through its last line break,
+        and R, the rest. A (which no lookahead concerns: a line break follows every space in it) is
+        appended to the text before it, where Llama 3's expression lets a punctuation run take its
+        first line breaks; at the start of a text it is a piece of its own. R before more text is
+        R[:-1] (`\\s+(?!\\S)`) and its last character, which is prepended to the next text and
+        left to the expression to join or not; R at the end of a text is one word."""
+        pieces = tf_text.regex_split(texts, byte_level.WHITESPACE_RUN, byte_level.WHITESPACE_RUN)
+        flat = pieces.flat_values
+        rows = pieces.value_rowids()
+        index = tf.range(tf.shape(flat, out_type=tf.int64)[0])
+        row_start = tf.gather(pieces.row_splits[:-1], rows)
+        has_next = index < tf.gather(pieces.row_splits[1:], rows) - 1
+        has_previous = index > row_start
+        is_run = tf.strings.regex_full_match(flat, byte_level.WHITESPACE_RUN)
+        breaks = tf.where(is_run, tf.strings.regex_replace(flat, "[^\\r\\n]*$", ""), "")  # A
+        rest = tf.where(is_run, tf.strings.regex_replace(flat, "(?s)^.*[\\r\\n]", ""), "")  # R
+        length = tf.strings.length(rest, unit="UTF8_CHAR")
+        last = tf.strings.substr(rest, tf.maximum(length - 1, 0), tf.minimum(length, 1), unit="UTF8_CHAR")
+        head = tf.strings.substr(rest, tf.zeros_like(length), tf.maximum(length - 1, 0), unit="UTF8_CHAR")
+        before_text = tf.concat([[""], last[:-1]], axis=0)  # run i-1's last character, for text piece i
+        after_text = tf.concat([breaks[1:], [""]], axis=0)  # run i+1's A, for text piece i
+        text_item = tf.strings.join([tf.where(has_previous, before_text, ""), flat,
+                                     tf.where(has_next, after_text, "")])
+        first = tf.where(is_run, tf.where(has_previous, "", breaks), text_item)
+        second = tf.where(is_run, tf.where(has_next, head, rest), "")
+        first_kept = tf.not_equal(first, "")
+        second_kept = tf.not_equal(second, "")
+        items = tf.boolean_mask(tf.stack([first, second], axis=1), tf.stack([first_kept, second_kept], axis=1))
+        items_per_piece = tf.cast(first_kept, tf.int64) + tf.cast(second_kept, tf.int64)
+        items_per_text = tf.math.unsorted_segment_sum(items_per_piece, rows, pieces.nrows())
+        words = tf_text.regex_split(items, byte_level.LLAMA3_WORD, byte_level.LLAMA3_WORD)
         return tf.RaggedTensor.from_row_lengths(words, items_per_text).merge_dims(1, 2)
 
     def _merge(self, symbols: tf.Tensor, word_of_symbol: tf.Tensor):

@@ -9,8 +9,9 @@ The pre-tokenizer splits text into words before BPE with GPT-2's regular express
 
     's|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+
 
-where `\\s` is Unicode White_Space (checked against `tokenizers` on every code point). RE2 has no
-lookahead; `bpe_graph.py` reproduces the last two alternatives by splitting whitespace runs itself.
+where `\\s` is Unicode White_Space (checked against `tokenizers` on every code point), or Llama 3's
+(LLAMA3_PATTERN). RE2 has no lookahead; `bpe_graph.py` reproduces the alternatives that need it
+by splitting whitespace runs itself.
 """
 from typing import Dict, List
 
@@ -22,6 +23,16 @@ WHITESPACE_RUN = f"[{WHITESPACE_CLASS}]+"
 # exactly the words GPT-2's expression gives.
 GPT2_WORD = ("'s|'t|'re|'ve|'m|'ll|'d"
              f"| ?\\p{{L}}+| ?\\p{{N}}+| ?[^{WHITESPACE_CLASS}\\p{{L}}\\p{{N}}]+|{WHITESPACE_RUN}")
+# A `Digits` pre-tokenizer before the ByteLevel one isolates each digit (individual_digits) or each
+# run of digits; `tokenizers` counts as a digit what Rust's char::is_numeric does: categories Nd, Nl, No.
+DIGIT, DIGITS = "\\p{N}", "\\p{N}+"
+# Llama 3's expression (as its tokenizer.json writes it), and the same with its two lookahead
+# alternatives replaced by a whole whitespace run: `bpe_graph` applies that to pieces in which a
+# whitespace run is never followed by text (see `bpe_graph._llama3_items`).
+LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+                  r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+LLAMA3_WORD = ("(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
+               f"| ?[^{WHITESPACE_CLASS}\\p{{L}}\\p{{N}}]+[\\r\\n]*|[{WHITESPACE_CLASS}]*[\\r\\n]+|{WHITESPACE_RUN}")
 # The pattern as `tokenizers` writes it in a tokenizer.json (Split pre-tokenizers carry it).
 GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 

@@ -4,13 +4,15 @@ Two kinds are supported, each on ops stock TF Serving has:
 
     sentencepiece    `tokenizer.model` (Llama 2, TinyLlama, Mistral); tokenized by TF Text's
                      SentencePiece op, which runs the model's own normalizer and byte fallback
-    byte_level_bpe   `tokenizer.json` with GPT-2's ByteLevel pre-tokenizer, or `vocab.json` +
-                     `merges.txt` (GPT-2, SmolLM); tokenized by `bpe_graph.py`
+    byte_level_bpe   `tokenizer.json` with GPT-2's ByteLevel pre-tokenizer or Llama 3's Split
+                     expression (optionally after a Digits pre-tokenizer; Llama 3's
+                     `ignore_merges` too), or `vocab.json` + `merges.txt` (GPT-2, SmolLM,
+                     Llama 3); tokenized by `bpe_graph.py`
 
 `tokenizer.model` wins when both it and a `tokenizer.json` are present (Llama 2 ships both; they
 describe the same tokenizer). A `tokenizer.json` whose normalizer, pre-tokenizer, decoder or model
 options we do not reproduce exactly is refused with the file and field named, rather than
-tokenized differently from the checkpoint (Llama 3's pre-tokenizer expression is one).
+tokenized differently from the checkpoint (any other Split expression, a normalizer, ...).
 
 Special ids come from `config.json` (bos_token_id / eos_token_id / pad_token_id) when it has
 them, else from the token names in `tokenizer_config.json` / `special_tokens_map.json`, else from
@@ -111,6 +113,9 @@ class Vocabulary(NamedTuple):
     special_ids: Dict[str, int]  # special token content -> id
     unk_id: Optional[int]
     size: int
+    digits: str = ""  # byte-level BPE: the Digits pre-tokenizer's expression ('' for none; bpe_graph.py)
+    expression: str = byte_level.GPT2_PATTERN  # byte-level BPE: the pre-tokenizer's expression
+    ignore_merges: bool = False  # byte-level BPE: a word that is a token stays whole (Llama 3)
 
 
 def token_ids(kind: str, files: Dict[str, bytes], directory: str) -> Vocabulary:
@@ -166,13 +171,12 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
         raise ValueError(f"{path}: model.byte_fallback is true, a SentencePiece-style tokenizer: it is read from its "
                          f"{SENTENCEPIECE_FILE}, which is not beside it")
     for field, allowed in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
-                           ("end_of_word_suffix", (None, "")), ("byte_fallback", (False, None)),
-                           ("ignore_merges", (False, None))):
+                           ("end_of_word_suffix", (None, "")), ("byte_fallback", (False, None))):
         if model.get(field) not in allowed:
             raise _unsupported(path, f"model.{field}", model.get(field))
     if spec.get("normalizer") is not None:
         raise _unsupported(path, "normalizer", spec["normalizer"])
-    _check_pre_tokenizer(spec.get("pre_tokenizer"), path)
+    digits, expression = _check_pre_tokenizer(spec.get("pre_tokenizer"), path)
     decoder = spec.get("decoder")
     if decoder is not None and decoder.get("type") != "ByteLevel":
         raise _unsupported(path, "decoder", decoder)
@@ -190,11 +194,14 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
         specials[added["content"]] = int(added["id"])
     unk = vocab.get(model["unk_token"]) if model.get("unk_token") else None
     full = {**vocab, **specials}
-    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1)
+    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, digits, expression,
+                      bool(model.get("ignore_merges")))
 
 
-def _check_pre_tokenizer(pre: Optional[dict], path: str) -> None:
-    """GPT-2's: ByteLevel with its regex, or Split(GPT-2 expression, Isolated) + ByteLevel without."""
+def _check_pre_tokenizer(pre: Optional[dict], path: str) -> Tuple[str, str]:
+    """GPT-2's: ByteLevel with its regex, or Split(GPT-2's or Llama 3's expression, Isolated) +
+    ByteLevel without, either one optionally after a Digits pre-tokenizer. Returns the Digits
+    expression ('' for none) and the pre-tokenizer's expression."""
     def plain_byte_level(step, with_regex, field):
         if step.get("type") != "ByteLevel":
             raise _unsupported(path, field, step)
@@ -205,16 +212,26 @@ def _check_pre_tokenizer(pre: Optional[dict], path: str) -> None:
 
     if pre is None:
         raise _unsupported(path, "pre_tokenizer", None)
+    steps, field = [pre], "pre_tokenizer"
     if pre.get("type") == "Sequence":
-        steps = pre.get("pretokenizers") or []
-        if len(steps) != 2 or steps[0].get("type") != "Split":
-            raise _unsupported(path, "pre_tokenizer", pre)
-        pattern = (steps[0].get("pattern") or {}).get("Regex")
-        if pattern != byte_level.GPT2_PATTERN or steps[0].get("behavior") != "Isolated" or steps[0].get("invert"):
-            raise _unsupported(path, "pre_tokenizer.pretokenizers[0] (the Split expression)", steps[0].get("pattern"))
-        plain_byte_level(steps[1], False, "pre_tokenizer.pretokenizers[1]")
-    else:
-        plain_byte_level(pre, True, "pre_tokenizer")
+        steps, field = list(pre.get("pretokenizers") or []), "pre_tokenizer.pretokenizers"
+    digits, first = "", 0
+    if steps and steps[0].get("type") == "Digits":
+        digits = byte_level.DIGIT if steps[0].get("individual_digits") else byte_level.DIGITS
+        first = 1
+    rest = steps[first:]
+    where = f"{field}[{first}]" if field != "pre_tokenizer" else field
+    if len(rest) == 1:
+        plain_byte_level(rest[0], True, where)
+        return digits, byte_level.GPT2_PATTERN
+    if len(rest) == 2 and rest[0].get("type") == "Split":
+        pattern = (rest[0].get("pattern") or {}).get("Regex")
+        supported = (byte_level.GPT2_PATTERN, byte_level.LLAMA3_PATTERN)
+        if pattern not in supported or rest[0].get("behavior") != "Isolated" or rest[0].get("invert"):
+            raise _unsupported(path, f"{where} (the Split expression)", rest[0].get("pattern"))
+        plain_byte_level(rest[1], False, f"{field}[{first + 1}]")
+        return digits, pattern
+    raise _unsupported(path, "pre_tokenizer", pre)
 
 
 def _token_name(value) -> Optional[str]:

@@ -56,7 +56,8 @@ class Tokenizer(NamedTuple):
 
         vocabulary = self._vocabulary()
         return ByteLevelBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values(),
-                                 source=self.source, **names)
+                                 source=self.source, digits=vocabulary.digits, expression=vocabulary.expression,
+                                 ignore_merges=vocabulary.ignore_merges, **names)
 
     def byte_token_ids(self) -> List[int]:
         """The ids of the tokens that stand for one byte (byte-fallback pieces, byte-level symbols)."""
