@@ -140,3 +140,36 @@ def test_a_lora_backbone_trains_only_its_adapters():
     lora.freeze_all_but_adapters(backbone)
     names = {v.name.split("/")[-1] for v in backbone.trainable_variables}
     assert names == {"lora_a:0", "lora_b:0"} and len(backbone.trainable_variables) == 2 * 2 * 2
+
+
+def test_a_resumed_lora_run_restores_its_adapters_and_optimizer_state_and_keeps_the_base_frozen(tmp_path):
+    """Training checkpoints hold the adapters (and the frozen base): a restarted Trainer resumes at
+    the saved step with the trained adapters, and the base weights never moved."""
+    from components.trainer.options import TrainingOptions
+    from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
+    from components.trainer.training.optimizer import make_optimizer
+
+    def trainer(total_steps):
+        backbone = build_backbone(BACKBONES["llama"], 97, LoraOptions(rank=2, targets=["attention", "mlp"]))
+        lora.freeze_all_but_adapters(backbone)
+        settings = LoopSettings(total_steps=total_steps, global_batch_size=4, context_length=16, jit_compile=False,
+                                steps_per_call=2, log_every=2, checkpoint_every=2)
+        return LanguageModelTrainer(backbone, make_optimizer(TrainingOptions(learning_rate=1e-2), "float32"),
+                                    tf.distribute.get_strategy(), settings, checkpoint_dir=str(tmp_path / "checkpoints"))
+
+    batches = tf.data.Dataset.from_tensors((tf.ones([4, 16], tf.int64), tf.fill([4, 16], tf.constant(5, tf.int64)))).repeat()
+    tf.keras.utils.set_random_seed(0)
+    first = trainer(4)
+    base_before = {w.name: w.numpy().copy() for w in first.model.non_trainable_weights}
+    first.train(lambda start: iter(batches))
+    adapters = {w.name: w.numpy() for w in first.model.trainable_weights}
+    assert any(np.abs(value).max() > 0 for name, value in adapters.items() if "lora_b" in name)  # B moved off zero
+    for weight in first.model.non_trainable_weights:
+        np.testing.assert_array_equal(weight.numpy(), base_before[weight.name])
+    tf.keras.utils.set_random_seed(1)  # a fresh process would initialise differently
+    resumed = trainer(6)
+    assert resumed.restore_latest() == 4
+    for weight in resumed.model.trainable_weights:
+        np.testing.assert_array_equal(weight.numpy(), adapters[weight.name])
+    for weight in resumed.model.non_trainable_weights:
+        np.testing.assert_array_equal(weight.numpy(), base_before[weight.name])
