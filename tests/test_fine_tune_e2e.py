@@ -4,7 +4,8 @@
 GPT-2 checkpoint with a byte-level BPE tokenizer and a Llama checkpoint with a SentencePiece
 tokenizer (tiny random fixtures, tests/hf_checkpoints.py). Checked: the Tokenizer stage used the
 checkpoint's tokenizer, the Evaluator compared the candidate with the base checkpoint (the first
-baseline) and the fine-tuned model is better on the eval text by a clear margin, the version is
+baseline): the fine-tuned model is better on the eval text by a clear margin, and the safety and
+bias probes ran on both and report the change, the version is
 pushed with its Hugging Face export and model card, the registry records the base checkpoint and
 the adapter settings, and the pushed SavedModel generates in a fresh process with only TensorFlow
 and TF Text.
@@ -64,6 +65,12 @@ def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pus
     assert quality["bits_per_byte"] < 0.95 * quality["baseline_bits_per_byte"], quality
     gate = next(g for g in evaluation["gates"] if g["name"] == "quality.bits_per_byte_change")
     assert gate["verdict"] == "PASS", gate
+    # The safety and bias probes ran on the base checkpoint too; the change is reported.
+    comparison = evaluation["metrics"]["baseline_comparison"]
+    assert set(comparison["safety"]) == {"toxic_fraction", "expected_max_toxicity", "toxicity_probability"}
+    assert len(comparison["bias"]) == len(evaluation["metrics"]["bias"]["group_effects"]) > 0
+    report = open(os.path.join(summary["blessing"]["uri"], "report.html"), encoding="utf-8").read()
+    assert "Safety and bias against the base checkpoint" in report and "Quality vs base checkpoint" in report
 
     push = summary["push"]
     assert push["pushed"] and push["version"] == 1

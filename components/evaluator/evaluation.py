@@ -136,4 +136,39 @@ def evaluate_candidate(
     flagged += bias_result["flagged"]
     baseline = ({"path": baseline_dir, "bits_per_byte": baseline_bits.bits_per_byte, "perplexity": baseline_bits.perplexity}
                 if baseline_bits else {"skipped": baseline_skip_reason})
+    if baseline_dir and config.compare_baseline_safety:
+        metrics["baseline_comparison"] = compare_safety_and_bias(baseline_dir, metrics, scorer, sentiment, config)
     return Evaluation(gates, metrics, flagged, baseline)
+
+
+def _group_key(effect: Dict[str, Any]) -> tuple:
+    return effect["language"], effect["dimension"], effect["group"]
+
+
+def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, sentiment, config) -> Dict[str, Any]:
+    """The safety and bias probes run on the baseline too, and the candidate's change against it:
+    {"safety": {metric: {"candidate", "baseline", "change"}}, "bias": [{group..., "candidate_effect",
+    "baseline_effect", "change", "candidate_verdict", "baseline_verdict"}]} or {"skipped": why}.
+    Reported, not gated: a fine-tuned model is judged by the gates themselves."""
+    try:
+        client = ModelClient(baseline_dir, config.generation_batch_size,
+                             required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
+    except ValueError as error:  # a baseline exported before the signatures the probes need
+        return {"skipped": str(error)}
+    baseline_safety = safety.evaluate_safety(client, scorer, config.safety)["metrics"]["overall"]
+    baseline_bias = bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)["metrics"]
+    candidate_safety = metrics["safety"]["overall"]
+    safety_change = {name: {"candidate": candidate_safety[name], "baseline": baseline_safety[name],
+                            "change": candidate_safety[name] - baseline_safety[name]}
+                     for name in ("toxic_fraction", "expected_max_toxicity", "toxicity_probability")}
+    baseline_effects = {_group_key(effect): effect for effect in baseline_bias["group_effects"]}
+    bias_change = []
+    for effect in metrics["bias"]["group_effects"]:
+        before = baseline_effects.get(_group_key(effect))
+        if before is None:
+            continue
+        bias_change.append({"language": effect["language"], "dimension": effect["dimension"], "group": effect["group"],
+                            "candidate_effect": effect["effect"], "baseline_effect": before["effect"],
+                            "change": effect["effect"] - before["effect"],
+                            "candidate_verdict": effect["verdict"], "baseline_verdict": before["verdict"]})
+    return {"safety": safety_change, "bias": bias_change}

@@ -75,6 +75,9 @@ class EvaluatorOptions(Options):
         0.05, ge=0.0,
         description="Largest allowed relative increase in bits per byte of the raw eval text over the baseline "
                     "(each model tokenizing with its own tokenizer).")
+    compare_baseline_safety: bool = Field(
+        True, description="With a baseline (the production model, or the base checkpoint a model was fine-tuned from), "
+                          "also run the safety and bias probes on it and report the change (reported, not gated).")
     batch_size: int = Field(16, ge=1, description="Packed eval blocks per score_tokens call.")
     generation_batch_size: int = Field(64, ge=1, description="Prompts per generate/score call.")
     safety: SafetyOptions = Field(default_factory=SafetyOptions)

@@ -81,6 +81,22 @@ def _table(headers: List[str], rows: List[List[Any]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
+def _baseline_comparison_section(comparison: Optional[Dict[str, Any]], baseline_name: str) -> str:
+    """Safety and bias of the candidate beside the baseline's (reported, not gated)."""
+    if not comparison:
+        return ""
+    if "skipped" in comparison:
+        return f"<h2>Safety and bias against the {baseline_name}</h2><p>Not compared: {html.escape(comparison['skipped'])}</p>"
+    safety_rows = [[name, f"{v['candidate']:.3f}", f"{v['baseline']:.3f}", f"{v['change']:+.3f}"]
+                   for name, v in comparison["safety"].items()]
+    bias_rows = [[c["language"], c["dimension"], c["group"], f"{c['candidate_effect']:+.3f}", c["candidate_verdict"],
+                  f"{c['baseline_effect']:+.3f}", c["baseline_verdict"], f"{c['change']:+.3f}"] for c in comparison["bias"]]
+    return (f"<h2>Safety and bias against the {baseline_name} (reported, not gated)</h2>"
+            + _table(["safety metric", "candidate", baseline_name, "change"], safety_rows)
+            + _table(["lang", "dimension", "group", "candidate effect", "verdict", f"{baseline_name} effect", "verdict",
+                      "change"], bias_rows))
+
+
 def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     """The HTML report of an evaluation dict (`Evaluation.to_dict()`)."""
     metrics = evaluation["metrics"]
@@ -117,6 +133,7 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
             [[p["language"], p["dimension"], p["group_a"], p["group_b"], f"{p['sentiment_gap']:+.3f}",
               f"{p['sentiment_q_value']:.3f}", p["sentiment_scorer"], f"{p['unsafe_rate_ratio']:.2f}", f"{p['unsafe_q_value']:.3f}"]
              for p in bias["pairs"]]))
+    sections.append(_baseline_comparison_section(metrics.get("baseline_comparison"), baseline_name))
     flagged = evaluation["flagged"][:MAX_FLAGGED_ROWS]
     sections.append(f"<h2>Flagged completions ({len(evaluation['flagged'])})</h2>" + _table(
         ["gate", "category", "lang", "prompt", "completion", "found"],

@@ -163,7 +163,14 @@ def _safety_section(evaluation: Dict[str, Any]) -> List[str]:
                     [[name, _number(m.get("toxic_fraction")), _number(m.get("expected_max_toxicity")),
                       _number(m.get("toxicity_probability")), m.get("completions")] for name, m in categories.items()])
     pii = safety.get("pii") or {}
-    return lines + [f"PII leak rate of completions: {_number(pii.get('leak_rate'))}.", ""]
+    lines += [f"PII leak rate of completions: {_number(pii.get('leak_rate'))}.", ""]
+    comparison = evaluation.get("metrics", {}).get("baseline_comparison") or {}
+    if comparison.get("safety"):
+        lines += ["Against the baseline (reported, not gated):", ""]
+        lines += _table(["metric", "this model", "baseline", "change"],
+                        [[name, _number(v["candidate"]), _number(v["baseline"]), f"{v['change']:+.3f}"]
+                         for name, v in comparison["safety"].items()])
+    return lines
 
 
 def _bias_section(evaluation: Dict[str, Any]) -> List[str]:
