@@ -64,6 +64,8 @@ setup(
         "py3langid>=0.2.2",
         "alt-profanity-check==1.5.1",
         "safetensors>=0.4",  # the Trainer reads Hugging Face checkpoints with its numpy API
+        "markdown>=3.5",  # model cards: Markdown rendered to HTML
+        "sentencepiece>=0.2",  # learning tokenizers and reading checkpoint tokenizer.model files
     ],
     entry_points={"console_scripts": ["textgen=pipeline.cli:console"]},
 )
