@@ -14,6 +14,7 @@ import pytest
 import tensorflow as tf
 from safetensors.numpy import load_file, save_file
 
+from components.tokenizer.special import LEARNED
 from components.trainer.checkpoint.errors import CheckpointError
 from components.trainer.checkpoint.hf_config import checkpoint_model_options, read_config
 from components.trainer.checkpoint.hf_weights import import_checkpoint
@@ -59,13 +60,13 @@ def test_greedy_generation_of_the_saved_serving_copy_equals_transformers(importe
     count = sum(key.startswith("prompt_") for key in expected)
     prompts = tf.ragged.constant([expected[f"prompt_{i}"].tolist() for i in range(count)], dtype=tf.int64)
     wanted = [expected[f"generated_{i}"].tolist() for i in range(count)]
-    assert int(expected["eos_token_id"]) == decoding.EOS_ID
+    assert int(expected["eos_token_id"]) == LEARNED.eos_id
     # The separator + the longest prompt + its generation runs past the first cache size (graph
     # mode grows the cache then), the prompts have different lengths (one batch, each row alone),
     # and one row stops at EOS while the others go on.
     assert max(1 + len(expected[f"prompt_{i}"]) + len(wanted[i]) for i in range(count)) > decoding.CACHE_GROWTH
     assert len({len(expected[f"prompt_{i}"]) for i in range(count)}) == count
-    assert any(tokens[-1] == decoding.EOS_ID and len(tokens) < max(map(len, wanted)) for tokens in wanted)  # a row stops early
+    assert any(tokens[-1] == LEARNED.eos_id and len(tokens) < max(map(len, wanted)) for tokens in wanted)  # a row stops early
     max_new = max(len(tokens) for tokens in wanted)
     # What the export does (serving/export.py): the serving copy's cached decoding, saved and loaded.
     module = tf.Module()
