@@ -168,8 +168,7 @@ def test_pod_settings_reach_every_executor_through_the_spec_and_secrets_through_
     assert set(kubernetes) == set(executors)
     assert kubernetes["Trainer_executor"] == {"secretAsEnv": [{"secretName": "mlpipeline-minio-artifact", "keyToEnv": [
         {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"}, {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]}]}
-    # The kfp client reads both documents (it sends the second as platform_spec).
-    from kfp.client.client import _PipelineDoc  # noqa: F401  (the class the loader below fills)
+    # `submit` sends both documents, as the kfp client does (kfp/client/client.py `_PipelineDoc`).
     from kubeflow.submit import load_pipeline_spec
 
     loaded = load_pipeline_spec(str(tmp_path / "pipeline.yaml"))
