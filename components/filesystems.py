@@ -15,6 +15,7 @@ sets them once for both layers:
 
     S3_ENDPOINT            endpoint URL of an S3-compatible store, e.g. http://minio-service.kubeflow:9000
                            (unset: AWS S3). Path-style addressing is used with an endpoint.
+    S3_USE_HTTPS           0 when S3_ENDPOINT is a bare host:port served over plain http
     AWS_REGION             the bucket's region (MinIO accepts any, e.g. us-east-1)
     AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY   credentials (or any other AWS credential source)
     S3_VERIFY_SSL          0 to skip TLS verification (tf.io.gfile, and Beam outside pipelines;

@@ -57,7 +57,7 @@ def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str, config: 
     with open(path, encoding="utf-8") as handle:
         spec = yaml.safe_load(handle)
     executors = spec["deploymentSpec"]["executors"]
-    env = pod_config.container_env(config.kubeflow.env)
+    env = pod_config.container_env(config.kubeflow.env, config.kubeflow.secret_env, config.kubeflow.config_map_env)
     for name, task in spec["root"]["dag"]["tasks"].items():
         container = executors[spec["components"][task["componentRef"]["name"]]["executorLabel"]].get("container")
         if container is None:

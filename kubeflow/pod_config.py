@@ -31,6 +31,7 @@ KFP's cache key includes the image string: under a moving tag a rebuilt image wo
 the previous image's results. An image not named by digest (`repo@sha256:...`) turns caching
 off for every step (`cache_allowed`).
 """
+import json
 import math
 import re
 from typing import Any, Dict, Iterable, List, Tuple
@@ -78,9 +79,17 @@ def _grouped(references: Dict[str, Tuple[str, str]], key_field: str) -> List[Dic
     return [{"name": name, "keyToEnv": keys} for name, keys in sorted(by_object.items())]
 
 
-def container_env(env: Dict[str, str]) -> List[Dict[str, str]]:
-    """A container's `env` list in the pipeline spec."""
-    return [{"name": name, "value": value} for name, value in sorted(check_env(env).items())]
+def container_env(env: Dict[str, str], secret_env: Dict[str, str], config_map_env: Dict[str, str]) -> List[Dict[str, str]]:
+    """A container's `env` list in the pipeline spec: `env`, plus (when any is set) the listing
+    of names and references a Trainer hands on to its TFJob replicas (tfjob.POD_ENV)."""
+    from components.trainer.training.tfjob import POD_ENV
+
+    entries = [{"name": name, "value": value} for name, value in sorted(check_env(env).items())]
+    if env or secret_env or config_map_env:
+        listing = {"env": sorted(env), "secret_env": dict(sorted(secret_env.items())),
+                   "config_map_env": dict(sorted(config_map_env.items()))}
+        entries.append({"name": POD_ENV, "value": json.dumps(listing)})
+    return entries
 
 
 def platform_spec(executor_labels: Iterable[str], secret_env: Dict[str, str],

@@ -181,6 +181,12 @@ def test_executor_reports_a_missing_data_root(tmp_path):
         _run_executor(str(tmp_path / "nowhere"), str(tmp_path / "out"))
 
 
+def test_executor_names_a_data_root_scheme_it_cannot_open(tmp_path):
+    """tf.io.gfile.isdir answers False for a scheme no file system opens; the error names the scheme."""
+    with pytest.raises(CorpusError, match="data root hdfs://nn/corpus: the hdfs:// scheme is not supported"):
+        _run_executor("hdfs://nn/corpus", str(tmp_path / "out"))
+
+
 @pytest.mark.parametrize("pattern, files, span_override, expected_span", [
     ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], None, 10),
     ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], 2, 2),

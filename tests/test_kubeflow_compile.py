@@ -162,14 +162,19 @@ def test_pod_settings_reach_every_executor_through_the_spec_and_secrets_through_
     spec, platform = yaml.safe_load_all((tmp_path / "pipeline.yaml").read_text())
     executors = spec["deploymentSpec"]["executors"]
     for executor in executors.values():
-        assert executor["container"]["env"] == [{"name": "AWS_REGION", "value": "us-east-1"},
-                                                {"name": "S3_ENDPOINT", "value": "http://minio-service.kubeflow:9000"}]
+        env = executor["container"]["env"]
+        assert env[:2] == [{"name": "AWS_REGION", "value": "us-east-1"},
+                           {"name": "S3_ENDPOINT", "value": "http://minio-service.kubeflow:9000"}]
+        # Names and references only (a Trainer hands them on to TFJob replicas): no credential values.
+        assert json.loads(env[2]["value"]) == {
+            "env": ["AWS_REGION", "S3_ENDPOINT"], "config_map_env": {},
+            "secret_env": {"AWS_ACCESS_KEY_ID": "mlpipeline-minio-artifact/accesskey",
+                           "AWS_SECRET_ACCESS_KEY": "mlpipeline-minio-artifact/secretkey"}}
     kubernetes = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
     assert set(kubernetes) == set(executors)
     assert kubernetes["Trainer_executor"] == {"secretAsEnv": [{"secretName": "mlpipeline-minio-artifact", "keyToEnv": [
         {"secretKey": "accesskey", "envVar": "AWS_ACCESS_KEY_ID"}, {"secretKey": "secretkey", "envVar": "AWS_SECRET_ACCESS_KEY"}]}]}
-    # The kfp client reads both documents (it sends the second as platform_spec).
-    from kfp.client.client import _PipelineDoc  # noqa: F401  (the class the loader below fills)
+    # `submit` sends both documents, as the kfp client does (kfp/client/client.py `_PipelineDoc`).
     from kubeflow.submit import load_pipeline_spec
 
     loaded = load_pipeline_spec(str(tmp_path / "pipeline.yaml"))

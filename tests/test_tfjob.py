@@ -39,6 +39,23 @@ def test_manifest_validates_against_the_tfjob_schema():
     jsonschema.validate(tfjob.build_manifest(_spec(workers=0, gpus=0)), SCHEMA)  # chief only
 
 
+def test_replicas_get_the_trainer_pods_settings_and_secret_references_not_values():
+    listing = {"env": ["S3_ENDPOINT", "AWS_REGION"], "secret_env": {"AWS_SECRET_ACCESS_KEY": "minio-creds/secretkey"},
+               "config_map_env": {"MLFLOW_TRACKING_URI": "registry/uri"}}
+    trainer_pod = {tfjob.POD_ENV: json.dumps(listing), "S3_ENDPOINT": "http://minio:9000", "AWS_REGION": "us-east-1",
+                   "AWS_SECRET_ACCESS_KEY": "s3cr3t", "HOSTNAME": "trainer-pod"}
+    env, entries = tfjob.replica_env(trainer_pod)
+    assert env == {"S3_ENDPOINT": "http://minio:9000", "AWS_REGION": "us-east-1"}
+    assert entries == [
+        {"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": "minio-creds", "key": "secretkey"}}},
+        {"name": "MLFLOW_TRACKING_URI", "valueFrom": {"configMapKeyRef": {"name": "registry", "key": "uri"}}}]
+    manifest = tfjob.build_manifest(_spec(env=env, env_entries=entries))
+    jsonschema.validate(manifest, SCHEMA)
+    container = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert entries[0] in container["env"] and "s3cr3t" not in json.dumps(manifest)
+    assert tfjob.replica_env({}) == ({}, [])
+
+
 @pytest.mark.parametrize("breakage", [
     lambda m: m["spec"]["tfReplicaSpecs"].__setitem__("Trainer", m["spec"]["tfReplicaSpecs"]["Chief"]),
     lambda m: m["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0].__setitem__("name", "main"),

@@ -9,6 +9,12 @@ MultiWorkerMirroredStrategy and lets only the chief export), waits for it while 
 status change, and raises `TFJobFailed` naming the replica type and the operator's message as
 soon as a replica fails or the job does.
 
+Replicas get the Trainer pod's configuration: `textgen compile` lists in the step's
+TEXTGEN_POD_ENV variable (names and references only, no values) the plain variables, secrets and
+config maps it gave the pod (kubeflow/pod_config.py), and `replica_env` turns that into the
+replicas' env: the plain variables with the Trainer pod's values, the secrets and config maps as
+the same `secretKeyRef` / `configMapKeyRef` references, so no credential is copied into the TFJob.
+
 This module knows the replica entry point only by its module name (`REPLICA_MODULE`): it imports
 neither `run_fn` nor the replica module, so `run_fn -> tfjob` and `replica -> run_fn, tfjob` form
 no cycle.
@@ -26,6 +32,8 @@ GROUP, VERSION, PLURAL = "kubeflow.org", "v1", "tfjobs"
 # The operator injects TF_CONFIG into containers with this name only.
 CONTAINER_NAME = "tensorflow"
 REPLICA_ENV = "TEXTGEN_TFJOB_REPLICA"
+# JSON {"env": [NAME...], "secret_env": {NAME: "secret/key"}, "config_map_env": {NAME: "map/key"}}.
+POD_ENV = "TEXTGEN_POD_ENV"
 # What every replica runs (components/trainer/training/replica.py).
 REPLICA_MODULE = "components.trainer.training.replica"
 FN_ARGS_FIELDS = ("working_dir", "hyperparameters", "train_files", "eval_files", "transform_output", "transform_graph_path", "serving_model_dir",
@@ -52,6 +60,21 @@ class TFJobSpec:
     service_account: str = ""
     env: Dict[str, str] = field(default_factory=dict)
     labels: Dict[str, str] = field(default_factory=dict)
+    # Further env entries as written in a pod spec (`valueFrom` references; `replica_env`).
+    env_entries: List[Dict[str, Any]] = field(default_factory=list)
+
+
+def replica_env(environ: Dict[str, str]):
+    """({name: value}, [env entries with valueFrom]) for the replicas, from the POD_ENV listing in
+    `environ` (the Trainer pod's environment; see the module docstring)."""
+    listing = json.loads(environ.get(POD_ENV) or "{}")
+    plain = {name: environ[name] for name in listing.get("env", []) if name in environ}
+    entries = []
+    for section, source in (("secret_env", "secretKeyRef"), ("config_map_env", "configMapKeyRef")):
+        for name, reference in sorted(listing.get(section, {}).items()):
+            object_name, _, key = reference.partition("/")
+            entries.append({"name": name, "valueFrom": {source: {"name": object_name, "key": key}}})
+    return plain, entries
 
 
 def _replica(spec: TFJobSpec, replicas: int) -> Dict[str, Any]:
@@ -60,7 +83,8 @@ def _replica(spec: TFJobSpec, replicas: int) -> Dict[str, Any]:
         limits["nvidia.com/gpu"] = str(spec.gpus)
     container = {
         "name": CONTAINER_NAME, "image": spec.image, "command": list(spec.command),
-        "env": [{"name": key, "value": value} for key, value in sorted({**spec.env, REPLICA_ENV: "1"}.items())],
+        "env": [{"name": key, "value": value} for key, value in sorted({**spec.env, REPLICA_ENV: "1"}.items())]
+               + list(spec.env_entries),
         "resources": {"requests": dict(limits), "limits": dict(limits)},
     }
     pod_spec: Dict[str, Any] = {"containers": [container]}
@@ -164,11 +188,13 @@ def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api
     tf.io.gfile.makedirs(fn_args.model_run_dir)
     with tf.io.gfile.GFile(fn_args_path, "w") as handle:
         handle.write(fn_args_to_json(fn_args))
+    env, env_entries = replica_env(dict(os.environ))
     spec = TFJobSpec(
         name=job_name, namespace=namespace, image=tfjob_config.image or image,
         command=replica_command(fn_args_path),
         workers=tfjob_config.workers, cpu=tfjob_config.cpu, memory=tfjob_config.memory, gpus=tfjob_config.gpus,
         service_account=tfjob_config.service_account, labels={"app.kubernetes.io/part-of": "textgen"},
+        env=env, env_entries=env_entries,
     )
     if api is None:
         from kubernetes import client, config
