@@ -263,6 +263,11 @@ def test_run_fn_fine_tunes_from_the_checkpoint_and_exports_it(transform_artifact
         prompts=tf.constant(["Hi"]), max_new_tokens=tf.constant(4), temperature=tf.constant(0.0),
         top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(0, tf.int64))
     assert int(outputs["num_generated_tokens"][0]) >= 1
+    # The untrained checkpoint is exported beside the model (the Evaluator's first baseline); no
+    # Hugging Face export, because this run tokenizes with its own learned tokenizer.
+    assert tf.saved_model.contains_saved_model(str(tmp_path / "base_model"))
+    assert not os.path.exists(tmp_path / "hugging_face")
+    assert "Not writing a Hugging Face export" in caplog.text
 
 
 def test_run_fn_refuses_a_checkpoint_with_another_vocabulary_before_training(transform_artifacts, tmp_path):

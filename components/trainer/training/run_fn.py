@@ -212,8 +212,12 @@ def run_fn(fn_args: "FnArgs") -> None:
         export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)
         if checkpoint and is_chief(strategy):
-            hf_dir = export_hugging_face(backbone, model_config.checkpoint, record.hugging_face_path(model_uri))
-            logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
+            if tokenizer.kind == loaded.LEARNED_SENTENCEPIECE:  # tokenizer.policy chose another tokenizer
+                logging.info("Not writing a Hugging Face export: the run tokenizes with its own %s tokenizer, "
+                             "not the checkpoint's", tokenizer.kind)
+            else:
+                hf_dir = export_hugging_face(backbone, model_config.checkpoint, record.hugging_face_path(model_uri))
+                logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
     if is_chief(strategy):
         record.write(model_uri, record.TrainingRecord(
             model=model_config.model_dump(), training=training.model_dump(), vocab_size=vocab_size,
