@@ -139,7 +139,8 @@ def test_second_run_with_caching_re_executes_only_the_evaluation(first_run):
     assert change["verdict"] == "SKIPPED" and "this candidate itself" in change["reason"]
     assert summary["blessing"]["blessed"]
     # The Pusher ran again for the re-blessed, identical model: the push is idempotent.
-    assert sorted(os.listdir(config.layout.serving_dir)) == ["1", "batching_parameters", "models.config"]
+    assert sorted(os.listdir(config.layout.serving_dir)) == ["1", "batching_parameters", "model_cards", "models.config",
+                                                             "monitoring.config"]
 
 
 def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(first_run):

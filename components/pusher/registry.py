@@ -22,6 +22,7 @@ import contextlib
 import hashlib
 import logging
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, Optional
 
@@ -369,8 +370,11 @@ class ModelRegistry:
         """Logs the model card files with `version`'s run (artifact path `model_card/`) and tags
         the version with where the card lives beside the served model."""
         if version.run_id:
-            for path in card_paths.values():
-                self.client.log_artifact(version.run_id, path, MODEL_CARD_ARTIFACT_PATH)
+            with tempfile.TemporaryDirectory(prefix="model-card-") as local_dir:
+                for path in card_paths.values():  # MLflow logs local files; the card may be on an object store
+                    local = os.path.join(local_dir, os.path.basename(path))
+                    tf.io.gfile.copy(path, local, overwrite=True)
+                    self.client.log_artifact(version.run_id, local, MODEL_CARD_ARTIFACT_PATH)
         self.client.set_model_version_tag(self.model_name, version.version, TAG_MODEL_CARD, card_paths["md"])
 
     def move_alias(self, alias: str, serving_base: str, serving_version: int) -> int:
