@@ -44,7 +44,7 @@ def test_a_failed_copy_leaves_no_version_and_no_staging_directory(tmp_path, monk
         os.makedirs(destination)
         raise OSError("disk full")
 
-    monkeypatch.setattr(versioned_push, "_copy_tree", failing_copy)
+    monkeypatch.setattr(versioned_push, "copy_tree", failing_copy)
     base = tmp_path / "serving"
     with pytest.raises(OSError, match="disk full"):
         push_saved_model(fake_saved_model(tmp_path / "m"), str(base))

@@ -34,6 +34,7 @@ and loads in stock TF Serving. Warm-up requests are written to
 import os
 
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the TF Text ops the transform graph's tokenizer uses)
 import tensorflow_transform as tft
 
 from components.tokenizer import loaded, model_file
