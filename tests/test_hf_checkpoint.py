@@ -157,31 +157,35 @@ def test_a_missing_shard_is_named(tmp_path):
     assert "model-00002-of-00003.safetensors: no such file" in _error(directory)
 
 
-def test_a_tensor_of_the_wrong_shape_is_named_with_its_file(tmp_path):
+def _edit_llama_tensors(tmp_path, edit) -> tuple:
+    """A copy of the Llama fixture whose weights `edit(tensors)` changed; returns (directory, file)."""
     directory = _copy_fixture(tmp_path, "llama")
     path = os.path.join(directory, "model.safetensors")
     tensors = load_file(path)
-    tensors["model.layers.1.self_attn.k_proj.weight"] = tensors["model.layers.1.self_attn.q_proj.weight"]
+    edit(tensors)
     save_file(tensors, path)
+    return directory, path
+
+
+def test_a_tensor_of_the_wrong_shape_is_named_with_its_file(tmp_path):
+    def swap(tensors):
+        tensors["model.layers.1.self_attn.k_proj.weight"] = tensors["model.layers.1.self_attn.q_proj.weight"]
+
+    directory, path = _edit_llama_tensors(tmp_path, swap)
     message = _error(directory)
     assert f"{path}: tensor model.layers.1.self_attn.k_proj.weight has shape [64, 64], expected [32, 64]" in message
 
 
 def test_a_missing_tensor_is_named(tmp_path):
-    directory = _copy_fixture(tmp_path, "llama")
-    path = os.path.join(directory, "model.safetensors")
-    tensors = load_file(path)
-    del tensors["lm_head.weight"]
-    save_file(tensors, path)
+    directory, _ = _edit_llama_tensors(tmp_path, lambda tensors: tensors.pop("lm_head.weight"))
     assert "tensor lm_head.weight is missing" in _error(directory)
 
 
 def test_an_unknown_tensor_is_named(tmp_path):
-    directory = _copy_fixture(tmp_path, "llama")
-    path = os.path.join(directory, "model.safetensors")
-    tensors = load_file(path)
-    tensors["model.layers.0.mlp.experts.0.w1.weight"] = tensors["model.norm.weight"]
-    save_file(tensors, path)
+    def add_expert(tensors):
+        tensors["model.layers.0.mlp.experts.0.w1.weight"] = tensors["model.norm.weight"]
+
+    directory, _ = _edit_llama_tensors(tmp_path, add_expert)
     assert "tensor model.layers.0.mlp.experts.0.w1.weight is not part of a llama backbone" in _error(directory)
 
 
