@@ -12,7 +12,8 @@ from tfx.types import standard_artifacts
 
 from components.tokenizer import component, model_file, policy, sample
 from components.tokenizer.graph import GraphTokenizer
-from components.tokenizer.options import TokenizerOptions
+from components.tokenizer.ids import MIN_VOCAB_SIZE
+from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 from components.pusher.options import RegistryOptions
 from tests.conftest import BUNDLED_TXT
 from tests.curation_corpora import dialogue
@@ -99,9 +100,18 @@ def test_learn_writes_the_model_and_what_it_was_learned_from(tmp_path, examples)
 def test_an_unset_vocab_size_learns_the_largest_vocabulary_the_sample_supports(tmp_path, few_examples):
     learned = _run(tmp_path, few_examples, "auto", vocab_size=None)
     size = learned.get_int_custom_property("vocab_size")
-    assert 320 <= size < 4096 == learned.get_int_custom_property("vocab_size_limit")
+    limit = learned.get_int_custom_property("vocab_size_limit")
+    assert limit == automatic_vocab_limit(learned.get_int_custom_property("sample_bytes"))
+    assert 320 <= size <= limit
     assert learned.get_string_custom_property("vocab_size_choice") == "auto"
     assert model_file.read_model(model_file.artifact_model_path(learned.uri)).vocab_size == size
+
+
+def test_the_automatic_vocabulary_has_at_most_one_piece_per_128_bytes_of_sample_text():
+    assert automatic_vocab_limit(57_330) == 384  # 400 Shakespeare speeches: 447 pieces, rounded down to 64s
+    assert automatic_vocab_limit(600_000) == 4096  # the bundled corpus's train split keeps the full size
+    assert automatic_vocab_limit(10_000_000) == 4096
+    assert automatic_vocab_limit(1_000) == MIN_VOCAB_SIZE
 
 
 def test_an_explicit_vocab_size_the_sample_cannot_support_names_the_survivors_of_cleaning(tmp_path, few_examples):

@@ -175,6 +175,51 @@ def test_auto_xla_trains_in_graph_mode_where_xla_cannot_compile_the_step(caplog)
     assert any("training in graph mode instead" in record.getMessage() for record in caplog.records)
 
 
+def _tokens(target: int) -> tf.data.Dataset:
+    return tf.data.Dataset.from_tensors((tf.zeros([8, 64], tf.int32), tf.fill([8, 64], target))).repeat()
+
+
+def _selection_trainer(checkpoint_dir: str, total_steps: int, patience: int, keep_best: bool = True) -> LanguageModelTrainer:
+    import tf_keras as keras
+
+    keras.utils.set_random_seed(7)
+    settings = LoopSettings(total_steps=total_steps, global_batch_size=8, context_length=64, jit_compile=False,
+                            steps_per_call=2, log_every=2, checkpoint_every=100, eval_batches=1,
+                            keep_best=keep_best, early_stopping_patience=patience)
+    return LanguageModelTrainer(
+        build_backbone(ModelOptions(preset="tiny", context_length=64), 64),
+        make_optimizer(TrainingOptions(learning_rate=1e-2, warmup_steps=0), "float32"),
+        tf.distribute.get_strategy(), settings, checkpoint_dir=checkpoint_dir)
+
+
+def test_a_model_that_gets_worse_on_the_eval_split_stops_early_and_keeps_its_best_weights(tmp_path):
+    """Train on targets 1, measure on targets 2: every step makes the eval loss worse (a corpus
+    being memorised), so the first measurement is the best one."""
+    trainer = _selection_trainer(str(tmp_path / "run"), total_steps=40, patience=2)
+    reports = []
+    assert trainer.train(lambda start: iter(_tokens(1)), lambda: iter(_tokens(2)), on_report=reports.append) == 6
+    eval_losses = [report.eval_loss for report in reports]
+    assert [report.step for report in reports] == [2, 4, 6] and eval_losses[0] < eval_losses[1] < eval_losses[2]
+    assert trainer.best_step_restored == 2
+    reference = _selection_trainer(str(tmp_path / "reference"), total_steps=2, patience=0, keep_best=False)
+    reference.train(lambda start: iter(_tokens(1)))
+    for kept, expected in zip(trainer.model.weights, reference.model.weights):
+        np.testing.assert_allclose(kept.numpy(), expected.numpy(), rtol=1e-6, atol=1e-7)
+    # A restarted trainer finds the stop in the checkpoint: it trains nothing and keeps step 2 again.
+    restarted = _selection_trainer(str(tmp_path / "run"), total_steps=40, patience=2)
+    assert restarted.train(lambda start: iter(_tokens(1)), lambda: iter(_tokens(2))) == 0
+    assert restarted.step == 6 and restarted.best_step_restored == 2
+
+
+def test_a_model_that_keeps_improving_trains_every_step_and_exports_the_last_weights(tmp_path):
+    trainer = _selection_trainer(str(tmp_path / "run"), total_steps=8, patience=2)
+    reports = []
+    assert trainer.train(lambda start: iter(_tokens(1)), lambda: iter(_tokens(1)), on_report=reports.append) == 8
+    assert [report.step for report in reports] == [2, 4, 6, 8]
+    assert reports[-1].eval_loss < reports[0].eval_loss
+    assert trainer.best_step_restored is None
+
+
 def test_progress_summaries_hold_step_time_throughput_and_peak_memory(tmp_path):
     """TensorBoard gets what an operator watches besides the loss: seconds per step, tokens/s and
     the peak memory in use (process RSS here, device memory on an accelerator)."""

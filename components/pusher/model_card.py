@@ -120,6 +120,7 @@ def _training_section(training: Dict[str, Any]) -> List[str]:
     settings, last = training["training"], training.get("last_step") or {}
     rows = [
         ["steps", f"{settings.get('train_steps')} ({training.get('steps_run')} run by this execution)"],
+        ["exported weights", _exported_weights(training, last)],
         ["batch", f"{settings.get('batch_size')} sequences" if not settings.get("global_batch_tokens")
                   else f"{settings['global_batch_tokens']} tokens"],
         ["peak learning rate / warm-up", f"{settings.get('learning_rate')} / {settings.get('warmup_steps')} steps"],
@@ -128,6 +129,14 @@ def _training_section(training: Dict[str, Any]) -> List[str]:
         ["last loss / eval loss", f"{_number(last.get('loss'))} / {_number(last.get('eval_loss'))}"],
     ]
     return lines + _table(["", "value"], rows)
+
+
+def _exported_weights(training: Dict[str, Any], last: Dict[str, Any]) -> str:
+    """Which step's weights the Trainer exported (the lowest eval loss may precede the last step)."""
+    exported = training.get("exported_step")
+    if exported is None or exported == last.get("step"):
+        return "the last step's"
+    return f"step {exported}'s (lowest eval loss; training ran to step {last.get('step')})"
 
 
 def _evaluation_section(evaluation: Dict[str, Any]) -> List[str]:

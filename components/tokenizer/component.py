@@ -29,7 +29,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from components.example_gen import ingest_report
 from components.tokenizer import hf_files, learn, loaded, model_file, policy, sample
 from components.pusher.options import RegistryOptions
-from components.tokenizer.options import AUTO_MAX_VOCAB_SIZE, TokenizerOptions
+from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 
 log = logging.getLogger(__name__)
 TRAIN_SPLIT = "train"
@@ -116,19 +116,20 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         pattern = os.path.join(artifact_utils.get_split_uri([examples], TRAIN_SPLIT), "*")
         drawn = sample.draw_sample(self._make_beam_pipeline(), [pattern], text_feature, options.sample_size,
                                    options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
+        limit = options.vocab_size or automatic_vocab_limit(drawn.num_bytes)
         try:
             if options.vocab_size is None:
-                learned = learn.learn_largest_model(drawn.chunks, AUTO_MAX_VOCAB_SIZE, options.algorithm,
-                                                    options.pieces_cross_words)
+                learned = learn.learn_largest_model(drawn.chunks, limit, options.algorithm, options.pieces_cross_words)
             else:
                 learned = learn.learn(drawn.chunks, options.vocab_size, options.algorithm, options.pieces_cross_words)
         except learn.TokenizerLearningError as exc:
             raise learn.TokenizerLearningError(f"{exc}{_survivors(examples)}") from None
         if options.vocab_size is None:
-            log.info("Tokenizer: automatic vocabulary of %d pieces (the largest up to %d that %d sample chunks support; "
-                     "set tokenizer.vocab_size to require a size)", learned.vocab_size, AUTO_MAX_VOCAB_SIZE, len(drawn.chunks))
+            log.info("Tokenizer: automatic vocabulary of %d pieces (the largest up to %d, for %s bytes of sample text, "
+                     "that %d sample chunks support; set tokenizer.vocab_size to require a size)",
+                     learned.vocab_size, limit, f"{drawn.num_bytes:,}", len(drawn.chunks))
         output.set_string_custom_property("vocab_size_choice", "auto" if options.vocab_size is None else "explicit")
-        output.set_int_custom_property("vocab_size_limit", options.vocab_size or AUTO_MAX_VOCAB_SIZE)
+        output.set_int_custom_property("vocab_size_limit", limit)
         output.set_int_custom_property("rare_characters_left_to_bytes", learned.rare_characters)
         proto = learned.proto
         output.set_string_custom_property("learned_from_examples", examples.uri)

@@ -163,6 +163,14 @@ class TrainingOptions(Options):
     log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
     eval_batches: int = Field(8, ge=0, description="Eval-split batches measured at each progress line (0 disables).")
     checkpoint_every: int = Field(100, ge=1, description="Steps between checkpoints in the ModelRun directory (resume points).")
+    keep_best_eval: bool = Field(
+        True, description="Export the weights of the lowest eval loss measured (at each progress line) rather than the "
+                          "last step's, when a later step did worse (a small corpus memorised); needs eval_batches > 0."
+    )
+    early_stopping_patience: int = Field(
+        3, ge=0, description="Stop training after this many progress-line eval measurements in a row without a lower "
+                             "eval loss (0: always train train_steps steps); needs eval_batches > 0."
+    )
     lora: LoraOptions = Field(default_factory=LoraOptions, description="Low-rank adaptation; base weights frozen.")
     warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
     peak_flops: Optional[float] = Field(

@@ -9,6 +9,10 @@ update does not depend on how the batch is split over replicas and micro-batches
 Fault tolerance: a checkpoint (model + optimizer, whose `iterations` is the step) is written every
 `checkpoint_every` steps and at the end; `train` restores the latest one first, so a restarted
 trainer continues where the last checkpoint left off and stops at `total_steps`.
+
+Model selection (selection.py): each progress line measures the eval loss on the same first eval
+batches; the weights of the lowest one are kept and put back at the end, and training stops early
+when it stops improving (`keep_best`, `early_stopping_patience`).
 """
 import dataclasses
 import logging
@@ -19,6 +23,7 @@ import tensorflow as tf
 import tf_keras as keras
 
 from components.trainer.training.hardware import peak_memory
+from components.trainer.training.selection import EvalSelection
 from components.trainer.training.strategy import cleanup_worker_dir, is_chief, writable_dir
 
 
@@ -45,6 +50,10 @@ class LoopSettings:
     xla_fallback: bool = False
     flops_per_token: float = 0.0
     peak_flops: float = 0.0
+    # Model selection on the eval split (selection.py): put back the weights of the lowest eval
+    # loss at the end, and stop after this many measurements without improvement (0: never).
+    keep_best: bool = False
+    early_stopping_patience: int = 0
 
     @property
     def tokens_per_step(self) -> int:
@@ -103,7 +112,10 @@ class LanguageModelTrainer:
         self._eval_steps = tf.function(self._eval_steps_fn)
         with strategy.scope():
             optimizer.build(model.trainable_variables)
-        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer)
+        self.selection = EvalSelection(model.trainable_variables, settings.keep_best and settings.eval_batches > 0,
+                                       settings.early_stopping_patience if settings.eval_batches else 0)
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, selection=self.selection.state())
+        self.best_step_restored: Optional[int] = None
 
     def _compile_train_steps(self, jit_compile: bool) -> None:
         """(Re)creates the tf.functions of the train step, XLA-compiling the micro-batch pass when asked."""
@@ -187,22 +199,26 @@ class LanguageModelTrainer:
         """Runs until `total_steps`; `make_train_iterator(start_step)` builds the distributed input.
 
         Returns the number of steps run by this call (0 when a checkpoint already holds them all).
+        With early stopping the run ends before `total_steps` (see selection.py); with `keep_best`
+        the model holds the weights of the lowest eval loss afterwards (`best_step_restored`).
         """
         settings = self.settings
         start_step = self.restore_latest()
         checkpoint_root = writable_dir(self.checkpoint_dir, self.strategy)
         manager = tf.train.CheckpointManager(self.checkpoint, checkpoint_root, max_to_keep=2)
+        self.selection.attach(checkpoint_root)
         writer = (
             tf.summary.create_file_writer(self.summary_dir)
             if self.summary_dir and is_chief(self.strategy)
             else tf.summary.create_noop_writer()
         )
         iterator = make_train_iterator(start_step)
-        eval_iterator = make_eval_iterator() if (make_eval_iterator and settings.eval_batches) else None
+        # Each measurement reads the same first eval batches, so successive eval losses compare.
+        eval_iterators = make_eval_iterator if (make_eval_iterator and settings.eval_batches) else None
         interval_start, interval_step, run_start = time.perf_counter(), start_step, time.perf_counter()
         losses = []
         try:
-            while self.step < settings.total_steps:
+            while self.step < settings.total_steps and not self.selection.should_stop:
                 step = self.step
                 boundary = min(
                     settings.total_steps,
@@ -213,16 +229,18 @@ class LanguageModelTrainer:
                 loss, gradient_norm = self._run_train_steps(iterator, boundary - step)
                 losses.append((float(loss.numpy()), boundary - step))
                 step = self.step
-                if step % settings.checkpoint_every == 0 or step == settings.total_steps:
-                    manager.save(checkpoint_number=step)
                 if step % settings.log_every == 0 or step == settings.total_steps:
                     elapsed = time.perf_counter() - interval_start
-                    report = self._report(step, losses, float(gradient_norm.numpy()), elapsed, step - interval_step, eval_iterator)
+                    report = self._report(step, losses, float(gradient_norm.numpy()), elapsed, step - interval_step, eval_iterators)
                     self._write_summaries(writer, report)
                     logging.info("%s", report.line(settings.total_steps))
+                    self.selection.observe(step, report.eval_loss)
                     if on_report:
                         on_report(report)
                     interval_start, interval_step, losses = time.perf_counter(), step, []
+                if step % settings.checkpoint_every == 0 or step == settings.total_steps or self.selection.should_stop:
+                    manager.save(checkpoint_number=step)
+            self.best_step_restored = self.selection.restore_best(self.step)
         finally:
             writer.close()
             cleanup_worker_dir(checkpoint_root, self.strategy)
@@ -255,13 +273,13 @@ class LanguageModelTrainer:
             self._compile_train_steps(False)
             return self._train_steps(iterator, tf.constant(num_steps))
 
-    def _report(self, step: int, losses: list, gradient_norm: float, elapsed: float, steps: int, eval_iterator) -> StepReport:
+    def _report(self, step: int, losses: list, gradient_norm: float, elapsed: float, steps: int, eval_iterators) -> StepReport:
         settings = self.settings
         tokens_per_sec = steps * settings.tokens_per_step / max(elapsed, 1e-9)
         mfu = tokens_per_sec * settings.flops_per_token / settings.peak_flops if settings.peak_flops else 0.0
         eval_loss = None
-        if eval_iterator is not None:
-            eval_loss = float(self._eval_steps(eval_iterator, tf.constant(settings.eval_batches)).numpy())
+        if eval_iterators is not None:
+            eval_loss = float(self._eval_steps(eval_iterators(), tf.constant(settings.eval_batches)).numpy())
         weighted = sum(loss * count for loss, count in losses) / max(sum(count for _, count in losses), 1)
         return StepReport(
             step=step,

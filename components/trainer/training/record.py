@@ -6,6 +6,7 @@
      "vocab_size": 4096, "parameters": 3400000, "tokenizer_sha256": "…",
      "device": "cpu", "precision": "mixed_bfloat16", "xla": true,
      "steps_run": 300, "last_step": {"step": 300, "loss": 3.1, "eval_loss": 3.4, ...},
+     "exported_step": 300 | {the step whose weights were kept: lowest eval loss, training/selection.py},
      "base_checkpoint": null | {"source": "gs://…/gpt2", "sha256": "…"},
      "lora": null | {"rank": 8, "alpha": 16.0, "targets": ["attention"]}}
 
@@ -42,6 +43,7 @@ class TrainingRecord:
     steps_run: int
     last_step: Optional[Dict[str, Any]] = None
     base_checkpoint: Optional[Dict[str, str]] = None
+    exported_step: Optional[int] = None
 
     @property
     def lora(self) -> Optional[Dict[str, Any]]:

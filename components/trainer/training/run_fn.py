@@ -152,6 +152,8 @@ def run_fn(fn_args: "FnArgs") -> None:
         checkpoint_every=training.checkpoint_every,
         eval_batches=training.eval_batches,
         clip_norm=training.clip_norm,
+        keep_best=training.keep_best_eval,
+        early_stopping_patience=training.early_stopping_patience,
         # auto falls back to graph mode where XLA cannot compile the step (precision.py), but not
         # across workers: a failed step aborts MultiWorkerMirroredStrategy's collectives, so there
         # the error names the setting instead.
@@ -224,6 +226,7 @@ def run_fn(fn_args: "FnArgs") -> None:
             parameters=parameter_count(model_config, vocab_size), tokenizer_sha256=tokenizer.sha256, device=device,
             precision=policy_name, xla=settings.jit_compile, steps_run=steps_run,
             last_step=dataclasses.asdict(reports[-1]) if reports else None,
+            exported_step=trainer.best_step_restored or trainer.step,
             base_checkpoint={"source": model_config.checkpoint, "sha256": checkpoint_sha256(model_config.checkpoint)}
             if checkpoint else None,
         ))
