@@ -35,10 +35,14 @@ def gcs():
 
 
 def test_every_accepted_scheme_is_registered_in_tensorflow_and_beam():
+    from kubeflow import oss_compat
+
     filesystems.register()
     for scheme in filesystems.ACCEPTED_SCHEMES:
         assert scheme in filesystems.tensorflow_schemes(), scheme
         assert scheme in filesystems.beam_schemes(), scheme
+    # The pipeline roots compile/submit accept are the same object stores.
+    assert {prefix[:-len("://")] for prefix in oss_compat.OBJECT_STORE_SCHEMES} == set(filesystems.OBJECT_STORE_SCHEMES)
 
 
 def test_s3_settings_are_derived_for_boto3_without_replacing_the_users():
