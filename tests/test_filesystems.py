@@ -147,3 +147,23 @@ def test_the_entrypoint_finds_every_output_artifact_uri():
     argv = ["--executor_class_path", "x.Executor", "--json_serialized_invocation_args", json.dumps(executor_input)]
     assert output_uris(argv) == ["gs://b/root/Trainer/model/5", "gs://b/root/Trainer/model_run/5"]
     assert output_uris(["--json_serialized_invocation_args=" + json.dumps(executor_input)])[0] == "gs://b/root/Trainer/model/5"
+
+
+def test_the_entrypoint_removes_the_folder_markers_of_a_steps_gs_outputs(gcs, tmp_path):
+    """A real TFX executor runner (kubeflow/entrypoint.py over kubeflow_v2_run_executor) whose
+    executor leaves the layout of TF's GCS file system (tests/marker_writing_executor.py)."""
+    from tests import marker_writing_executor
+
+    gcs.create_bucket("step-outputs")
+    uri = "gs://step-outputs/root/Trainer/model/5"
+    executor_input = {"inputs": {}, "outputs": {
+        "artifacts": {"model": {"artifacts": [{"name": "projects/x/artifacts/model", "type": {"schemaTitle": "tfx.Model"},
+                                               "uri": uri, "metadata": {}}]}},
+        "outputFile": str(tmp_path / "executor_output.json")}}
+    command = [sys.executable, "-m", "kubeflow.entrypoint", "--executor_class_path",
+               "tests.marker_writing_executor.Executor", "--json_serialized_invocation_args", json.dumps(executor_input)]
+    result = subprocess.run(command, cwd=PROJECT_ROOT, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    prefix = "root/Trainer/model/5/"
+    assert gcs.names("step-outputs") == sorted(prefix + name for name in marker_writing_executor.FILES)
