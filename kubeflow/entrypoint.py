@@ -118,12 +118,12 @@ def main(argv: Optional[List[str]] = None) -> None:
             print(exc.code, file=sys.stderr)  # what sys.exit would have printed
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     if code == 0:
-        try:
-            for uri in output_uris(repaired[1:]):
+        for uri in output_uris(repaired[1:]):
+            try:
                 filesystems.remove_folder_markers(uri)
-        except Exception as exc:  # pylint: disable=broad-except  (the next step's download would fail on them)
-            print(f"error: could not remove the GCS folder markers of the step's outputs: {exc}", file=sys.stderr)
-            code = 1
+            except Exception as exc:  # pylint: disable=broad-except  (the next step's download would fail on them)
+                print(f"error: could not remove the GCS folder markers under output {uri}: {exc}", file=sys.stderr)
+                code = 1
     filesystems.exit_process(code)
 
 
