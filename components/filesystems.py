@@ -32,6 +32,14 @@ Credentials stay in the environment: they never enter Beam arguments, which are 
 Metadata and in the compiled spec. With an endpoint set, the AWS C++ SDK's
 EC2 metadata lookup (a minute of timeouts off AWS) is turned off (AWS_EC2_METADATA_DISABLED).
 
+GCS folder markers: TF's own GCS file system (TF 2.16 core, tsl/platform/cloud/gcs_file_system.cc
+`GcsFileSystem::CreateDir`) uploads a zero-byte object named `dir/` for every directory that
+`tf.io.gfile.makedirs` creates. The open-source KFP launcher downloads each input artifact key by
+key before a step runs and fails on such a marker ("mkdir ...: not a directory";
+kubeflow/pipelines#13476). `remove_folder_markers` deletes them from a gs:// output artifact; the
+Kubeflow entrypoint calls it for every output after a step succeeds. S3 has no such markers:
+tensorflow-io's S3 file system creates none (tests/test_filesystems.py checks on a real server).
+
 tensorflow-io 0.37.1 (the release for TF 2.16) aborts a process at exit, after any S3 access,
 with "pure virtual method called" and status 134 (tensorflow/io#2039, open; fixed in its source
 by PR #2120 after the last release). `exit_process` ends a process that may have used S3 without
@@ -40,7 +48,7 @@ running the C++ static destructors that crash, after Python's own exit handlers.
 import atexit
 import os
 import sys
-from typing import Dict, Iterable, MutableMapping, NoReturn, Set
+from typing import Dict, Iterable, List, MutableMapping, NoReturn, Set
 
 # URI schemes the project accepts for corpora, roots, state and serving locations ("" = a local path).
 OBJECT_STORE_SCHEMES = ("gs", "s3")
@@ -148,6 +156,27 @@ def check_schemes(locations: Dict[str, str]) -> None:
         if missing:
             raise SchemeError(f"{name} {uri}: the {scheme}:// scheme is not registered in {' and '.join(missing)} "
                               f"(install tensorflow-io and apache-beam[gcp,aws] from requirements.lock)")
+
+
+def remove_folder_markers(uri: str) -> List[str]:
+    """Deletes the GCS folder markers (zero-byte objects whose names end in '/') at and under the
+    gs:// URI `uri` (module docstring); returns the URIs deleted. Any other scheme has none: [].
+
+    Uses google-cloud-storage's client, which takes credentials from the environment as Beam's GCS
+    file system does (and STORAGE_EMULATOR_HOST, for an emulator)."""
+    if scheme_of(uri) != "gs":
+        return []
+    from google.cloud import storage
+
+    bucket_name, _, path = uri[len("gs://"):].partition("/")
+    prefix = path.strip("/") + "/" if path.strip("/") else None
+    bucket = storage.Client(project=None).bucket(bucket_name)  # project=None: no project lookup needed
+    removed = []
+    for blob in bucket.list_blobs(prefix=prefix):
+        if blob.name.endswith("/") and not blob.size:
+            blob.delete()
+            removed.append(f"gs://{bucket_name}/{blob.name}")
+    return removed
 
 
 def is_local(uri: str) -> bool:

@@ -21,6 +21,10 @@ open-source v2 driver differs from Vertex in ways TFX 1.16's
    rewritten for that (tests/kfp_oss_double.py sends doubles to prove it).
 
 A Vertex ExecutorInput has none of these quirks and passes through unchanged.
+
+After a step succeeds, the GCS folder markers TF leaves in its gs:// output artifacts are removed
+(components/filesystems.py `remove_folder_markers`): the OSS launcher's download of those
+artifacts into the next step fails on them (kubeflow/pipelines#13476).
 """
 import json
 import sys
@@ -66,19 +70,31 @@ def _flag_value(argv: List[str], flag: str) -> Optional[int]:
     return None
 
 
-def repair_arguments(argv: List[str]) -> List[str]:
-    """TFX's executor-runner arguments with the ExecutorInput repaired."""
-    argv = list(argv)
+def _invocation_index(argv: List[str]) -> int:
     invocation = _flag_value(argv, "--json_serialized_invocation_args")
     if invocation is None:
         raise ValueError("missing --json_serialized_invocation_args (the step's ExecutorInput)")
+    return invocation
+
+
+def _value(argv: List[str], index: int) -> str:
+    return argv[index].split("=", 1)[1] if argv[index].startswith("--") else argv[index]
+
+
+def output_uris(argv: List[str]) -> List[str]:
+    """The URIs of the output artifacts in the ExecutorInput of TFX's executor-runner arguments."""
+    executor_input = json.loads(_value(argv, _invocation_index(argv)))
+    return [artifact["uri"] for artifact_list in executor_input.get("outputs", {}).get("artifacts", {}).values()
+            for artifact in artifact_list.get("artifacts", []) if artifact.get("uri")]
+
+
+def repair_arguments(argv: List[str]) -> List[str]:
+    """TFX's executor-runner arguments with the ExecutorInput repaired."""
+    argv = list(argv)
+    invocation = _invocation_index(argv)
     spec_index = _flag_value(argv, "--json_serialized_inputs_spec_args")
-
-    def value(index: int) -> str:
-        return argv[index].split("=", 1)[1] if argv[index].startswith("--") else argv[index]
-
-    inputs_spec = json.loads(value(spec_index)) if spec_index is not None else None
-    repaired = json.dumps(repair_executor_input(json.loads(value(invocation)), inputs_spec))
+    inputs_spec = json.loads(_value(argv, spec_index)) if spec_index is not None else None
+    repaired = json.dumps(repair_executor_input(json.loads(_value(argv, invocation)), inputs_spec))
     argv[invocation] = ("--json_serialized_invocation_args=" + repaired) if argv[invocation].startswith("--") else repaired
     return argv
 
@@ -101,6 +117,13 @@ def main(argv: Optional[List[str]] = None) -> None:
         if exc.code is not None and not isinstance(exc.code, int):
             print(exc.code, file=sys.stderr)  # what sys.exit would have printed
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    if code == 0:
+        for uri in output_uris(repaired[1:]):
+            try:
+                filesystems.remove_folder_markers(uri)
+            except Exception as exc:  # pylint: disable=broad-except  (the next step's download would fail on them)
+                print(f"error: could not remove the GCS folder markers under output {uri}: {exc}", file=sys.stderr)
+                code = 1
     filesystems.exit_process(code)
 
 

