@@ -334,17 +334,20 @@ def s3_server():
 def test_checkpoints_on_s3_resume_a_restarted_trainer(transform_artifacts, tmp_path, s3_server):
     """Shared storage: with the ModelRun directory on s3:// the trainer writes its checkpoints
     there, and a restarted trainer (a new process, as a rescheduled pod) resumes from the newest
-    one and trains on to `train_steps`."""
+    one and trains on to `train_steps`. The restart also turns activation recomputation on (same
+    variables, so the checkpoint restores), which run_fn passes to the backbone."""
     model_run = s3_server.create_bucket("training") + "/model_run"
     checkpoints = "model_run/checkpoints/"
     first = _write_args(tmp_path, transform_artifacts, train_steps=8, model_run_dir=model_run, checkpoint_every=4)
     output = _finish(_start(first, base_env=s3_server.env()))
-    assert "step 8/8" in output and "Resumed from checkpoint" not in output
+    assert "step 8/8" in output and "Resumed from checkpoint" not in output and "recompute off" in output
     keys = set(s3_server.keys("training", checkpoints))
     assert {checkpoints + "checkpoint", checkpoints + "ckpt-8.index"} <= keys, sorted(keys)
 
-    resumed = _write_args(tmp_path, transform_artifacts, train_steps=12, model_run_dir=model_run, checkpoint_every=4)
+    resumed = _write_args(tmp_path, transform_artifacts, train_steps=12, model_run_dir=model_run, checkpoint_every=4,
+                          recompute="block")
     output = _finish(_start(resumed, base_env=s3_server.env()))
+    assert "XLA on, recompute block" in output
     assert f"Resumed from checkpoint {model_run}/checkpoints/ckpt-8 at step 8" in output, output[-3000:]
     assert "Trained steps 8..12" in output and "step 12/12" in output
     keys = set(s3_server.keys("training", checkpoints))
