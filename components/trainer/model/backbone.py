@@ -376,8 +376,9 @@ class GPTBackbone(keras.Model):
             positions = tf.range(tf.shape(token_ids)[1])
         hidden = self.embed(token_ids, positions, training=training)
         for block in self.blocks:
-            if training and self.recompute == "block":
-                hidden = recompute_in_backward(lambda block_input, block=block: block(block_input, positions, training=True))(hidden)
+            if training and self.recompute == "block":  # only this block's input is kept for the backward pass
+                run_block = lambda block_input, block=block: block(block_input, positions, training=True)  # noqa: E731
+                hidden = recompute_in_backward(run_block)(hidden)
             else:
                 hidden = block(hidden, positions, training=training)
         return self.logits(hidden)
