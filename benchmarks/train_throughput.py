@@ -58,10 +58,11 @@ def synthetic_batches(vocab_size: int, batch_size: int, context_length: int, see
 
 
 def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, policy: str, jit: str, eager: bool,
-                 lora_rank: int = 0) -> dict:
+                 lora_rank: int = 0, recompute: str = "off") -> dict:
     """Tokens/s of the project's training loop (LanguageModelTrainer) with the given settings
     (`jit` as `training.jit_compile`: on, off, or auto = XLA unless it cannot compile the step;
-    `lora_rank` > 0: LoRA adapters on the attention projections, everything else frozen)."""
+    `lora_rank` > 0: LoRA adapters on the attention projections, everything else frozen;
+    `recompute` as `training.recompute`)."""
     import tempfile
 
     import tensorflow as tf
@@ -84,7 +85,7 @@ def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, pol
     tf.config.run_functions_eagerly(eager)
     try:
         with keras_policy(policy):
-            backbone = build_backbone(model_config, vocab_size, LoraOptions(rank=lora_rank) if lora_rank else None)
+            backbone = build_backbone(model_config, vocab_size, LoraOptions(rank=lora_rank) if lora_rank else None, recompute)
             if lora_rank:
                 lora.freeze_all_but_adapters(backbone)
             trainer = LanguageModelTrainer(

@@ -25,7 +25,7 @@ from components.options import Options
 from components.pusher.options import PusherOptions, RegistryOptions
 from components.resources import bundled
 from components.tokenizer.options import TokenizerOptions
-from components.trainer.options import GenerationOptions, ModelOptions, TFJobOptions, TrainingOptions
+from components.trainer.options import GenerationOptions, ModelOptions, TFJobOptions, TrainingOptions, check_recompute
 from pipeline.layout import OutputLayout
 
 # Where this package's code lives (a checkout or site-packages). Defaults that name the project's
@@ -151,6 +151,11 @@ class PipelineConfig(Options):
                 f"the global batch ({batch} sequences) must be divisible by "
                 f"training.gradient_accumulation_steps ({self.training.gradient_accumulation_steps})"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _recompute_fits_model(self) -> "PipelineConfig":
+        check_recompute(self.training.recompute, self.model)
         return self
 
     @model_validator(mode="after")

@@ -248,14 +248,14 @@ RUN_TRAINING = dict(
 )
 
 
-def _write_args(directory, transform_artifacts, train_steps: int, **training_overrides) -> str:
+def _write_args(directory, transform_artifacts, train_steps: int, model_run_dir: str = "", **training_overrides) -> str:
     transform_dir, examples, _ = transform_artifacts
     training = TrainingOptions(train_steps=train_steps, **{**RUN_TRAINING, **training_overrides})
     fields = {
         "transform_output": transform_dir,
         "train_files": [examples],
         "eval_files": [examples],
-        "model_run_dir": str(directory / "model_run"),
+        "model_run_dir": model_run_dir or str(directory / "model_run"),
         "serving_model_dir": str(directory / "serving"),
         "custom_config": {
             "model": TINY.to_parameter(),
@@ -276,13 +276,14 @@ def _replica_container(args_path: str) -> dict:
     return container
 
 
-def _start(args_path: str, tf_config=None, extra=()) -> subprocess.Popen:
-    """Runs the replica's command (its `python` being this interpreter) with the replica's environment;
-    `tf_config` is what the Training Operator would set; `extra` adds options the TFJob does not pass."""
+def _start(args_path: str, tf_config=None, extra=(), base_env=None) -> subprocess.Popen:
+    """Runs the replica's command (its `python` being this interpreter) with the replica's environment
+    over `base_env` (default: this process's); `tf_config` is what the Training Operator would set;
+    `extra` adds options the TFJob does not pass."""
     container = _replica_container(args_path)
     program, *arguments = container["command"]
     assert program == "python"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **{item["name"]: item["value"] for item in container["env"]}}
+    env = {**(base_env or os.environ), "PYTHONUNBUFFERED": "1", **{item["name"]: item["value"] for item in container["env"]}}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     env.pop("TF_CONFIG", None)
     if tf_config is not None:
@@ -362,6 +363,42 @@ def test_mirrored_over_two_logical_cpus_matches_default_strategy(transform_artif
     output = _finish(_start(args, extra=["--logical-cpus", "2"]))
     assert "Distribution: mirrored (MirroredStrategy) with 2 replica(s)" in output
     _assert_same_weights(single_process_run, _exported_weights(tmp_path / "serving"), SAME_RESULT_ATOL)
+
+
+@pytest.fixture
+def s3_server():
+    """A real S3 API server on localhost (tests/object_store.py)."""
+    from tests.object_store import start_server
+
+    server = start_server()
+    yield server
+    server.server.stop()
+
+
+@pytest.mark.slow
+def test_checkpoints_on_s3_resume_a_restarted_trainer(transform_artifacts, tmp_path, s3_server):
+    """Shared storage: with the ModelRun directory on s3:// the trainer writes its checkpoints
+    there, and a restarted trainer (a new process, as a rescheduled pod) resumes from the newest
+    one and trains on to `train_steps`. The restart also turns activation recomputation on (same
+    variables, so the checkpoint restores), which run_fn passes to the backbone."""
+    model_run = s3_server.create_bucket("training") + "/model_run"
+    checkpoints = "model_run/checkpoints/"
+    first = _write_args(tmp_path, transform_artifacts, train_steps=8, model_run_dir=model_run, checkpoint_every=4)
+    output = _finish(_start(first, base_env=s3_server.env()))
+    assert "step 8/8" in output and "Resumed from checkpoint" not in output and "recompute off" in output
+    keys = set(s3_server.keys("training", checkpoints))
+    assert {checkpoints + "checkpoint", checkpoints + "ckpt-8.index"} <= keys, sorted(keys)
+
+    resumed = _write_args(tmp_path, transform_artifacts, train_steps=12, model_run_dir=model_run, checkpoint_every=4,
+                          recompute="block")
+    output = _finish(_start(resumed, base_env=s3_server.env()))
+    assert "XLA on, recompute block" in output
+    assert f"Resumed from checkpoint {model_run}/checkpoints/ckpt-8 at step 8" in output, output[-3000:]
+    assert "Trained steps 8..12" in output and "step 12/12" in output
+    keys = set(s3_server.keys("training", checkpoints))
+    assert checkpoints + "ckpt-12.index" in keys and checkpoints + "ckpt-4.index" not in keys  # the newest two kept
+    assert any(key.startswith("model_run/train/") for key in s3_server.keys("training"))  # TensorBoard summaries
+    assert os.path.exists(tmp_path / "serving" / "saved_model.pb")
 
 
 @pytest.mark.slow

@@ -129,6 +129,19 @@ class LoraOptions(Options):
         description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).")
 
 
+RECOMPUTE_MODES = ("off", "block")
+
+
+def check_recompute(mode: str, model: ModelOptions) -> None:
+    """Raises ValueError, naming the settings, for a `training.recompute` mode `model` cannot train
+    with: a recomputed dropout would draw another mask than the forward pass (model/recompute.py)."""
+    if mode not in RECOMPUTE_MODES:
+        raise ValueError(f"training.recompute must be one of {', '.join(RECOMPUTE_MODES)}, not {mode!r}")
+    if mode != "off" and model.dropout > 0:
+        raise ValueError(f"training.recompute={mode} needs model.dropout=0 (a recomputed dropout draws another mask), "
+                         f"not {model.dropout}")
+
+
 class TrainingOptions(Options):
     """Optimisation, speed, distribution and checkpoint settings for the Trainer's run_fn."""
 
@@ -171,6 +184,11 @@ class TrainingOptions(Options):
         3, ge=0, description="Stop training after this many progress-line eval measurements in a row without a lower "
                              "eval loss (0: always train train_steps steps); needs eval_batches > 0."
     )
+    recompute: Literal["off", "block"] = Field(
+        "off", description="Activation recomputation: off keeps every activation for the backward pass; block keeps only "
+                           "each Transformer block's input and recomputes the block in the backward pass (less memory, "
+                           "about one more forward pass of time; needs model.dropout=0; model/recompute.py)."
+    )
     lora: LoraOptions = Field(default_factory=LoraOptions, description="Low-rank adaptation; base weights frozen.")
     warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
     peak_flops: Optional[float] = Field(
@@ -182,6 +200,12 @@ class TrainingOptions(Options):
     def _yaml_switch_words(cls, value: Any) -> Any:
         """YAML reads `on`/`off` (in a config file or `--set training.jit_compile=off`) as booleans."""
         return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+    @field_validator("recompute", mode="before")
+    @classmethod
+    def _yaml_off(cls, value: Any) -> Any:
+        """YAML reads `off` (`--set training.recompute=off`) as False."""
+        return "off" if value is False else value
 
     def resolved_batch_size(self, context_length: int) -> int:
         """Sequences per global batch, from global_batch_tokens when set."""

@@ -24,7 +24,8 @@ import tf_keras as keras
 
 from components.trainer import keras_autograph  # noqa: F401  (keeps AutoGraph out of tf_keras)
 from components.trainer.model import lora
-from components.trainer.options import LoraOptions, ModelOptions, RopeScaling
+from components.trainer.model.recompute import recompute_in_backward
+from components.trainer.options import LoraOptions, ModelOptions, RopeScaling, check_recompute
 
 _NEG_INF = -1e9  # additive mask value; finite so fully masked rows stay NaN-free
 
@@ -321,9 +322,12 @@ class OutputEmbedding(keras.layers.Layer):
 class GPTBackbone(keras.Model):
     """Token ids [batch, length] -> float32 logits [batch, length, vocab_size] (length <= context_length)."""
 
-    def __init__(self, config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None, **kwargs):
+    def __init__(self, config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None,
+                 recompute: str = "off", **kwargs):
         super().__init__(**kwargs)
+        check_recompute(recompute, config)
         self.architecture = config
+        self.recompute = recompute
         self.lora = lora_options if lora_options is not None and lora_options.rank > 0 else None
         self.context_length = config.context_length
         self.vocab_size = vocab_size
@@ -372,7 +376,11 @@ class GPTBackbone(keras.Model):
             positions = tf.range(tf.shape(token_ids)[1])
         hidden = self.embed(token_ids, positions, training=training)
         for block in self.blocks:
-            hidden = block(hidden, positions, training=training)
+            if training and self.recompute == "block":  # only this block's input is kept for the backward pass
+                run_block = lambda block_input, block=block: block(block_input, positions, training=True)  # noqa: E731
+                hidden = recompute_in_backward(run_block)(hidden)
+            else:
+                hidden = block(hidden, positions, training=training)
         return self.logits(hidden)
 
     # Key/value-cache inference (decoding.py): the cache is one (keys, values) pair per block,
@@ -402,10 +410,14 @@ class GPTBackbone(keras.Model):
         return self.logits(hidden), tuple(new_cache)
 
 
-def build_backbone(config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None) -> GPTBackbone:
+def build_backbone(config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None,
+                   recompute: str = "off") -> GPTBackbone:
     """Creates the backbone and its weights (by calling it once on a one-token batch: no weight's
     shape depends on the length, and a full-context call would allocate [context, vocab] logits and
-    [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels)."""
-    model = GPTBackbone(config, vocab_size, lora_options, name="gpt")
+    [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels).
+
+    `recompute` is `training.recompute`: "block" recomputes each block's activations in the backward
+    pass of a training call (model/recompute.py); inference and the serving copies never do."""
+    model = GPTBackbone(config, vocab_size, lora_options, recompute, name="gpt")
     model(tf.zeros([1, 1], tf.int64))
     return model

@@ -168,9 +168,9 @@ def run_fn(fn_args: "FnArgs") -> None:
         model_source, f"{parameter_count(model_config, vocab_size):,}", settings.flops_per_token / 1e9, vocab_size,
     )
     logging.info(
-        "Training %d steps of %d x %d tokens (%d micro-batch(es)) on %s, %s, XLA %s, peak %.1f GFLOP/s",
+        "Training %d steps of %d x %d tokens (%d micro-batch(es)) on %s, %s, XLA %s, recompute %s, peak %.1f GFLOP/s",
         training.train_steps, global_batch, context_length, settings.accumulation, device, policy_name,
-        "on" if settings.jit_compile else "off", settings.peak_flops / 1e9,
+        "on" if settings.jit_compile else "off", training.recompute, settings.peak_flops / 1e9,
     )
 
     def train_batches(start_step: int) -> tf.data.Dataset:
@@ -186,7 +186,7 @@ def run_fn(fn_args: "FnArgs") -> None:
 
     with keras_policy(policy_name):
         with strategy.scope():
-            backbone = build_backbone(model_config, vocab_size, training.lora)
+            backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute)
             optimizer = make_optimizer(training, policy_name)
         if checkpoint:
             load_weights(backbone, model_config.checkpoint, checkpoint)
