@@ -90,9 +90,10 @@ def test_parameter_server_cluster_trains_through_a_killed_worker_and_resumes(tra
     cluster = {"chief": [f"localhost:{chief_port}"], "worker": [f"localhost:{port}" for port in worker_ports],
                "ps": [f"localhost:{ps_port}"]}
     config = lambda task_type, index=0: {"cluster": cluster, "task": {"type": task_type, "index": index}}  # noqa: E731
-    # train_steps: enough steps that the kill lands while the chief still has steps to schedule.
+    # train_steps: enough steps that the kill lands while the chief still has steps to schedule;
+    # peak_flops given: no matmul measured at start.
     first = _write_args(tmp_path, transform_artifacts, train_steps=60, distribution="parameter_server",
-                        log_every=10, checkpoint_every=10, steps_per_call=1)
+                        log_every=10, checkpoint_every=10, steps_per_call=1, peak_flops=1e9)
     servers = [_start(first, config("worker", 0)), _start(first, config("worker", 1)), _start(first, config("ps"))]
     try:
         chief = _start(first, config("chief"))
@@ -119,7 +120,7 @@ def test_parameter_server_cluster_trains_through_a_killed_worker_and_resumes(tra
         # same cluster and resumes from the first chief's last checkpoint.
         servers[0] = _start(first, config("worker", 0))
         second = _write_args(tmp_path, transform_artifacts, train_steps=70, distribution="parameter_server",
-                             log_every=10, checkpoint_every=10, steps_per_call=2)
+                             log_every=10, checkpoint_every=10, steps_per_call=2, peak_flops=1e9)
         output = _finish(_start(second, config("chief")), timeout=600)
         assert re.search(r"Resumed from checkpoint \S+ckpt-60 at step 60", output), output[-4000:]
         assert "Trained steps 60..70" in output and [step for step, _ in _progress(output.splitlines())] == [70]
