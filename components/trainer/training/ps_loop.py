@@ -53,7 +53,8 @@ def _without_global_seed():
 def check_parameter_server_settings(policy_name: str, jit_compile: str) -> None:
     """Raises, naming the setting, for what does not work under parameter-server training.
 
-    Tried here (tests/test_parameter_server.py): float32 and mixed_bfloat16 train; mixed_float16
+    Tried on a local cluster here (float32 in tests/test_parameter_server.py; mixed_bfloat16 and
+    XLA by hand with the same loop): float32 and mixed_bfloat16 train; mixed_float16
     cannot, since Keras' LossScaleOptimizer accepts only strategies whose variables are replicated
     (tf_keras mixed_precision/loss_scale_optimizer.py, `strategy_supports_loss_scaling`); an
     XLA-compiled step fails on the worker ("Trying to access resource ... located in device
@@ -96,7 +97,7 @@ class ParameterServerTrainer(LanguageModelTrainer):
 
     def _run_train_steps(self, iterator, num_steps: int) -> tuple:
         """Schedules `num_steps` steps in calls of `steps_per_call`, waits for all of them; returns
-        their mean loss and the gradient norm of the last call to finish scheduling order."""
+        their mean loss and the gradient norm of the last call scheduled."""
         per_call = self.settings.steps_per_call
         calls = [min(per_call, num_steps - first) for first in range(0, num_steps, per_call)]
         results = [self.coordinator.schedule(self._train_steps, args=(iterator, tf.constant(count))) for count in calls]
