@@ -6,7 +6,8 @@ Training Operator would set (tests/test_trainer.py's helpers). The workers and t
 (tf.distribute.Server); the chief runs run_fn with ParameterServerStrategy and a ClusterCoordinator.
 A worker is SIGKILLed mid-run: per ClusterCoordinator's documented fault tolerance, its step is run
 again by the other worker and training goes on. A second chief, started after the worker is back,
-resumes from the first chief's checkpoint.
+resumes from the first chief's checkpoint. Another test checks that the workers draw the training data in
+different orders.
 
 The other tests check the settings that cannot work and the cluster descriptions that are wrong,
 without starting a cluster (ParameterServerStrategy would connect this test process to one).
@@ -15,13 +16,15 @@ import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
 
 from components.trainer.training import strategy
 from components.trainer.training.ps_loop import check_parameter_server_settings
-from tests.test_trainer import _finish, _free_ports, _start, _write_args
+from tests.test_trainer import REPO_ROOT, _finish, _free_ports, _start, _write_args
 
 
 def _tf_config(cluster: dict, task_type: str, index: int = 0) -> str:
@@ -148,3 +151,60 @@ def test_a_ps_replica_serves_until_it_is_ended(tmp_path):
     finally:
         process.kill()
         process.communicate()
+
+
+# The chief of a small cluster (run in a process of its own: ParameterServerStrategy connects the
+# whole process to the cluster): 12 steps each take the first token of their worker's next batch
+# from ParameterServerTrainer.per_worker_iterator over a seeded-looking pipeline (a shuffle of
+# 100,000 distinct blocks, under the global seed run_fn sets).
+_SHUFFLE_CHIEF = """
+import json, sys
+import tensorflow as tf, tf_keras as keras
+from components.trainer.model.backbone import build_backbone
+from components.trainer.options import ModelOptions, TrainingOptions
+from components.trainer.training.loop import LoopSettings
+from components.trainer.training.optimizer import make_optimizer
+from components.trainer.training.ps_loop import ParameterServerTrainer
+from components.trainer.training.strategy import choose_strategy
+from components.filesystems import exit_process
+
+strategy = choose_strategy("parameter_server")
+keras.utils.set_random_seed(3)
+with strategy.scope():
+    model = build_backbone(ModelOptions(preset="tiny", context_length=8), 64)
+    optimizer = make_optimizer(TrainingOptions(), "float32")
+trainer = ParameterServerTrainer(model, optimizer, strategy, LoopSettings(total_steps=1, global_batch_size=2, context_length=8),
+                                 checkpoint_dir=sys.argv[1])
+blocks = lambda: tf.data.Dataset.range(100000).shuffle(100000).map(lambda i: tf.fill([9], i)).batch(2).map(lambda b: (b[:, :-1], b[:, 1:]))
+iterator = trainer.per_worker_iterator(blocks)
+first_token = tf.function(lambda it: strategy.run(lambda inputs, targets: inputs[0, 0], args=next(it)))
+results = [trainer.coordinator.schedule(first_token, args=(iterator,)) for _ in range(12)]
+trainer.coordinator.join()
+print("FIRST_TOKENS " + json.dumps([int(result.fetch()) for result in results]), flush=True)
+exit_process(0)
+"""
+
+
+@pytest.mark.slow
+def test_each_worker_draws_the_training_data_in_its_own_order(tmp_path):
+    """With the global seed set, a seeded shuffle would give both workers the same order, so the
+    12 steps would see repeated blocks (with the seed left set: 7 distinct of 12); each worker's own
+    unseeded order makes a repeat among 12 of 100,000 blocks unlikely (p < 0.001)."""
+    chief_port, *ports = _free_ports(4)
+    cluster = {"chief": [f"localhost:{chief_port}"], "worker": [f"localhost:{port}" for port in ports[:2]],
+               "ps": [f"localhost:{ports[2]}"]}
+    args = _write_args(tmp_path, ("unused-transform-dir", "unused-examples", None), train_steps=1,
+                       distribution="parameter_server")
+    servers = [_start(args, {"cluster": cluster, "task": {"type": kind, "index": index}})
+               for kind, index in (("worker", 0), ("worker", 1), ("ps", 0))]
+    env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}),
+           "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))}
+    chief = subprocess.Popen([sys.executable, "-c", _SHUFFLE_CHIEF, str(tmp_path / "checkpoints")], env=env, cwd=REPO_ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        output = _finish(chief, timeout=300)
+    finally:
+        _stop(servers + [chief])
+    (line,) = [line for line in output.splitlines() if line.startswith("FIRST_TOKENS ")]
+    tokens = json.loads(line.split(" ", 1)[1])
+    assert len(tokens) == 12 and len(set(tokens)) == 12, tokens
