@@ -9,6 +9,7 @@ CustomObjectsApi that replays a sequence of TFJob statuses.
 import json
 import logging
 import os
+import types
 
 import jsonschema
 import pytest
@@ -54,6 +55,31 @@ def test_replicas_get_the_trainer_pods_settings_and_secret_references_not_values
     container = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
     assert entries[0] in container["env"] and "s3cr3t" not in json.dumps(manifest)
     assert tfjob.replica_env({}) == ({}, [])
+
+
+def test_parameter_server_manifest_has_ps_replicas_without_gpus():
+    manifest = tfjob.build_manifest(_spec(workers=2, parameter_servers=3))
+    jsonschema.validate(manifest, SCHEMA)
+    replicas = manifest["spec"]["tfReplicaSpecs"]
+    assert {kind: spec["replicas"] for kind, spec in replicas.items()} == {"Chief": 1, "Worker": 2, "PS": 3}
+    (ps_container,) = replicas["PS"]["template"]["spec"]["containers"]
+    (worker_container,) = replicas["Worker"]["template"]["spec"]["containers"]
+    assert ps_container["command"] == worker_container["command"]  # one replica command; TF_CONFIG tells them apart
+    assert "nvidia.com/gpu" not in ps_container["resources"]["limits"]
+    assert worker_container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert "PS" not in tfjob.build_manifest(_spec())["spec"]["tfReplicaSpecs"]  # parameter_servers=0: no PS replicas
+    with pytest.raises(ValueError, match=r"kubeflow.tfjob.parameter_servers needs kubeflow.tfjob.workers >= 1"):
+        tfjob.build_manifest(_spec(workers=0, parameter_servers=1))
+
+
+def test_launch_submits_the_configured_ps_replicas(tmp_path):
+    from components.trainer.options import TFJobOptions
+
+    fn_args = types.SimpleNamespace(model_run_dir=str(tmp_path / "run"), train_steps=10, custom_config={})
+    api = FakeCustomObjects([{"conditions": [_condition("Succeeded")]}])
+    tfjob.launch(fn_args, TFJobOptions(enabled=True, workers=2, parameter_servers=1), "img:1", "ml-team", "textgen-train-8", api=api)
+    ((_, _, _, _, body),) = api.created
+    assert {kind: spec["replicas"] for kind, spec in body["spec"]["tfReplicaSpecs"].items()} == {"Chief": 1, "Worker": 2, "PS": 1}
 
 
 @pytest.mark.parametrize("breakage", [

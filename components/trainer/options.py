@@ -169,8 +169,9 @@ class TrainingOptions(Options):
                             "a warning where XLA cannot compile the step; on = XLA or an error (precision.py)."
     )
     steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
-    distribution: Literal["auto", "default", "mirrored", "multi_worker", "tpu"] = Field(
-        "auto", description="tf.distribute strategy; auto picks TPU, multi-worker (TF_CONFIG), mirrored (>1 GPU) or default."
+    distribution: Literal["auto", "default", "mirrored", "multi_worker", "parameter_server", "tpu"] = Field(
+        "auto", description="tf.distribute strategy; auto picks TPU, parameter_server (TF_CONFIG with ps tasks), "
+                            "multi-worker (TF_CONFIG), mirrored (>1 GPU) or default."
     )
     tpu: str = Field("", description="TPU name or grpc:// address for TPUStrategy (empty: the TPU_NAME environment variable or local).")
     log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
@@ -242,6 +243,10 @@ class TFJobOptions(Options):
 
     enabled: bool = Field(False, description="Launch the Trainer's training as a TFJob instead of in the Trainer's pod.")
     workers: int = Field(2, ge=0, description="Worker replicas besides the chief.")
+    parameter_servers: int = Field(
+        0, ge=0, description="PS replicas; more than 0 makes it a parameter-server TFJob (the chief coordinates, "
+                             "workers and parameter servers serve; set training.distribution=parameter_server or auto)."
+    )
     image: str = Field("", description="Replica image; empty = kubeflow.image.")
     cpu: str = Field("4", description="CPU request/limit per replica.")
     memory: str = Field("16Gi", description="Memory request/limit per replica.")

@@ -224,12 +224,12 @@ class LanguageModelTrainer:
                     settings.total_steps,
                     (step // settings.log_every + 1) * settings.log_every,
                     (step // settings.checkpoint_every + 1) * settings.checkpoint_every,
-                    step + settings.steps_per_call,
+                    step + self._round_steps(),
                 )
                 loss, gradient_norm = self._run_train_steps(iterator, boundary - step)
                 losses.append((float(loss.numpy()), boundary - step))
                 step = self.step
-                if step % settings.log_every == 0 or step == settings.total_steps:
+                if step % settings.log_every == 0 or step >= settings.total_steps:
                     elapsed = time.perf_counter() - interval_start
                     report = self._report(step, losses, float(gradient_norm.numpy()), elapsed, step - interval_step, eval_iterators)
                     self._write_summaries(writer, report)
@@ -238,7 +238,8 @@ class LanguageModelTrainer:
                     if on_report:
                         on_report(report)
                     interval_start, interval_step, losses = time.perf_counter(), step, []
-                if step % settings.checkpoint_every == 0 or step == settings.total_steps or self.selection.should_stop:
+                # `>=`: a parameter-server step re-run after a worker failure can end past the total (ps_loop.py).
+                if step % settings.checkpoint_every == 0 or step >= settings.total_steps or self.selection.should_stop:
                     manager.save(checkpoint_number=step)
             self.best_step_restored = self.selection.restore_best(self.step)
         finally:
@@ -247,8 +248,12 @@ class LanguageModelTrainer:
         logging.info("Trained steps %d..%d in %.1fs", start_step, self.step, time.perf_counter() - run_start)
         return self.step - start_step
 
+    def _round_steps(self) -> int:
+        """The most steps run between two returns to the Python driver (one tf.function call here)."""
+        return self.settings.steps_per_call
+
     def _run_train_steps(self, iterator, num_steps: int) -> tuple:
-        """Runs `num_steps` compiled steps.
+        """Runs `num_steps` compiled steps; returns their mean loss and the last gradient norm.
 
         XLA compiles the micro-batch pass when it first runs. A pass it cannot compile yields no
         gradients, so no weight or optimizer slot changes, but the optimizer's step counter does
@@ -277,9 +282,7 @@ class LanguageModelTrainer:
         settings = self.settings
         tokens_per_sec = steps * settings.tokens_per_step / max(elapsed, 1e-9)
         mfu = tokens_per_sec * settings.flops_per_token / settings.peak_flops if settings.peak_flops else 0.0
-        eval_loss = None
-        if eval_iterators is not None:
-            eval_loss = float(self._eval_steps(eval_iterators(), tf.constant(settings.eval_batches)).numpy())
+        eval_loss = self._evaluate(eval_iterators()) if eval_iterators is not None else None
         weighted = sum(loss * count for loss, count in losses) / max(sum(count for _, count in losses), 1)
         return StepReport(
             step=step,
@@ -293,6 +296,10 @@ class LanguageModelTrainer:
             step_seconds=elapsed / max(steps, 1),
             peak_memory_bytes=peak_memory()[0],
         )
+
+    def _evaluate(self, eval_iterator) -> float:
+        """Mean token loss over `eval_batches` batches of the eval split."""
+        return float(self._eval_steps(eval_iterator, tf.constant(self.settings.eval_batches)).numpy())
 
     @staticmethod
     def _write_summaries(writer, report: StepReport) -> None:

@@ -38,6 +38,7 @@ from components.trainer.training import data, record, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
+from components.trainer.training.ps_loop import ParameterServerTrainer, check_parameter_server_settings
 from components.trainer.training.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
 from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, is_chief, writable_dir
 from components.trainer.training.warm_start import warm_start_from
@@ -135,6 +136,9 @@ def run_fn(fn_args: "FnArgs") -> None:
 
     device = accelerator_kind(strategy)
     policy_name = resolve_precision(training.precision, device)
+    parameter_server = isinstance(strategy, tf.distribute.ParameterServerStrategy)
+    if parameter_server:
+        check_parameter_server_settings(policy_name, training.jit_compile)
     global_batch = training.resolved_batch_size(context_length)
     per_replica_batch = global_batch // strategy.num_replicas_in_sync
     if per_replica_batch * strategy.num_replicas_in_sync != global_batch or per_replica_batch % training.gradient_accumulation_steps:
@@ -157,8 +161,10 @@ def run_fn(fn_args: "FnArgs") -> None:
         # auto falls back to graph mode where XLA cannot compile the step (precision.py), but not
         # across workers: a failed step aborts MultiWorkerMirroredStrategy's collectives, so there
         # the error names the setting instead.
-        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name),
-        xla_fallback=training.jit_compile == "auto" and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy),
+        # XLA cannot read the variables on ps tasks (ps_loop.py): graph mode there.
+        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name) and not parameter_server,
+        xla_fallback=training.jit_compile == "auto" and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+        and not parameter_server,
         flops_per_token=training_flops_per_token(model_config, vocab_size),
         peak_flops=_peak_flops(training, policy_name),
     )
@@ -174,10 +180,11 @@ def run_fn(fn_args: "FnArgs") -> None:
     )
 
     def train_batches(start_step: int) -> tf.data.Dataset:
-        # A resumed run reshuffles with a step-dependent seed rather than replaying the stream.
+        # A resumed run reshuffles with a step-dependent seed rather than replaying the stream;
+        # parameter-server workers shuffle unseeded, each in its own order (ps_loop.py).
         return data.packed_blocks(
-            fn_args.train_files, feature_spec, context_length, global_batch,
-            shuffle_buffer=training.shuffle_buffer, seed=training.seed + start_step, repeat=True, special=tokenizer.special,
+            fn_args.train_files, feature_spec, context_length, global_batch, shuffle_buffer=training.shuffle_buffer,
+            seed=None if parameter_server else training.seed + start_step, repeat=True, special=tokenizer.special,
         )
 
     def eval_batches() -> tf.data.Dataset:
@@ -199,17 +206,19 @@ def run_fn(fn_args: "FnArgs") -> None:
         base_model = _warm_start_model(trainer_settings) if training.warm_start else ""
         if base_model:
             warm_start_from(backbone, base_model, tokenizer.sha256)
-        trainer = LanguageModelTrainer(
+        trainer = (ParameterServerTrainer if parameter_server else LanguageModelTrainer)(
             backbone, optimizer, strategy, settings,
             checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
             summary_dir=os.path.join(fn_args.model_run_dir, "train"),
         )
+        if parameter_server:
+            make_train_iterator = lambda start: trainer.per_worker_iterator(lambda: train_batches(start))  # noqa: E731
+            make_eval_iterator = lambda: trainer.per_worker_iterator(eval_batches)  # noqa: E731
+        else:
+            make_train_iterator = lambda start: iter(data.distributed_blocks(strategy, lambda: train_batches(start), global_batch))  # noqa: E731
+            make_eval_iterator = lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch))  # noqa: E731
         reports = []
-        steps_run = trainer.train(
-            lambda start: iter(data.distributed_blocks(strategy, lambda: train_batches(start), global_batch)),
-            lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch)),
-            on_report=reports.append,
-        )
+        steps_run = trainer.train(make_train_iterator, make_eval_iterator, on_report=reports.append)
         export_dir = writable_dir(fn_args.serving_model_dir, strategy)
         export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)

@@ -9,6 +9,10 @@ MultiWorkerMirroredStrategy and lets only the chief export), waits for it while 
 status change, and raises `TFJobFailed` naming the replica type and the operator's message as
 soon as a replica fails or the job does.
 
+With `parameter_servers` > 0 the TFJob also has PS replicas (same image and command, no GPUs):
+the replicas' TF_CONFIG then lists `ps` tasks, the chief trains with ParameterServerStrategy and
+the worker and PS replicas serve it (replica.py); the job succeeds when the chief does.
+
 Replicas get the Trainer pod's configuration: `textgen compile` lists in the step's
 TEXTGEN_POD_ENV variable (names and references only, no values) the plain variables, secrets and
 config maps it gave the pod (kubeflow/pod_config.py), and `replica_env` turns that into the
@@ -54,6 +58,7 @@ class TFJobSpec:
     image: str
     command: List[str]
     workers: int = 2
+    parameter_servers: int = 0
     cpu: str = "4"
     memory: str = "16Gi"
     gpus: int = 0
@@ -77,9 +82,9 @@ def replica_env(environ: Dict[str, str]):
     return plain, entries
 
 
-def _replica(spec: TFJobSpec, replicas: int) -> Dict[str, Any]:
+def _replica(spec: TFJobSpec, replicas: int, gpus: bool = True) -> Dict[str, Any]:
     limits = {"cpu": spec.cpu, "memory": spec.memory}
-    if spec.gpus:
+    if spec.gpus and gpus:
         limits["nvidia.com/gpu"] = str(spec.gpus)
     container = {
         "name": CONTAINER_NAME, "image": spec.image, "command": list(spec.command),
@@ -96,10 +101,15 @@ def _replica(spec: TFJobSpec, replicas: int) -> Dict[str, Any]:
 
 
 def build_manifest(spec: TFJobSpec) -> Dict[str, Any]:
-    """The TFJob custom resource: one chief, `spec.workers` workers, all running `spec.command`."""
+    """The TFJob custom resource: one chief, `spec.workers` workers and `spec.parameter_servers`
+    parameter servers (holding variables only: no GPUs), all running `spec.command`."""
+    if spec.parameter_servers and not spec.workers:
+        raise ValueError("kubeflow.tfjob.parameter_servers needs kubeflow.tfjob.workers >= 1 (the workers run the steps)")
     replica_specs = {"Chief": _replica(spec, 1)}
     if spec.workers:
         replica_specs["Worker"] = _replica(spec, spec.workers)
+    if spec.parameter_servers:
+        replica_specs["PS"] = _replica(spec, spec.parameter_servers, gpus=False)
     return {
         "apiVersion": f"{GROUP}/{VERSION}", "kind": "TFJob",
         "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(spec.labels)},
@@ -192,7 +202,7 @@ def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api
     spec = TFJobSpec(
         name=job_name, namespace=namespace, image=tfjob_config.image or image,
         command=replica_command(fn_args_path),
-        workers=tfjob_config.workers, cpu=tfjob_config.cpu, memory=tfjob_config.memory, gpus=tfjob_config.gpus,
+        workers=tfjob_config.workers, parameter_servers=tfjob_config.parameter_servers, cpu=tfjob_config.cpu, memory=tfjob_config.memory, gpus=tfjob_config.gpus,
         service_account=tfjob_config.service_account, labels={"app.kubernetes.io/part-of": "textgen"},
         env=env, env_entries=env_entries,
     )
