@@ -129,6 +129,26 @@ class LoraOptions(Options):
         description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).")
 
 
+class ShardingOptions(Options):
+    """Sharded (DTensor) training over a `batch` x `model` device mesh (components/trainer/training/sharding.py)."""
+
+    batch: int = Field(1, ge=1, description="Mesh devices along the batch axis (data parallelism: batch rows split over them).")
+    model: int = Field(
+        1, ge=1, description="Mesh devices along the model axis (tensor parallelism: embeddings, attention and MLP "
+                             "matrices and their optimizer slots split over them); must divide model_dim and mlp_dim."
+    )
+
+    @property
+    def devices(self) -> int:
+        """Devices in the mesh (batch x model)."""
+        return self.batch * self.model
+
+    @property
+    def enabled(self) -> bool:
+        """True when the mesh has more than one device."""
+        return self.devices > 1
+
+
 class TrainingOptions(Options):
     """Optimisation, speed, distribution and checkpoint settings for the Trainer's run_fn."""
 
@@ -158,6 +178,9 @@ class TrainingOptions(Options):
     steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
     distribution: Literal["auto", "default", "mirrored", "multi_worker", "tpu"] = Field(
         "auto", description="tf.distribute strategy; auto picks TPU, multi-worker (TF_CONFIG), mirrored (>1 GPU) or default."
+    )
+    sharding: ShardingOptions = Field(
+        default_factory=ShardingOptions, description="DTensor mesh for sharded training; batch=1, model=1 (default) = off."
     )
     tpu: str = Field("", description="TPU name or grpc:// address for TPUStrategy (empty: the TPU_NAME environment variable or local).")
     log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
