@@ -2,7 +2,7 @@
 
 For each mesh, a backbone is built sharded (training/sharding.py), gathered into an ordinary
 single-device copy with the same initial weights, and both train the same steps on the same
-random token batches (same global batch): the sharded one with DTensor, the copy with the
+random token batch every step (same global batch): the sharded one with DTensor, the copy with the
 ordinary AdamW as the Trainer does today. Reported per mesh, as one JSON object:
   losses / reference_losses      the two loss trajectories
   bytes_per_device               weights + optimizer state each mesh device holds (from DTensor's
@@ -54,8 +54,9 @@ def run_mesh(batch: int, model: int, args) -> dict:
     result = {"mesh": f"batch={batch},model={model}", "losses": [], "reference_losses": []}
     times = {"": [], "reference_": []}
     rng = np.random.default_rng(args.seed)
+    # One batch, every step: the loss falls steadily, so a wrong update shows in the trajectory.
+    tokens = rng.integers(0, args.vocab, size=(args.batch_size, args.length + 1))
     for _ in range(args.steps):
-        tokens = rng.integers(0, args.vocab, size=(args.batch_size, args.length + 1))
         for prefix, step in runs.items():
             start = time.perf_counter()
             loss, _ = step(tokens[:, :-1], tokens[:, 1:])
@@ -88,7 +89,7 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=4, help="Sequences per global batch (the same for both runs).")
     parser.add_argument("--vocab", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=1e-3)
+    parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     meshes = [parse_mesh(text) for text in (args.mesh or ["1x4"])]
