@@ -117,6 +117,11 @@ def run_fn(fn_args: "FnArgs") -> None:
     if _launched_as_tfjob(fn_args, trainer_settings):
         return
     model_config, training, generation = trainer_settings.model, trainer_settings.training, trainer_settings.generation
+    if training.sharding.enabled:
+        raise NotImplementedError(
+            "training.sharding: the sharded (DTensor) train step is in training/sharding.py (benchmarks/sharding.py "
+            "runs it); the Trainer's run_fn does not train with it yet"
+        )
     # First: MultiWorkerMirroredStrategy must configure collectives before TensorFlow runs any op.
     strategy = choose_strategy(training.distribution, training.tpu)
     keras.utils.set_random_seed(training.seed)
