@@ -38,7 +38,8 @@ def run_mesh(batch: int, model: int, args) -> dict:
     from components.trainer.training.optimizer import make_optimizer
 
     config = ModelOptions(preset=args.preset, num_layers=args.layers, num_heads=args.heads, model_dim=args.model_dim,
-                          mlp_dim=args.mlp_dim, context_length=args.length, mlp=args.mlp)
+                          mlp_dim=args.mlp_dim, context_length=args.length, mlp=args.mlp,
+                          position_encoding=args.positions, norm=args.norm)
     training = TrainingOptions(train_steps=args.steps + 10, warmup_steps=1, learning_rate=args.learning_rate)
     options = ShardingOptions(batch=batch, model=model)
     sharding.check_shardable(config, options)
@@ -86,6 +87,8 @@ def main() -> None:
     parser.add_argument("--model-dim", type=int, default=32)
     parser.add_argument("--mlp-dim", type=int, default=64)
     parser.add_argument("--mlp", default="gelu", choices=["gelu", "gelu_tanh", "swiglu"])
+    parser.add_argument("--positions", default="learned", choices=["learned", "rotary"])
+    parser.add_argument("--norm", default="layer", choices=["layer", "rms"])
     parser.add_argument("--length", type=int, default=16)
     parser.add_argument("--batch-size", type=int, default=4, help="Sequences per global batch (the same for both runs).")
     parser.add_argument("--vocab", type=int, default=64)

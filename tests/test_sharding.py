@@ -12,19 +12,29 @@ import pytest
 
 from pipeline.config import PROJECT_ROOT
 
-MESHES = ("1x4", "2x2")  # tensor parallel over 4 devices; 2-way data x 2-way tensor parallel
 STEPS = 5
+# (family, extra benchmark arguments, meshes): this project's GPT-style model on a 4-way tensor-
+# parallel mesh and a 2-way data x 2-way tensor mesh; the Llama family's layers (rotary positions,
+# RMSNorm, SwiGLU, whose fused gate/up kernel is laid out differently) on the 2 x 2 mesh.
+FAMILIES = [
+    ("gpt", [], ["1x4", "2x2"]),
+    ("llama", ["--positions", "rotary", "--norm", "rms", "--mlp", "swiglu"], ["2x2"]),
+]
 
 
 @pytest.fixture(scope="module")
 def runs():
     env = dict(os.environ, PYTHONPATH=PROJECT_ROOT, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    command = [sys.executable, os.path.join(PROJECT_ROOT, "benchmarks", "sharding.py"), "--steps", str(STEPS)]
-    for mesh in MESHES:
-        command += ["--mesh", mesh]
-    done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return {run["mesh"]: run for run in json.loads(done.stdout.strip().splitlines()[-1])}
+    found = {}
+    for family, extra, meshes in FAMILIES:
+        command = [sys.executable, os.path.join(PROJECT_ROOT, "benchmarks", "sharding.py"), "--steps", str(STEPS)] + extra
+        for mesh in meshes:
+            command += ["--mesh", mesh]
+        done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-4000:]
+        for run in json.loads(done.stdout.strip().splitlines()[-1]):
+            found[f"{family} {run['mesh']}"] = run
+    return found
 
 
 def test_loss_trajectory_equals_single_device(runs):

@@ -12,8 +12,9 @@ Layouts, for a mesh `batch=B,model=M` (M divides model_dim and mlp_dim):
   attention qkv kernel [model_dim, (h + 2 kv) * d]      rows (input features) over `model`
   attention output kernel [h * d, model_dim]            rows (whole heads when M divides h) over `model`
   MLP in kernel [model_dim, mlp_dim] (+ bias)           columns (hidden units) over `model`
-  MLP in kernel, SwiGLU [model_dim, 2 * mlp_dim]        rows over `model`
   MLP out kernel [mlp_dim, model_dim]                   rows (hidden units) over `model`
+  SwiGLU: MLP in [model_dim, 2 * mlp_dim]               rows over `model`
+          MLP out [mlp_dim, model_dim] (+ bias)         columns over `model`
   norms, other biases, optimizer step / learning rate   replicated
 so weights plus optimizer state per device fall about as 1/M (norms and biases are small).
 
@@ -22,11 +23,17 @@ What DTensor in TF 2.16 cannot do, and how this module avoids it:
   supported", tensorflow/dtensor/mlir/spmd_expander.cc). The fused Q/K/V output is split into
   q, k and v, and SwiGLU's fused gate/up into two, so those kernels are sharded over their input
   rows, not their output columns: each device multiplies its slice of the features and DTensor
-  sums the partial products. Attention itself then runs on every device for all heads.
+  sums the partial products; the attention output kernel (and SwiGLU's down kernel) is sharded
+  over its output columns, because with its rows sharded DTensor's layout propagation asks for
+  the q/k/v split's input sharded by heads and fails the same way. Attention itself then runs on
+  every device for all heads.
 - A strided slice that adds an axis (`x[tf.newaxis]`, `x[:, tf.newaxis]`) of a DTensor fails or
-  crashes the process; the backbone's training path uses `tf.expand_dims` instead. Rotary
-  positions are untested here; key/value-cache decoding is not run under DTensor (the export is
-  an ordinary model, `gather_backbone`).
+  crashes the process; the backbone's training path uses `tf.expand_dims` instead. Key/value-cache
+  decoding is not run under DTensor (the export is an ordinary model, `gather_backbone`).
+- Sparse (IndexedSlices) embedding gradients: DTensor has no layout propagation for the scatter
+  of a sparse optimizer update (`ResourceScatterAdd`), so the step densifies them.
+- tf_keras's AdamW reads its moments back after writing them and, inside a DTensor train step,
+  can read the old ones; the sharded optimizer is `optimizer.DataflowAdamW`.
 - tf_keras's `Model.__call__` builds a LayoutMap model on `Input(x.shape)` (tf_keras
   src/engine/training.py, `__call__`), which adds a second batch axis to token ids; the model is
   built here on a correctly shaped `keras.Input` instead, and its variables are then replaced by
@@ -98,11 +105,14 @@ def backbone_layouts(config: ModelOptions, mesh: dtensor.Mesh) -> Dict[str, dten
         block + r"attention\.qkv\.kernel": rows,
         block + r"attention\.output_projection\.kernel": columns,
         block + r"attention\.output_projection\.bias": dtensor.Layout([MODEL], mesh),
-        block + r"mlp_out\.kernel": rows,
     }
     if config.mlp == "swiglu":
+        # Neither side of the gate/up split may be sharded: contraction-sharded in, column-sharded out.
         layouts[block + r"mlp_in\.kernel"] = rows
+        layouts[block + r"mlp_out\.kernel"] = columns
+        layouts[block + r"mlp_out\.bias"] = dtensor.Layout([MODEL], mesh)
     else:
+        layouts[block + r"mlp_out\.kernel"] = rows
         layouts[block + r"mlp_in\.kernel"] = columns
         layouts[block + r"mlp_in\.bias"] = dtensor.Layout([MODEL], mesh)
     return layouts
