@@ -142,6 +142,29 @@ def check_recompute(mode: str, model: ModelOptions) -> None:
                          f"not {model.dropout}")
 
 
+class ShardingOptions(Options):
+    """A `batch` x `model` device mesh for sharded (DTensor) training (components/trainer/training/sharding.py).
+
+    Not a pipeline setting yet: the Trainer's run_fn does not train sharded (see the README's
+    sharded-training paragraph); sharding.py, its test and benchmarks/sharding.py take it directly."""
+
+    batch: int = Field(1, ge=1, description="Mesh devices along the batch axis (data parallelism: batch rows split over them).")
+    model: int = Field(
+        1, ge=1, description="Mesh devices along the model axis (tensor parallelism: embeddings, attention and MLP "
+                             "matrices and their optimizer slots split over them); must divide model_dim and mlp_dim."
+    )
+
+    @property
+    def devices(self) -> int:
+        """Devices in the mesh (batch x model)."""
+        return self.batch * self.model
+
+    @property
+    def enabled(self) -> bool:
+        """True when the mesh has more than one device."""
+        return self.devices > 1
+
+
 class TrainingOptions(Options):
     """Optimisation, speed, distribution and checkpoint settings for the Trainer's run_fn."""
 

@@ -357,7 +357,9 @@ class GPTBackbone(keras.Model):
         if self.position_embedding is not None:
             position_vectors = self.position_embedding(positions)
             same_rank = position_vectors.shape.rank == hidden.shape.rank
-            hidden = hidden + (position_vectors if same_rank else position_vectors[tf.newaxis])
+            # expand_dims, not [tf.newaxis]: DTensor (TF 2.16) cannot lay out a strided slice that
+            # adds an axis to a DTensor (training/sharding.py).
+            hidden = hidden + (position_vectors if same_rank else tf.expand_dims(position_vectors, 0))
         return self.embedding_dropout(hidden, training=training)
 
     def logits(self, hidden: tf.Tensor) -> tf.Tensor:
