@@ -62,10 +62,10 @@ def test_gathered_model_is_an_ordinary_backbone_with_the_same_outputs(runs):
 
 
 def test_sharding_options_and_divisibility():
-    from components.trainer.options import ModelOptions, ShardingOptions, TrainingOptions
+    from components.trainer.options import ModelOptions, ShardingOptions
     from components.trainer.training.sharding import check_shardable
 
-    assert not TrainingOptions().sharding.enabled
+    assert not ShardingOptions().enabled
     options = ShardingOptions(batch=2, model=4)
     assert options.enabled and options.devices == 8
     check_shardable(ModelOptions(preset="tiny"), ShardingOptions(model=4))
