@@ -191,6 +191,14 @@ def _http_error(exc) -> str:
     return f"HTTP {exc.status} {exc.reason}" + (f": {message}" if message else "")
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """Whether `exc` is urllib3's word for a connection or an answer that took too long (its
+    NewConnectionError, e.g. a refused connection, subclasses ConnectTimeoutError but is not one)."""
+    from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
+
+    return isinstance(exc, (ReadTimeoutError, ConnectTimeoutError)) and not isinstance(exc, NewConnectionError)
+
+
 @contextlib.contextmanager
 def talking_to(target: KfpTarget):
     """Runs kfp client calls for `target`: kfp's UI links go to stderr (stdout stays
@@ -205,7 +213,7 @@ def talking_to(target: KfpTarget):
         except kfp_server_api.ApiException as exc:
             raise HostError(f"KFP host {target.host} refused the request: {_http_error(exc)}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # OSError: a socket error urllib3 did not wrap
-            if any(isinstance(cause, TimeoutError) for cause in _causes(exc)):  # socket.timeout is TimeoutError
+            if any(_timed_out(cause) for cause in _causes(exc)):
                 raise HostError(f"KFP host {target.host} did not answer within {target.request_timeout:g} s "
                                 "(kubeflow.request_timeout)") from exc
             raise HostError(f"cannot reach KFP host {target.host}: {_network_reason(exc)}") from exc
