@@ -35,6 +35,7 @@ class KfpTarget:
     experiment: str
     token_env: str = "KFP_TOKEN"
     token_file: str = ""
+    request_timeout: float = 60.0  # seconds to connect, and to wait for each answer (kubeflow.request_timeout)
 
     def token(self) -> Optional[str]:
         """The bearer token: the file wins over the environment variable; None when neither is set."""
@@ -190,10 +191,19 @@ def _http_error(exc) -> str:
     return f"HTTP {exc.status} {exc.reason}" + (f": {message}" if message else "")
 
 
+def _timed_out(exc: BaseException) -> bool:
+    """Whether `exc` is urllib3's word for a connection or an answer that took too long (its
+    NewConnectionError, e.g. a refused connection, subclasses ConnectTimeoutError but is not one)."""
+    from urllib3.exceptions import ConnectTimeoutError, NewConnectionError, ReadTimeoutError
+
+    return isinstance(exc, (ReadTimeoutError, ConnectTimeoutError)) and not isinstance(exc, NewConnectionError)
+
+
 @contextlib.contextmanager
 def talking_to(target: KfpTarget):
     """Runs kfp client calls for `target`: kfp's UI links go to stderr (stdout stays
-    machine-readable), and a network failure or an HTTP error becomes a HostError naming the host."""
+    machine-readable), and a network failure, a request that timed out or an HTTP error becomes a
+    HostError naming the host."""
     import kfp_server_api
     import urllib3
 
@@ -203,18 +213,51 @@ def talking_to(target: KfpTarget):
         except kfp_server_api.ApiException as exc:
             raise HostError(f"KFP host {target.host} refused the request: {_http_error(exc)}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # OSError: a socket error urllib3 did not wrap
+            if any(_timed_out(cause) for cause in _causes(exc)):
+                raise HostError(f"KFP host {target.host} did not answer within {target.request_timeout:g} s "
+                                "(kubeflow.request_timeout)") from exc
             raise HostError(f"cannot reach KFP host {target.host}: {_network_reason(exc)}") from exc
 
 
+def _bound_requests(api_client, seconds: float) -> None:
+    """Makes every request of a kfp_server_api ApiClient give up after `seconds`: to connect, and
+    then without an answer. kfp.Client (2.5) never passes `_request_timeout`, and kfp_server_api's
+    rest.py then sends `timeout=None`, with which urllib3 waits forever on a host that accepts the
+    connection and never answers. A read that timed out is not retried (urllib3 retries a GET's
+    three times by default), so the wait stays `seconds`; refused connections are still retried."""
+    import urllib3
+
+    rest = api_client.rest_client
+    if getattr(rest, "textgen_timeout", None) == seconds:
+        return
+    send = rest.request
+
+    def request(method, url, *args, _request_timeout=None, **kwargs):
+        # A (connect, read) pair: rest.py takes a tuple or an int, and ignores a float.
+        return send(method, url, *args, _request_timeout=_request_timeout or (seconds, seconds), **kwargs)
+
+    rest.request, rest.textgen_timeout = request, seconds
+    rest.pool_manager.connection_pool_kw["retries"] = urllib3.Retry(total=3, read=0)
+
+
 def connect(target: KfpTarget):
-    """A kfp.Client for `target`, after one /healthz request (kfp's `get_kfp_healthz` would retry an
-    HTTP error five times, 5 s apart, logging each)."""
+    """A kfp.Client for `target` whose requests time out (`_bound_requests`), after one /healthz
+    request."""
     import kfp
 
     if not target.host:
         raise ValueError("no KFP host: pass --host or set kubeflow.host")
-    client = kfp.Client(host=target.host, namespace=target.namespace, existing_token=target.token())
-    client.healthzs.get_healthz()
+
+    class BoundedClient(kfp.Client):
+        def get_kfp_healthz(self, sleep_duration: int = 5):
+            """One /healthz request, timed out. kfp.Client's __init__ calls this (when its saved
+            context has no namespace) before a caller could bound its requests, and kfp's own
+            retries an HTTP error five times, 5 s apart, logging each."""
+            _bound_requests(self._healthz_api.api_client, target.request_timeout)  # one ApiClient serves every API
+            return self._healthz_api.get_healthz()
+
+    client = BoundedClient(host=target.host, namespace=target.namespace, existing_token=target.token())
+    client.get_kfp_healthz()
     return client
 
 

@@ -212,13 +212,15 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
     """Runs `send(kubeflow.submit, config, KfpTarget, (--pipeline-root, kubeflow.pipeline_root))`
     for submit/schedule and prints its JSON result. What kubeflow.submit refuses (a ValueError:
     cron, pipeline root, placeholder bucket, spec, host, token file) is a usage error; a missing
-    spec, an unreachable host or one that answers with an HTTP error is a failure."""
+    spec, an unreachable host, one that does not answer within kubeflow.request_timeout or one that
+    answers with an HTTP error is a failure."""
     cfg = _load_config(args)
     from kubeflow import submit as kfp_submit
 
     target = kfp_submit.KfpTarget(
         host=args.host or cfg.kubeflow.host, namespace=args.namespace or cfg.kubeflow.namespace,
         experiment=args.experiment or cfg.kubeflow.experiment, token_env=args.token_env, token_file=args.token_file or "",
+        request_timeout=cfg.kubeflow.request_timeout,
     )
     try:
         result: Dict[str, Any] = send(kfp_submit, cfg, target, (args.pipeline_root, cfg.kubeflow.pipeline_root))

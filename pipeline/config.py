@@ -72,6 +72,9 @@ class KubeflowConfig(Options):
     host: str = Field("", description="KFP API endpoint for submit/schedule, e.g. https://kfp.example.com/pipeline.")
     namespace: str = Field("kubeflow", description="Kubernetes namespace (multi-user KFP: the profile namespace).")
     experiment: str = Field("textgen", min_length=1, description="KFP experiment runs and recurring runs are filed under.")
+    request_timeout: float = Field(
+        60.0, gt=0, description="Seconds submit/schedule wait for the KFP host to connect and to answer each request "
+                                "before giving up (kfp's client would wait forever).")
     beam_args: List[str] = Field(
         default_factory=lambda: ["--direct_running_mode=multi_processing", "--direct_num_workers=0"],
         description="Beam pipeline options of the data components on the cluster. Default: DirectRunner with one worker "

@@ -22,8 +22,8 @@ EXIT_CODES = (
     (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing or not "
                   "permitted; "
                   "a promote/rollback was refused (unknown version, nothing to roll back to, no registry "
-                  "under the output root; nothing was changed); a KFP host could not be reached or answered with an "
-                  "HTTP error"),
+                  "under the output root; nothing was changed); a KFP host could not be reached, did not answer within "
+                  "kubeflow.request_timeout or answered with an HTTP error"),
     (EXIT_BLOCKED, "a data gate (DataGate or TokenGate) stopped `run` or `validate`"),
     (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
                  "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host), a pipeline "

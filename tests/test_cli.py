@@ -244,6 +244,36 @@ def test_an_unreachable_kfp_host_is_one_line_naming_it(command, tmp_path, capsys
     assert f"cannot reach KFP host http://***@127.0.0.1:{host.rsplit(':', 1)[1]}: Connection refused" in message
 
 
+@pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
+def test_a_kfp_host_that_never_answers_times_out_in_one_line(command, tmp_path, capsys):
+    """A listening socket nobody reads from: the kernel completes the TCP handshake, so the client
+    connects and sends its request, and no answer ever comes (a hung API server or proxy). Without
+    a timeout the client would wait forever: after 10 s the socket is closed (its pending
+    connections reset), so such a regression fails here instead of hanging."""
+    import socket
+    import threading
+    import time
+
+    import kfp  # noqa: F401  (imported before the clock starts)
+
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        host = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        argv = ["schedule" if command else "submit", "--spec", _minimal_spec(tmp_path), "--host", host,
+                "--pipeline-root", "gs://bucket/root", "--set", "kubeflow.request_timeout=0.5"] + command
+        watchdog = threading.Timer(10, silent.close)
+        watchdog.start()
+        started = time.monotonic()
+        try:
+            assert main(argv) == EXIT_FAILED
+        finally:
+            watchdog.cancel()
+        elapsed = time.monotonic() - started
+    assert _one_line_error(capsys) == f"textgen: KFP host {host} did not answer within 0.5 s (kubeflow.request_timeout)\n"
+    assert elapsed < 5, elapsed  # one wait of 0.5 s: the timed-out read is not retried
+
+
 def test_the_progress_log_leaves_a_failed_component_to_the_one_line_error():
     import logging
 

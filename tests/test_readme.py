@@ -1,6 +1,6 @@
 """The README's `textgen` command lines against the real parser, so a README claim that drifts
 from the CLI fails here: the command summary lists exactly the flags each command has, every
-example command line (code blocks and inline code) parses, and the usage error the README quotes
+example command line (code blocks, fenced or indented, and inline code) parses, and the usage error the README quotes
 is the one the CLI prints. Examples that need a cluster, Docker or a trained model are only parsed,
 never run."""
 import argparse
@@ -18,9 +18,16 @@ README = open(os.path.join(PROJECT_ROOT, "README.md"), encoding="utf-8").read()
 SUMMARY_HEADING = "## The `textgen` command"
 
 
+def _fenced_shell_as_indented(text: str) -> str:
+    """`text` with the lines of its fenced ```sh blocks indented like an indented code block's."""
+    return re.sub(r"^```sh\n(.*?)\n```$", lambda block: "\n".join("    " + line for line in block.group(1).split("\n")),
+                  text, flags=re.MULTILINE | re.DOTALL)
+
+
 def _code_block_commands(text: str) -> List[str]:
-    """Indented code lines starting with `textgen `, backslash continuations joined."""
-    commands, lines = [], text.split("\n")
+    """Code lines (indented, or in fenced ```sh blocks) starting with `textgen `, backslash
+    continuations joined."""
+    commands, lines = [], _fenced_shell_as_indented(text).split("\n")
     for number, line in enumerate(lines):
         if line.startswith("    textgen ") and not lines[number - 1].rstrip().endswith("\\"):
             command, following = line.strip(), number
