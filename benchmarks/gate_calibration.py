@@ -31,7 +31,7 @@ significance level, with its margin (p / alpha on the clean corpus, alpha / p fo
 Each run writes under `--work-dir` (default runs/gate_calibration/<corpus>-<numerics>-seed<seed>):
 the generated corpus, the run's output root and its log (textgen.log). With `--resume` a run
 whose output root already holds a succeeded `last_run.json` with the same settings is read, not
-run again. Gate verdicts do not depend on the machine's load (only the time does), so this
+run again (`--no-run` only reads, failed runs included). Gate verdicts do not depend on the machine's load (only the time does), so this
 records the load but does not refuse to run under it. Prints a table and writes
 benchmarks/results/gate_calibration.json after every run.
 
@@ -136,8 +136,9 @@ def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: b
     recipe_path, summary_path = os.path.join(directory, "recipe.json"), os.path.join(output_root, "last_run.json")
     recipe = {"data_root": data_root, "overrides": overrides}
     record = {"run": name, "corpus": corpus, "numerics": numerics, "seed": seed, "output_root": output_root, **recipe}
-    reused = resume and os.path.exists(summary_path) and os.path.exists(recipe_path) and _read_json(recipe_path) == recipe \
-        and _read_json(summary_path).get("succeeded")
+    finished = os.path.exists(summary_path) and os.path.exists(recipe_path) and _read_json(recipe_path) == recipe
+    # --resume runs a failed run again; --no-run reports it
+    reused = resume and finished and (not run or _read_json(summary_path).get("succeeded"))
     if not reused and not run:
         return None
     if not reused:
@@ -237,9 +238,11 @@ def main() -> None:
     parser.add_argument("--corpora", nargs="+", default=list(MUST_REFUSE), choices=list(MUST_REFUSE), help="Corpora.")
     parser.add_argument("--work-dir", default=os.path.join(REPO, "runs", "gate_calibration"),
                         help="Where each run's corpus, output root and log go.")
-    parser.add_argument("--resume", action="store_true", help="Read runs that already finished with the same settings.")
+    parser.add_argument("--resume", action="store_true",
+                        help="Read runs that already succeeded with the same settings instead of running them again.")
     parser.add_argument("--no-run", action="store_true",
-                        help="Only read runs that already finished with the same settings (a report over earlier invocations).")
+                        help="Only read runs that already finished with the same settings, failed ones included "
+                             "(a report over earlier invocations).")
     args = parser.parse_args()
     command = command_line()  # before tests.conftest (imported by the recipes) trims sys.argv
     results = {"command": command, "machine": machine_description(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
