@@ -134,6 +134,7 @@ def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: b
     data_root, overrides = corpus_recipe(corpus, directory)
     overrides = [*overrides, *NUMERICS[numerics], f"training.seed={seed}"]
     recipe_path, summary_path = os.path.join(directory, "recipe.json"), os.path.join(output_root, "last_run.json")
+    timing_path = os.path.join(directory, "timing.json")
     recipe = {"data_root": data_root, "overrides": overrides}
     record = {"run": name, "corpus": corpus, "numerics": numerics, "seed": seed, "output_root": output_root, **recipe}
     finished = os.path.exists(summary_path) and os.path.exists(recipe_path) and _read_json(recipe_path) == recipe
@@ -152,6 +153,10 @@ def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: b
         with open(os.path.join(directory, "textgen.log"), "w", encoding="utf-8") as log:
             record["exit_code"] = subprocess.run(command, cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT).returncode
         record["seconds"], record["load_after"] = time.monotonic() - started, load_average()
+        with open(timing_path, "w", encoding="utf-8") as handle:
+            json.dump({key: record[key] for key in ("load_before", "seconds", "load_after", "exit_code")}, handle)
+    elif os.path.exists(timing_path):  # how long the run took when it ran
+        record.update(_read_json(timing_path))
     record["reused"] = bool(reused)
     if not os.path.exists(summary_path):
         record["error"] = f"no {summary_path}: the run did not finish (see {directory}/textgen.log)"
@@ -183,7 +188,8 @@ def _number(value: Optional[float]) -> str:
 def print_run(record: dict) -> None:
     """One block of the table: every gate of one run."""
     timing = f"{record['seconds']:.0f} s, load {record['load_before']:.1f} -> {record['load_after']:.1f}" \
-        if "seconds" in record else "reused"
+        if "seconds" in record else "time not recorded"
+    timing += ", read again" if record["reused"] else ""
     if "error" in record:
         print(f"\n{record['run']}: ERROR {record['error']} ({timing})")
         return
@@ -244,6 +250,7 @@ def main() -> None:
                         help="Only read runs that already finished with the same settings, failed ones included "
                              "(a report over earlier invocations).")
     args = parser.parse_args()
+    args.work_dir = os.path.abspath(args.work_dir)  # the recipes record absolute paths
     command = command_line()  # before tests.conftest (imported by the recipes) trims sys.argv
     results = {"command": command, "machine": machine_description(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "runs": []}
