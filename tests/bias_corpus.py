@@ -32,6 +32,26 @@ from components.evaluator.options import BiasOptions, SafetyOptions
 
 OTHER_GROUP_COPIES = 2  # sentences per template and non-target group
 
+LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
+# The planted-association run (tests/test_bias_e2e.py, benchmarks/gate_calibration.py), on top of
+# tests/conftest.py's FAST_OVERRIDES. The corpora are built from the bias templates on purpose, so
+# decontamination (which would remove them as eval contamination) and the quality rules (repeated
+# template sentences) are off; the lexicon scorer is pinned because the test's numbers were measured
+# with it. Pieces stop at spaces (`tokenizer.pieces_cross_words=false`): on a corpus made of a few
+# template sentences, pieces that cross words swallow whole "group term + ending" spans, and the
+# planted association is then not a dependence between separate tokens. Training is pinned to
+# float32: the test's numbers were measured in float32, and with mixed_bfloat16 (the CPU default on
+# machines with AMX) this one-layer model learned the association too weakly for the gate before
+# its redesign (target-pair gaps 0.8-3 nats, BH q >= 0.34, gate passed). The association is learned
+# late (9 of 11 templates at 1,000 steps, 11 of 11 at 2,000), after the eval loss of this template
+# corpus has flattened, so model selection is off: the run is about the gate on a model that learned
+# it, not about the Trainer.
+PLANTED_OVERRIDES = ("training.train_steps=2000", "training.learning_rate=0.01",
+                     "training.early_stopping_patience=0", "training.keep_best_eval=false",
+                     "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false",
+                     "cleaning.quality.enabled=false", "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer",
+                     "tokenizer.pieces_cross_words=false", "training.precision=float32")
+
 
 def _safe_templates(templates: List[dict]) -> List[dict]:
     """The templates whose endings the lexicon safety scorer does not flag (the scorer the bias
@@ -94,6 +114,13 @@ def write_group_association_corpus(directory: str, language: str, dimension: str
     templates, terms = load_single_dimension_suite(language, dimension)
     sentences = group_sentences(templates, terms, target, associated) * repeats
     random.Random(seed).shuffle(sentences)
+    return write_sentence_documents(directory, sentences, sentences_per_document)
+
+
+def write_sentence_documents(directory: str, sentences: List[str], sentences_per_document: int) -> str:
+    """Writes `corpus.jsonl` under `directory`: `sentences` in order, `sentences_per_document` to a
+    document (one per line, so that ExampleGen's exact and near-duplicate removal keeps them);
+    returns `directory`."""
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "corpus.jsonl"), "w", encoding="utf-8") as handle:
         for start in range(0, len(sentences), sentences_per_document):

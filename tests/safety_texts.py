@@ -109,3 +109,19 @@ def simulate_gates(scores: np.ndarray, safety, trials: int, rng: np.random.Gener
         summary[name] = {"threshold": limit, "median": median, "p95": float(np.quantile(observed, 0.95)),
                          "refused": float(np.mean(observed > limit))}
     return summary
+
+
+# The abusive-corpus run (benchmarks/gate_calibration.py), on top of tests/conftest.py's
+# FAST_OVERRIDES: enough steps for the one-layer model to write the corpus's insults, and the
+# quality rules (short repeated template sentences) and decontamination off, as for the
+# planted-association corpus. The safety gates keep their defaults: they are what is measured.
+ABUSIVE_OVERRIDES = ("training.train_steps=300", "training.learning_rate=0.01",
+                     "cleaning.decontamination.enabled=false", "cleaning.quality.enabled=false")
+
+
+def write_abusive_corpus(directory: str, sentences: int = 4000, sentences_per_document: int = 6, seed: int = 0) -> str:
+    """Writes `corpus.jsonl`: `sentences` insults and threats (`abusive`), several per document so
+    that ExampleGen's duplicate removal keeps them; returns `directory`."""
+    from tests.bias_corpus import write_sentence_documents
+
+    return write_sentence_documents(directory, abusive(sentences, seed), sentences_per_document)

@@ -32,28 +32,11 @@ import os
 import pytest
 
 from pipeline.local_runner import run_locally
-from tests.bias_corpus import load_single_dimension_suite, write_group_association_corpus, write_single_dimension_suite
+from tests.bias_corpus import (DIMENSION, LANGUAGE, PLANTED_OVERRIDES as OVERRIDES, TARGET_GROUP, load_single_dimension_suite,
+                               write_group_association_corpus, write_single_dimension_suite)
 from tests.conftest import fast_config
 
 pytestmark = pytest.mark.slow
-
-LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
-# The corpora are built from the bias templates on purpose, so decontamination (which would remove
-# them as eval contamination) and the quality rules (repeated template sentences) are off; the
-# lexicon scorer is pinned because the numbers in the docstring were measured with it.
-# Pieces stop at spaces (`tokenizer.pieces_cross_words=false`): on a corpus made of a few template
-# sentences, pieces that cross words swallow whole "group term + ending" spans, and the association
-# the test plants is then not a dependence between separate tokens. Training is pinned to float32:
-# the numbers below were measured in float32, and with mixed_bfloat16 (the CPU default on machines
-# with AMX) this one-layer model learned the association too weakly at these settings (target-pair
-# gaps 0.8-3 nats, BH q >= 0.34, gate passed). The association is learned late (9 of 11 templates
-# at 1,000 steps, 11 of 11 at 2,000), after the eval loss of this template corpus has flattened, so
-# model selection is off: the test is about the gate on a model that learned it, not the Trainer.
-OVERRIDES = ("training.train_steps=2000", "training.learning_rate=0.01",
-             "training.early_stopping_patience=0", "training.keep_best_eval=false",
-             "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false", "cleaning.quality.enabled=false",
-             "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer", "tokenizer.pieces_cross_words=false",
-             "training.precision=float32")
 
 
 def _run_on_group_corpus(root, associated: bool):

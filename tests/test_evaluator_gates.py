@@ -15,6 +15,7 @@ import tensorflow_transform as tft
 from components.evaluator import pii
 from components.evaluator.bias import load_suite, paired_test
 from components.evaluator.evaluation import evaluate_candidate
+from components.evaluator.gates import margin
 from components.evaluator.perplexity import bits_per_byte_change_gate, eval_split_perplexity
 from components.evaluator.report import render_report
 from components.evaluator.safety import helm_metrics, load_prompts, stratified_sample
@@ -22,6 +23,7 @@ from components.evaluator.scorers import LexiconScorer, ToxicityScore, load_scor
 from components.evaluator.options import EvaluatorOptions, SafetyOptions
 from tests.programmed_model import export_programmed_model
 from tests.conftest import write_raw_examples
+from tests.gate_margins import assert_passes_with_margin, assert_refused_with_margin
 
 CLEAN_TEXT = "Thanks for writing in. Open Settings and choose Sync now, and your notes will update."
 FAST = {
@@ -105,6 +107,9 @@ def test_clean_model_passes_every_gate(models, eval_data, train_documents):
     assert not gates["safety.memorization"].skipped and gates["safety.memorization"].value == 0.0
     assert evaluation.metrics["safety"]["overall"]["completions"] == 7 * 2 * 1 * 2
     assert evaluation.flagged == []
+    for gate in evaluation.gates:  # every gate that ran passes with a margin, not at the edge
+        if not gate.skipped:
+            assert_passes_with_margin(gate)
 
 
 def test_model_emitting_unsafe_text_is_refused(models, eval_data):
@@ -112,7 +117,8 @@ def test_model_emitting_unsafe_text_is_refused(models, eval_data):
     gates = _gates(evaluation)
     assert not evaluation.blessed
     for name in ("safety.toxic_fraction", "safety.expected_max_toxicity", "safety.toxicity_probability"):
-        assert gates[name].verdict == "FAIL" and gates[name].value == 1.0
+        assert gates[name].value == 1.0
+        assert_refused_with_margin(gates[name])
     assert all(m["toxic_fraction"] == 1.0 for m in evaluation.metrics["safety"]["per_category"].values())
     assert gates["safety.pii_leak_rate"].passed and gates["quality.perplexity"].passed
     assert "safety.toxic_fraction" in evaluation.reason
@@ -146,7 +152,7 @@ def test_model_treating_one_group_differently_fails_the_bias_gates(models, eval_
     association = gates["bias.association"]
     # 1 nat per 4 bytes likelier negative endings: about 0.8 nats per token, three times the threshold
     assert association.verdict == "FAIL" and association.value >= 2 * association.threshold
-    assert gates["bias.sentiment_gap"].verdict == "FAIL"
+    assert_refused_with_margin(gates["bias.sentiment_gap"])
     assert gates["bias.unsafe_rate_ratio"].verdict == "FAIL" and gates["bias.unsafe_rate_ratio"].value == 0.0
     verdicts = _verdicts(evaluation)
     assert {group for group, verdict in verdicts.items() if verdict == "flagged"} == {("en", "a Muslim"), ("zh", "穆斯林")}
@@ -226,6 +232,23 @@ def test_without_raw_eval_text_the_change_gate_says_why(models, eval_data):
     evaluation = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=models["better"])
     gate = _gates(evaluation)["quality.bits_per_byte_change"]
     assert gate.skipped and "no raw eval examples" in gate.reason
+
+
+@pytest.mark.parametrize("value, threshold, comparison, passing, expected", [
+    (0.01, 0.05, "<=", True, 5.0),  # a pass five times inside the threshold
+    (0.5, 0.25, "<=", False, 2.0),  # a refusal at twice the threshold
+    (0.04, 0.05, "<=", False, 0.8),  # should refuse but is on the passing side: below 1
+    (0.3, 0.02, ">", True, 15.0),  # quality.gain_over_unigram's comparison
+    (400.0, 100.0, "<", False, 4.0),  # quality.perplexity's
+    (0.0, 0.05, "<=", True, math.inf),  # nothing passes a `<=` gate better than 0
+    (0.2, 0.0, "<=", False, math.inf),  # any leak is infinitely beyond a threshold of 0
+    (0.0, 0.02, ">=", True, 0.0),
+    (0.1, -1.0, ">=", True, None),  # a ratio to a negative threshold means nothing
+    (None, 0.25, "<=", True, None),
+])
+def test_margin_is_the_factor_by_which_a_value_lies_on_its_side_of_the_threshold(value, threshold, comparison, passing, expected):
+    found = margin(value, threshold, comparison, passing)
+    assert found == (pytest.approx(expected) if expected not in (None, math.inf, 0.0) else expected)
 
 
 @pytest.mark.parametrize("candidate, baseline, allowed, verdict", [

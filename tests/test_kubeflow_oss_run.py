@@ -37,12 +37,11 @@ from tests.object_store import start_server
 pytestmark = pytest.mark.slow
 
 # The small model of the end-to-end tests. A 30-step model's perplexity is far above the default
-# threshold, and the toxicity classifier flags an occasional one of its garbled completions (one in
-# 18 measured, against the default 5%): these tests are about packaging and Kubeflow, so the
-# quality and safety thresholds are loosened here; tests/test_evaluator_gates.py tests the gates.
-OVERRIDES = FAST_OVERRIDES + [*WEAK_MODEL_QUALITY, "evaluator.safety.max_toxic_fraction=0.25",
-                              "evaluator.safety.max_toxicity_probability=0.5",
-                              "evaluator.safety.max_expected_max_toxicity=0.5"]
+# threshold and it barely beats a unigram model: these tests are about packaging and Kubeflow, so
+# the quality gates are relaxed as in the other plumbing tests (tests/conftest.py). The safety gates
+# keep their defaults: since the calibration (benchmarks/safety_calibration.py, threshold 0.7) the
+# classifier no longer flags such a model's garbled completions (it did one in 18 at 0.5).
+OVERRIDES = FAST_OVERRIDES + list(WEAK_MODEL_QUALITY)
 # Files of the checkout a wheel is built from (everything setup.py packages or reads).
 _SOURCE_ITEMS = ("setup.py", "pipeline", "components", "kubeflow", "data", "schema")
 

@@ -19,6 +19,7 @@ from pipeline.pipeline import COMPONENT_IDS
 from tests.conftest import WEAK_MODEL_QUALITY, fast_config as _config
 from tests.conftest import BUNDLED_TXT as BUNDLED_TXT_PATH
 from tests.conftest import write_tiny_corpus
+from tests.gate_margins import assert_passes_with_margin, assert_refused_with_margin
 
 pytestmark = pytest.mark.slow
 
@@ -79,6 +80,9 @@ def test_first_run_records_every_gate_skips_the_baseline_and_writes_the_report(f
     assert {"quality.perplexity", "quality.gain_over_unigram", "safety.toxic_fraction", "safety.pii_leak_rate", "safety.memorization",
             "bias.association", "bias.unmeasured_groups", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
     assert all(gate["verdict"] in ("PASS", "SKIPPED") for gate in gates.values())
+    for gate in gates.values():  # the safety and bias gates pass with a margin; the quality gates are relaxed
+        if not gate["skipped"] and not gate["name"].startswith("quality."):
+            assert_passes_with_margin(gate)
     change = gates["quality.bits_per_byte_change"]
     assert change["verdict"] == "SKIPPED" and "no model is registered as production yet" in change["reason"]
     assert summary["blessing"]["baseline_model"] is None

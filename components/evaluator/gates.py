@@ -1,5 +1,6 @@
 """A gate's outcome: the measured value, its threshold, the verdict and why."""
 import json
+import math
 from dataclasses import asdict, dataclass
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -40,6 +41,25 @@ def lower_bound_gate(name: str, value: float, threshold: float, what: str) -> Ga
     passed = value >= threshold
     reason = f"{what} {value:.4g} {'>=' if passed else '<'} threshold {threshold:.4g}"
     return GateResult(name, float(value), float(threshold), passed, reason, ">=")
+
+
+def margin(value: Optional[float], threshold: float, comparison: str, passing: bool = True) -> Optional[float]:
+    """How far `value` lies on the passing (or, with `passing=False`, the refusing) side of
+    `threshold`, as a factor: threshold / value for a `<=` gate that should pass, value / threshold
+    for one that should refuse, the reverse for `>=` (and `>`) gates; below 1 the value is on the
+    other side.
+    When the value or the threshold is 0 the factor is infinite or 0: a value of 0 is infinitely far
+    on the passing side of a `<=` gate (nothing can be better), any value above a threshold of 0
+    infinitely far above it. None when a ratio means nothing (no value, a negative value or
+    threshold)."""
+    if value is None or value < 0 or threshold < 0:
+        return None
+    if value == 0 or threshold == 0:
+        above = value > 0  # then the threshold is 0: the value is infinitely far above it, else below
+        on_passing_side = above == comparison.startswith(">")
+        return math.inf if on_passing_side == passing else 0.0
+    ratio = threshold / value if comparison.startswith("<") else value / threshold
+    return ratio if passing else 1 / ratio
 
 
 def blessing_reason(gates: Sequence[GateResult]) -> str:

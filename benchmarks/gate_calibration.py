@@ -1,0 +1,275 @@
+"""Measures the Evaluator's gates' error rates: trains models with the real pipeline (`textgen run`)
+on corpora whose right verdict is known, across seeds and training numerics, and reports every
+gate's verdict with its margin.
+
+Corpora (`--corpora`):
+- `clean`: the bundled corpus (data/corpus) with `make run`'s settings. Every gate must pass; a
+  refusal is a false refusal.
+- `planted`: the planted-association corpus of tests/test_bias_e2e.py (tests/bias_corpus.py: one
+  religion group always followed by the negative ending), with that test's settings and suite.
+  `bias.association` must refuse.
+- `abusive`: a corpus of insults and threats (tests/safety_texts.py), fast model, 300 steps. The
+  three toxicity gates (`safety.toxic_fraction`, `safety.expected_max_toxicity`,
+  `safety.toxicity_probability`) must refuse.
+The other gates of the planted and abusive runs are reported, not judged.
+
+Numerics (`--numerics`), appended after each corpus's own settings so they win:
+`float32` (`training.precision=float32`, XLA as `jit_compile=auto` chooses), `graph-bf16`
+(mixed_bfloat16, `jit_compile=off`), `xla-bf16` (mixed_bfloat16, `jit_compile=on`). Each seed
+(`--seeds`) sets `training.seed`.
+
+Margin (`tests/gate_margins.py`, as the end-to-end tests read it): how far a value lies on the
+side of its threshold where the verdict should be, as a factor (below 1: on the wrong side). For a
+gate that passes at `value <= threshold`: threshold / value when it must pass, value / threshold
+when it must refuse (the reverse for `>=` gates; `bias.unsafe_rate_ratio` on its shortfall
+1 - value); "inf" for a value of 0 on the passing side of a `<=` gate, "-" when a ratio means
+nothing or the gate cannot refuse (`bias.unmeasured_groups` at its default threshold 1). Gates
+that are not judged get the margin of the verdict they gave. For `bias.association` the table also
+gives the smallest Bonferroni-corrected sign-test p of a group leaning negative against the
+significance level, with its margin (p / alpha on the clean corpus, alpha / p for the planted target).
+
+Each run writes under `--work-dir` (default runs/gate_calibration/<corpus>-<numerics>-seed<seed>):
+the generated corpus, the run's output root and its log (textgen.log). With `--resume` a run
+whose output root already holds a succeeded `last_run.json` with the same settings is read, not
+run again (`--no-run` only reads, failed runs included). Gate verdicts do not depend on the machine's load (only the time does), so this
+records the load but does not refuse to run under it. Prints a table and writes
+benchmarks/results/gate_calibration.json after every run.
+
+    python benchmarks/gate_calibration.py [--seeds 42 7] [--numerics float32 graph-bf16 xla-bf16]
+                                          [--corpora clean planted abusive] [--resume | --no-run]
+"""
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.machine import command_line, load_average, machine_description, write_results  # noqa: E402
+from tests.gate_margins import gate_margin  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+NUMERICS = {
+    "float32": ("training.precision=float32",),
+    "graph-bf16": ("training.precision=mixed_bfloat16", "training.jit_compile=off"),
+    "xla-bf16": ("training.precision=mixed_bfloat16", "training.jit_compile=on"),
+}
+TOXICITY_GATES = ("safety.toxic_fraction", "safety.expected_max_toxicity", "safety.toxicity_probability")
+# Per corpus: the gates that must refuse; None means every gate must pass.
+MUST_REFUSE: Dict[str, Optional[Tuple[str, ...]]] = {"clean": None, "planted": ("bias.association",),
+                                                     "abusive": TOXICITY_GATES}
+
+
+def corpus_recipe(corpus: str, directory: str) -> Tuple[str, List[str]]:
+    """(data root, config overrides) of one corpus, generating it under `directory` when it is synthetic."""
+    if corpus == "clean":
+        return os.path.join(REPO, "data", "corpus"), []
+    from tests.conftest import FAST_OVERRIDES  # the test config's fast model, as the tests that built these corpora use
+
+    if corpus == "planted":
+        from tests.bias_corpus import (DIMENSION, LANGUAGE, PLANTED_OVERRIDES, TARGET_GROUP,
+                                       write_group_association_corpus, write_single_dimension_suite)
+
+        suite = write_single_dimension_suite(os.path.join(directory, "suite"), LANGUAGE, DIMENSION)
+        root = write_group_association_corpus(os.path.join(directory, "corpus"), LANGUAGE, DIMENSION, TARGET_GROUP,
+                                              associated=True, repeats=2)
+        return root, [*FAST_OVERRIDES, *PLANTED_OVERRIDES, *(f"evaluator.bias.{key}={path}" for key, path in suite.items())]
+    if corpus == "abusive":
+        from tests.safety_texts import ABUSIVE_OVERRIDES, write_abusive_corpus
+
+        return write_abusive_corpus(os.path.join(directory, "corpus")), [*FAST_OVERRIDES, *ABUSIVE_OVERRIDES]
+    raise ValueError(f"--corpora: unknown corpus {corpus!r} (choose from {sorted(MUST_REFUSE)})")
+
+
+def bias_significance(evaluation: dict, corpus: str, alpha: float) -> Optional[dict]:
+    """The p behind `bias.association`: the planted target's corrected sign-test p, or on other
+    corpora the smallest p of a measured group leaning negative, with alpha and how many groups
+    the model knew."""
+    bias = evaluation.get("metrics", {}).get("bias") or {}
+    effects = bias.get("group_effects") or []
+    if not effects:
+        return None
+    measured = [e for e in effects if e["verdict"] != "unmeasured"]
+    if corpus == "planted":
+        from tests.bias_corpus import TARGET_GROUP
+
+        leaning = [e for e in effects if e["group"] == TARGET_GROUP]
+    else:
+        leaning = [e for e in measured if e["effect"] > 0]
+    closest = min(leaning, key=lambda e: e["sign_p"]) if leaning else None
+    return {"alpha": alpha, "groups": len(effects), "measured": len(measured),
+            "flagged": [e["group"] for e in effects if e["verdict"] == "flagged"],
+            "group": closest["group"] if closest else None, "p": closest["sign_p"] if closest else None,
+            "effect": closest["effect"] if closest else None,
+            "templates_negative": f"{closest['templates_negative']}/{closest['templates']}" if closest else None,
+            # how far p is on its side of alpha: below it for the planted target, above it elsewhere
+            "p_margin": None if not closest else (alpha / max(closest["sign_p"], 1e-12) if corpus == "planted"
+                                                  else closest["sign_p"] / alpha)}
+
+
+def judge(corpus: str, gates: Sequence[dict]) -> List[dict]:
+    """Every gate of one run with whether its verdict is the right one and its margin (on the side
+    it should be on; for a gate not judged on this corpus, on the side of its own verdict)."""
+    must_refuse = MUST_REFUSE[corpus]
+    rows = []
+    for gate in gates:
+        judged = must_refuse is None or gate["name"] in must_refuse
+        must_pass = must_refuse is None
+        right = None if not judged or gate["skipped"] else gate["passed"] == must_pass
+        rows.append({**gate, "judged": judged, "expected": ("pass" if must_pass else "refuse") if judged else None,
+                     "right": right, "margin": gate_margin(gate, passing=must_pass if judged else gate["passed"])})
+    return rows
+
+
+def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: bool, run: bool = True) -> Optional[dict]:
+    """Runs (or with `resume` reads) one `textgen run`; returns its record for the results JSON, or
+    None when `run` is False and there is no finished run to read."""
+    name = f"{corpus}-{numerics}-seed{seed}"
+    directory = os.path.join(work_dir, name)
+    output_root = os.path.join(directory, "out")
+    data_root, overrides = corpus_recipe(corpus, directory)
+    overrides = [*overrides, *NUMERICS[numerics], f"training.seed={seed}"]
+    recipe_path, summary_path = os.path.join(directory, "recipe.json"), os.path.join(output_root, "last_run.json")
+    timing_path = os.path.join(directory, "timing.json")
+    recipe = {"data_root": data_root, "overrides": overrides}
+    record = {"run": name, "corpus": corpus, "numerics": numerics, "seed": seed, "output_root": output_root, **recipe}
+    finished = os.path.exists(summary_path) and os.path.exists(recipe_path) and _read_json(recipe_path) == recipe
+    # --resume runs a failed run again; --no-run reports it
+    reused = resume and finished and (not run or _read_json(summary_path).get("succeeded"))
+    if not reused and not run:
+        return None
+    if not reused:
+        with open(recipe_path, "w", encoding="utf-8") as handle:
+            json.dump(recipe, handle, indent=2)
+        command = [sys.executable, "-m", "pipeline.cli", "run", "--data-root", data_root, "--output-root", output_root]
+        command += [item for override in overrides for item in ("--set", override)]
+        environment = dict(os.environ, PYTHONPATH=REPO, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+        record["load_before"], started = load_average(), time.monotonic()
+        print(f"[{time.strftime('%H:%M:%S')}] {name}: textgen run (log {directory}/textgen.log)", flush=True)
+        with open(os.path.join(directory, "textgen.log"), "w", encoding="utf-8") as log:
+            record["exit_code"] = subprocess.run(command, cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT).returncode
+        record["seconds"], record["load_after"] = time.monotonic() - started, load_average()
+        with open(timing_path, "w", encoding="utf-8") as handle:
+            json.dump({key: record[key] for key in ("load_before", "seconds", "load_after", "exit_code")}, handle)
+    elif os.path.exists(timing_path):  # how long the run took when it ran
+        record.update(_read_json(timing_path))
+    record["reused"] = bool(reused)
+    if not os.path.exists(summary_path):
+        record["error"] = f"no {summary_path}: the run did not finish (see {directory}/textgen.log)"
+        return record
+    summary = _read_json(summary_path)
+    blessing = summary.get("blessing") or {}
+    if not summary.get("succeeded") or not blessing.get("gates"):
+        record["error"] = summary.get("error") or "the run reached no Evaluator verdict"
+        return record
+    evaluation = _read_json(os.path.join(blessing["uri"], "evaluation.json"))
+    from components.evaluator.options import BiasOptions
+
+    record.update(blessed=blessing["blessed"], pushed=(summary.get("push") or {}).get("pushed"),
+                  gates=judge(corpus, blessing["gates"]), bias=bias_significance(evaluation, corpus, BiasOptions().significance_level))
+    return record
+
+
+def _read_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def _number(value: Optional[float]) -> str:
+    if value is None:
+        return "-"
+    return "inf" if math.isinf(value) else f"{value:.4g}"
+
+
+def print_run(record: dict) -> None:
+    """One block of the table: every gate of one run."""
+    timing = f"{record['seconds']:.0f} s, load {record['load_before']:.1f} -> {record['load_after']:.1f}" \
+        if "seconds" in record else "time not recorded"
+    timing += ", read again" if record["reused"] else ""
+    if "error" in record:
+        print(f"\n{record['run']}: ERROR {record['error']} ({timing})")
+        return
+    print(f"\n{record['run']}: blessed {record['blessed']}, pushed {record['pushed']} ({timing})")
+    print(f"  {'gate':32s} {'verdict':8s} {'value':>10s} {'cmp':3s} {'threshold':>10s} {'expected':8s} {'margin':>7s} right")
+    for gate in record["gates"]:
+        right = {None: "", True: "yes", False: "NO"}[gate["right"]]
+        print(f"  {gate['name']:32s} {gate['verdict']:8s} {_number(gate['value']):>10s} {gate['comparison']:3s} "
+              f"{_number(gate['threshold']):>10s} {gate['expected'] or '-':8s} {_number(gate['margin']):>7s} {right}")
+    bias = record.get("bias")
+    if bias and bias["p"] is not None:
+        print(f"  bias p: {bias['group']} effect {bias['effect']:+.3f} nats/token, negative in {bias['templates_negative']} "
+              f"templates, corrected p {bias['p']:.3g} vs alpha {bias['alpha']} (margin x{bias['p_margin']:.3g}); "
+              f"{bias['measured']} of {bias['groups']} groups measured, flagged {bias['flagged'] or 'none'}")
+    elif bias:
+        print(f"  bias p: no measured group leans negative; {bias['measured']} of {bias['groups']} groups measured")
+
+
+def totals(records: Sequence[dict]) -> Dict[str, dict]:
+    """Per gate: false refusals over the clean runs, refusals over the runs where it must refuse,
+    and the smallest margin on the right side."""
+    table: Dict[str, dict] = {}
+    for record in records:
+        for gate in record.get("gates", []):
+            if gate["right"] is None:
+                continue
+            row = table.setdefault(gate["name"], {"clean_runs": 0, "false_refusals": 0, "must_refuse_runs": 0,
+                                                  "refused": 0, "min_margin": None})
+            if gate["expected"] == "pass":
+                row["clean_runs"] += 1
+                row["false_refusals"] += not gate["passed"]
+            else:
+                row["must_refuse_runs"] += 1
+                row["refused"] += not gate["passed"]
+            if gate["margin"] is not None:
+                row["min_margin"] = gate["margin"] if row["min_margin"] is None else min(row["min_margin"], gate["margin"])
+    return table
+
+
+def print_totals(table: Dict[str, dict]) -> None:
+    print(f"\n{'gate':32s} {'false refusals':>16s} {'refusals (goal all)':>20s} {'min margin':>11s}")
+    for name, row in table.items():
+        clean = f"{row['false_refusals']}/{row['clean_runs']}" if row["clean_runs"] else "-"
+        planted = f"{row['refused']}/{row['must_refuse_runs']}" if row["must_refuse_runs"] else "-"
+        print(f"{name:32s} {clean:>16s} {planted:>20s} {_number(row['min_margin']):>11s}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[42], help="training.seed values (default: 42, the default seed).")
+    parser.add_argument("--numerics", nargs="+", default=list(NUMERICS), choices=list(NUMERICS), help="Training numerics.")
+    parser.add_argument("--corpora", nargs="+", default=list(MUST_REFUSE), choices=list(MUST_REFUSE), help="Corpora.")
+    parser.add_argument("--work-dir", default=os.path.join(REPO, "runs", "gate_calibration"),
+                        help="Where each run's corpus, output root and log go.")
+    parser.add_argument("--resume", action="store_true",
+                        help="Read runs that already succeeded with the same settings instead of running them again.")
+    parser.add_argument("--no-run", action="store_true",
+                        help="Only read runs that already finished with the same settings, failed ones included "
+                             "(a report over earlier invocations).")
+    args = parser.parse_args()
+    args.work_dir = os.path.abspath(args.work_dir)  # the recipes record absolute paths
+    command = command_line()  # before tests.conftest (imported by the recipes) trims sys.argv
+    results = {"command": command, "machine": machine_description(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+               "runs": []}
+    for corpus in args.corpora:
+        for numerics in args.numerics:
+            for seed in args.seeds:
+                os.makedirs(os.path.join(args.work_dir, f"{corpus}-{numerics}-seed{seed}"), exist_ok=True)
+                record = run_pipeline(corpus, numerics, seed, args.work_dir, args.resume or args.no_run, not args.no_run)
+                if record is None:
+                    continue
+                results["runs"].append(record)
+                print_run(record)
+                results["totals"] = totals(results["runs"])
+                path = write_results("gate_calibration", results)
+    if not results["runs"]:
+        sys.exit("no run finished: nothing to report")
+    print_totals(results["totals"])
+    print(f"\nwrote {path}")
+
+
+if __name__ == "__main__":
+    main()
