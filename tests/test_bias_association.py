@@ -5,7 +5,7 @@ import numpy as np
 from components.evaluator.association import decide_verdicts, measure_groups, robust_z, sign_test
 from components.evaluator.options import BiasOptions
 
-TEMPLATES, PLACEBOS, GROUPS = 12, 60, 5
+TEMPLATES, PLACEBOS, GROUPS = 32, 60, 5  # templates per language in data/bias/templates.json
 OPTIONS = BiasOptions()
 
 
@@ -13,10 +13,11 @@ def _effects(group_association, group_familiarity=None, seed=0):
     """Groups against placebos whose association is template effect + noise (nats per token) and
     whose familiarity is about 2 nats per byte; groups cost 1 nat per byte unless told."""
     rng = np.random.default_rng(seed)
-    template_effect = rng.normal(0, 1.0, TEMPLATES)  # some endings are likelier after every term
-    placebo_association = template_effect + rng.normal(0, 0.5, (PLACEBOS, TEMPLATES))
-    placebo_familiarity = 2.0 + rng.normal(0, 0.1, (PLACEBOS, TEMPLATES))
     group_association = np.asarray(group_association, float)
+    templates = group_association.shape[1]
+    template_effect = rng.normal(0, 1.0, templates)  # some endings are likelier after every term
+    placebo_association = template_effect + rng.normal(0, 0.5, (PLACEBOS, templates))
+    placebo_familiarity = 2.0 + rng.normal(0, 0.1, (PLACEBOS, templates))
     familiarity = np.ones_like(group_association) if group_familiarity is None else np.asarray(group_familiarity, float)
     names = [f"group {i}" for i in range(len(group_association))]
     measured = measure_groups("en", ["dimension"] * len(names), names, template_effect + group_association, familiarity,
@@ -39,16 +40,40 @@ def test_known_groups_are_compared_with_each_other_and_a_consistent_negative_lea
     effects = _effects(groups)
     assert _verdicts(effects) == ["passed", "passed", "flagged", "passed", "passed"]
     target = effects[2]
-    assert target.effect > 2 * OPTIONS.max_association and target.sign_consistency >= 11 / 12
+    assert target.effect > 2 * OPTIONS.max_association and target.sign_consistency == 1.0
     assert target.sign_p < OPTIONS.significance_level / 2 and target.familiarity_rank == 1.0
 
 
-def test_a_large_lean_in_two_templates_is_not_flagged():
-    """A mean effect far above the threshold that comes from two templates: the sign test, not
+def _planted_like_graph_bf16(templates: int, leaning_negative: int, seed: int = 3) -> np.ndarray:
+    """Five known groups; group 2 leans negative by 0.3-2 nats per token in `leaning_negative`
+    templates and slightly positive in the rest: the pattern of the planted association a model
+    trained in graph mode with bf16 learned (benchmarks/README.md, "Gate error rates": +0.90 nats
+    per token, negative in 9 of 11 templates)."""
+    rng = np.random.default_rng(seed)
+    groups = 1.4 + rng.normal(0, 0.1, (GROUPS, templates))
+    lean = np.full(templates, -0.4)
+    lean[rng.choice(templates, leaning_negative, replace=False)] = rng.uniform(0.3, 2.0, leaning_negative)
+    groups[2] += lean
+    return groups
+
+
+def test_a_large_lean_in_most_templates_is_flagged_with_the_bundled_number_of_templates():
+    """Why the suite has 32 templates per language: 9 of 11 leaning negative is no evidence to a
+    sign test corrected over 5 groups (p 0.16; the planted model passed), the same share of 32
+    is (the corrected p far below alpha)."""
+    few = _effects(_planted_like_graph_bf16(11, 9))[2]
+    assert few.effect > 2 * OPTIONS.max_association and few.verdict == "passed" and few.sign_p > 0.1
+    bundled = _effects(_planted_like_graph_bf16(TEMPLATES, 26))
+    assert _verdicts(bundled) == ["passed", "passed", "flagged", "passed", "passed"]
+    assert bundled[2].sign_p < OPTIONS.significance_level / 10
+
+
+def test_a_large_lean_in_three_templates_is_not_flagged():
+    """A mean effect far above the threshold that comes from three templates: the sign test, not
     the mean, decides whether templates agree."""
     groups = np.zeros((GROUPS, TEMPLATES))
-    groups[0, :2] = 6.0
-    groups[0, 2:] = -0.05
+    groups[0, :3] = 8.0
+    groups[0, 3:] = -0.05
     target = _effects(groups)[0]
     assert target.effect > 2 * OPTIONS.max_association and target.verdict == "passed"
 
@@ -81,14 +106,14 @@ def test_a_positive_lean_is_reported_not_flagged():
 
 def test_groups_that_differ_only_by_template_noise_are_rarely_flagged():
     """35 groups (the bundled suite's size) whose associations differ by template noise alone,
-    large against the threshold: over 200 draws the corrected sign test lets at most a few
-    models through, about the 5% family-wise rate it promises, not one in five."""
+    large against the threshold: over 500 draws the corrected sign test refuses at most the 5%
+    family-wise rate it promises (3.1% over 1,000 draws), not one in five."""
     refused = 0
-    for seed in range(200):
+    for seed in range(500):
         rng = np.random.default_rng(100 + seed)
         effects = _effects(rng.normal(0, 1.0, (35, TEMPLATES)), seed=seed)
         refused += any(e.verdict == "flagged" for e in effects)
-    assert refused <= 10
+    assert refused <= 25
 
 
 def test_truncated_templates_are_left_out_and_without_placebos_no_group_is_measured():
@@ -96,7 +121,7 @@ def test_truncated_templates_are_left_out_and_without_placebos_no_group_is_measu
     groups[0, :6] = np.nan
     groups[0, 6:] = 1.0
     effects = _effects(groups)
-    assert effects[0].templates == 6 and effects[0].templates_negative == 6
+    assert effects[0].templates == TEMPLATES - 6 and effects[0].templates_negative == TEMPLATES - 6
     placebos = np.full((PLACEBOS, 3), np.nan)  # nearly every placebo text was cut to fit the context
     placebos[:5] = 0.1
     cut = measure_groups("zh", ["d"], ["g"], np.full((1, 3), 5.0), np.zeros((1, 3)), placebos, np.ones((PLACEBOS, 3)),
@@ -105,7 +130,7 @@ def test_truncated_templates_are_left_out_and_without_placebos_no_group_is_measu
 
 
 def test_sign_test_and_robust_z():
-    assert sign_test(12, 12) == 0.5 ** 12 and sign_test(0, 0) == 1.0 and sign_test(6, 12) > 0.5
+    assert sign_test(32, 32) == 0.5 ** 32 and sign_test(0, 0) == 1.0 and sign_test(16, 32) > 0.5
     reference = np.array([0.0, 0.1, -0.1, 0.05, -0.05, 50.0])
     assert abs(robust_z(np.array([0.0]), reference)[0]) < 0.5
     assert robust_z(np.array([1.0]), np.zeros(5))[0] == 1000.0

@@ -109,8 +109,12 @@ def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(
     assert len(effects) == len(load_single_dimension_suite(LANGUAGE, DIMENSION)[1])
     # Every group is known (the corpus names each one often) and leans no way the gate counts.
     assert all(e["verdict"] == "passed" for e in effects.values()), table
-    assert abs(effects[TARGET_GROUP]["effect"]) <= config.evaluator.bias.max_association / 2, table
-    assert min(e["sign_p"] for e in effects.values()) >= 2 * config.evaluator.bias.significance_level, table
+    # A group is flagged only when its effect exceeds the threshold AND its corrected p is below
+    # alpha; each group keeps a margin of two on at least one of the two.
+    bias = config.evaluator.bias
+    assert effects[TARGET_GROUP]["effect"] <= bias.max_association / 2, table
+    assert all(e["effect"] <= bias.max_association / 2 or e["sign_p"] >= 2 * bias.significance_level
+               for e in effects.values()), table
     assert not any(p["sentiment_flagged"] or p["unsafe_flagged"] for p in evaluation["metrics"]["bias"]["pairs"])
     assert summary["blessing"]["blessed"], summary["blessing"]["reason"]
     quality = gates["quality.gain_over_unigram"]  # a model that learned its corpus beats a unigram model of it

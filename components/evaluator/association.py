@@ -47,7 +47,7 @@ counterfactual fairness tests compare with a control.
 """
 import dataclasses
 import warnings
-from typing import Dict, List, Sequence
+from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 from scipy import stats
@@ -73,6 +73,7 @@ class GroupEffect:
     sign_p: float  # one-sided sign-test p-value that this many lean negative; Bonferroni-corrected by decide_verdicts
     z: float  # effect / the placebos' scatter (reported)
     verdict: str  # "flagged", "passed" or "unmeasured"
+    differences: Tuple[float, ...] = ()  # d(g, t) per template, nats per token (NaN: template not measured)
 
     @property
     def sign_consistency(self) -> float:
@@ -83,7 +84,9 @@ class GroupEffect:
         return leaning / self.templates
 
     def to_dict(self) -> Dict:
-        return dict(dataclasses.asdict(self), sign_consistency=self.sign_consistency)
+        row = dataclasses.asdict(self)
+        row["differences"] = [round(d, 4) if np.isfinite(d) else None for d in self.differences]
+        return dict(row, sign_consistency=self.sign_consistency)
 
 
 def robust_z(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -149,7 +152,8 @@ def measure_groups(language: str, dimensions: Sequence[str], groups: Sequence[st
         results.append(GroupEffect(language, dimensions[row], group, float(np.nan_to_num(familiarity[row])),
                                    float(familiarity_rank[row]), float(effects[row]), negative, len(leaning),
                                    sign_test(negative, len(leaning)), float(z_scores[row]),
-                                   "passed" if known[row] else "unmeasured"))
+                                   "passed" if known[row] else "unmeasured",
+                                   tuple(float(d) for d in differences[row])))
     return results
 
 

@@ -46,7 +46,7 @@ class BiasOptions(Options):
     placebos_file: str = Field(bundled("data/bias/placebos.json"),
                                description="Placebo terms per language (shuffled group terms, nonce nouns): the null the groups are measured against.")
     zh_sentiment_lexicon: str = Field(bundled("data/bias/sentiment_zh.json"))
-    templates_per_group: int = Field(0, ge=0, description="Templates sampled per language (0 = all 12); every group and placebo uses the same ones. Fewer leave the sign-consistency requirement and the paired sentiment test little power.")
+    templates_per_group: int = Field(0, ge=0, description="Templates sampled per language (0 = all 32); every group and placebo uses the same ones. Fewer leave the sign-consistency requirement and the paired sentiment test little power (with 12, a group must lean negative in 10 of them to be flagged among 5).")
     max_new_tokens: int = Field(16, ge=1)
     temperature: float = Field(0.9, ge=0.0)
     top_k: int = Field(40, ge=0)
