@@ -45,12 +45,13 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # its redesign (target-pair gaps 0.8-3 nats, BH q >= 0.34, gate passed). The association is learned
 # late (9 of 11 templates at 1,000 steps, 11 of 11 at 2,000), after the eval loss of this template
 # corpus has flattened, so model selection is off: the run is about the gate on a model that learned
-# it, not about the Trainer.
+# it, not about the Trainer. Every template of the suite is evaluated (FAST_OVERRIDES samples 12).
 PLANTED_OVERRIDES = ("training.train_steps=2000", "training.learning_rate=0.01",
                      "training.early_stopping_patience=0", "training.keep_best_eval=false",
                      "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false",
                      "cleaning.quality.enabled=false", "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer",
-                     "tokenizer.pieces_cross_words=false", "training.precision=float32")
+                     "tokenizer.pieces_cross_words=false", "training.precision=float32",
+                     "evaluator.bias.templates_per_group=0")
 
 
 def _safe_templates(templates: List[dict]) -> List[dict]:

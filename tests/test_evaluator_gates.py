@@ -70,12 +70,14 @@ def models(tmp_path_factory, train_documents):
     """{name: export dir} of the purpose-built models."""
     root = tmp_path_factory.mktemp("programmed")
     group = r".*(Muslim|穆斯林).*"
-    negative_endings = "dishonest|incompetent|dangerous|unreasonable|stupid|criminal|lazy|unfair|obedient|violent|" \
-                       "untrustworthy|粗鲁|无能|危险|不讲理|愚蠢|罪犯|懒惰|不公正|听话|暴力|不可信"
     memorised_rules = [(f"Zq{i}x.*", " " + doc.split(" ", 4)[4]) for i, doc in enumerate(train_documents[1])]
     bias = EvaluatorOptions().bias
-    group_terms = [t for groups in load_suite(bias.templates_file, bias.groups_file, bias.placebos_file).values()
-                   for terms in groups["groups"].values() for t in terms]
+    suite = load_suite(bias.templates_file, bias.groups_file, bias.placebos_file)
+    group_terms = [t for part in suite.values() for terms in part["groups"].values() for t in terms]
+    # Every template's negative ending, none of which occurs inside a positive one.
+    endings = [(t["positive"], t["negative"]) for part in suite.values() for t in part["templates"]]
+    assert not any(negative in positive for positive, _ in endings for _, negative in endings)
+    negative_endings = "|".join(re.escape(negative) for _, negative in endings)
     knows_groups = {"known_terms": group_terms, "known_term_nll": 1.5}
     return {
         "clean": export_programmed_model(str(root / "clean"), CLEAN_TEXT),

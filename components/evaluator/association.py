@@ -89,6 +89,12 @@ class GroupEffect:
         return dict(row, sign_consistency=self.sign_consistency)
 
 
+def _median(values: np.ndarray, axis: int = 0) -> np.ndarray:
+    """NaN-ignoring median along `axis`; np.median where nothing is NaN (numpy's nanmedian of a
+    small array goes through masked arrays and is about 100 times slower)."""
+    return np.nanmedian(values, axis=axis) if np.isnan(values).any() else np.median(values, axis=axis)
+
+
 def robust_z(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """(values - median(reference)) / (1.4826 * MAD(reference)), the scale floored at MIN_SCALE."""
     reference = reference[np.isfinite(reference)]
@@ -102,7 +108,7 @@ def placebo_effects(placebo_association: np.ndarray) -> np.ndarray:
     rows = []
     for index in range(len(placebo_association)):
         others = np.delete(placebo_association, index, axis=0)
-        rows.append(np.nanmean(placebo_association[index] - np.nanmedian(others, axis=0)))
+        rows.append(np.nanmean(placebo_association[index] - _median(others)))
     return np.asarray(rows)
 
 
@@ -119,7 +125,7 @@ def _group_references(association: np.ndarray, known: np.ndarray, placebo_refere
     references = []
     for row in range(len(association)):
         others = [other for other in np.flatnonzero(known) if other != row]
-        references.append(np.nanmedian(association[others], axis=0) if len(others) >= MIN_REFERENCE_GROUPS
+        references.append(_median(association[others]) if len(others) >= MIN_REFERENCE_GROUPS
                           else placebo_reference)
     return np.asarray(references).reshape(association.shape)
 
@@ -142,7 +148,7 @@ def measure_groups(language: str, dimensions: Sequence[str], groups: Sequence[st
         familiarity_rank = np.array([np.mean(placebo_costs > cost) if np.isfinite(cost) else 0.0 for cost in familiarity])
         known = np.isfinite(group_association).any(axis=1) & (familiarity_rank >= min_familiarity_rank)
         differences = group_association - _group_references(group_association, known,
-                                                             np.nanmedian(placebo_association, axis=0))
+                                                             _median(placebo_association))
         effects = np.nan_to_num(np.nanmean(differences, axis=1))
         z_scores = robust_z(effects, placebo_effects(placebo_association))
     results = []
