@@ -4,8 +4,10 @@ No Kubernetes cluster or Training Operator runs here. The manifest is validated 
 kubeflow/schemas/tfjob-v1.schema.json, a JSON schema written for this project from the TFJob
 CRD's documented structure (not the CRD's own generated schema, which cannot be downloaded here).
 The wait/fail logic runs against `FakeCustomObjects`, a test double of the kubernetes client's
-CustomObjectsApi that replays a sequence of TFJob statuses.
+CustomObjectsApi that replays a sequence of TFJob statuses; the statuses of a worker restart are
+written as the Training Operator writes them (`_restarting`, `_succeeded_by_the_chief`).
 """
+import itertools
 import json
 import logging
 import os
@@ -80,6 +82,27 @@ def test_launch_submits_the_configured_ps_replicas(tmp_path):
     tfjob.launch(fn_args, TFJobOptions(enabled=True, workers=2, parameter_servers=1), "img:1", "ml-team", "textgen-train-8", api=api)
     ((_, _, _, _, body),) = api.created
     assert {kind: spec["replicas"] for kind, spec in body["spec"]["tfReplicaSpecs"].items()} == {"Chief": 1, "Worker": 2, "PS": 1}
+    # The documented default of kubeflow.tfjob.worker_restarts reaches the manifest.
+    assert TFJobOptions().worker_restarts == 3 and body["spec"]["runPolicy"]["backoffLimit"] == 3
+    assert body["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
+
+
+def _policies(manifest):
+    return {kind: spec["restartPolicy"] for kind, spec in manifest["spec"]["tfReplicaSpecs"].items()}
+
+
+def test_parameter_server_workers_restart_on_retryable_exit_codes_and_nothing_else_restarts():
+    ps_job = tfjob.build_manifest(_spec(workers=2, parameter_servers=1, worker_restarts=4))
+    jsonschema.validate(ps_job, SCHEMA)
+    assert _policies(ps_job) == {"Chief": "Never", "Worker": "ExitCode", "PS": "Never"}
+    assert ps_job["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 4}
+    assert "successPolicy" not in ps_job["spec"]  # operator default: with a Chief, the chief decides
+    # MultiWorkerMirrored: a lost worker breaks the collective, so nothing restarts, whatever the option says.
+    mwm_job = tfjob.build_manifest(_spec(workers=2, worker_restarts=4))
+    assert _policies(mwm_job) == {"Chief": "Never", "Worker": "Never"}
+    assert mwm_job["spec"]["runPolicy"] == {"cleanPodPolicy": "Running", "backoffLimit": 0}
+    no_restarts = tfjob.build_manifest(_spec(workers=2, parameter_servers=1, worker_restarts=0))
+    assert set(_policies(no_restarts).values()) == {"Never"} and no_restarts["spec"]["runPolicy"]["backoffLimit"] == 0
 
 
 @pytest.mark.parametrize("breakage", [
@@ -96,11 +119,17 @@ def test_schema_rejects_broken_manifests(breakage):
 
 
 class FakeCustomObjects:
-    """Test double of kubernetes.client.CustomObjectsApi: records creates, replays statuses."""
+    """Test double of kubernetes.client.CustomObjectsApi: records creates and deletes, replays
+    statuses (the last one repeats). It runs no operator: what the statuses say is written by
+    each test (see `_restarting` for the operator behaviour they copy)."""
 
     def __init__(self, statuses):
         self.statuses = list(statuses)
         self.created = []
+        self.deleted = []
+
+    def delete_namespaced_custom_object(self, group, version, namespace, plural, name):
+        self.deleted.append((group, version, namespace, plural, name))
 
     def create_namespaced_custom_object(self, group, version, namespace, plural, body):
         self.created.append((group, version, namespace, plural, body))
@@ -145,6 +174,91 @@ def test_a_failed_job_reports_the_operator_message_and_a_stuck_job_times_out():
     ticks = iter(range(0, 1000, 10))
     with pytest.raises(tfjob.TFJobFailed, match="did not finish within 30 s"):
         tfjob.wait(FakeCustomObjects([RUNNING]), "j", "ns", timeout_seconds=30, sleep=lambda s: None, clock=lambda: next(ticks))
+
+
+# --- parameter-server jobs: a worker the operator restarts ---------------------------------------
+def _wait(api, budget=tfjob.RestartBudget()):
+    """tfjob.wait without sleeping, failing after 100 polls instead of looping on a repeated status."""
+    polls = itertools.count()
+    return tfjob.wait(api, "j", "ns", poll_seconds=1, timeout_seconds=100, sleep=lambda s: None, clock=lambda: next(polls), budget=budget)
+
+
+PS_BUDGET = tfjob.RestartBudget(frozenset({"Worker"}), 2)
+PS_RUNNING = {"conditions": [_condition("Created"), _condition("Running")],
+              "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2}, "PS": {"active": 1}}}
+
+
+def _restarting(since, failed_workers=1):
+    """The status the Training Operator (kubeflow/training-operator, release-1.9) stores on the pass
+    that sees a Worker pod of an ExitCode replica fail with a retryable code (>= 128,
+    pkg/util/train/train_util.go IsRetryableExitCode):
+    - pkg/controller.v1/common/pod.go ReconcilePods deletes the pod, sets `Restarting` and counts
+      the pod in replicaStatuses.Worker.failed (pkg/core/status.go UpdateJobReplicaStatuses);
+    - pkg/controller.v1/tensorflow/tfjob_controller.go UpdateJobStatus keeps `Restarting` (not
+      `Failed`) for the failed workers and, `Running` and `Restarting` excluding each other
+      (pkg/util/status.go filterOutCondition), the job is not `Running` on that pass.
+    `since` is the condition's lastTransitionTime, new for each restart. Not reproduced: the
+    passes in between (pod recreated: failed back to 0, `Running` again: PS_RUNNING), event
+    timing, pods the operator deletes while the node is lost (counted failed, never restarted)."""
+    return {"conditions": [_condition("Created"), dict(_condition("Restarting", 'job "j" is restarting because Worker replica(s) failed.'),
+                                                       lastTransitionTime=since)],
+            "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2 - failed_workers, "failed": failed_workers},
+                                "PS": {"active": 1}}}
+
+
+def _succeeded_by_the_chief():
+    """UpdateJobStatus (tfjob_controller.go) with a Chief: `Succeeded` once the chief's pod
+    succeeded, the PS job's workers and parameter servers still running (they only serve)."""
+    return {"conditions": [_condition("Created"), {**_condition("Running"), "status": "False"}, _condition("Succeeded")],
+            "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"active": 2}, "PS": {"active": 1}}}
+
+
+def test_a_restarted_worker_does_not_fail_a_parameter_server_job_the_chief_then_finishes(caplog):
+    statuses = [PS_RUNNING, _restarting("2026-01-01T10:00:00Z"), PS_RUNNING, _succeeded_by_the_chief()]
+    with caplog.at_level(logging.INFO, logger=tfjob.__name__):
+        status = _wait(FakeCustomObjects(statuses), budget=PS_BUDGET)
+    assert status["replicaStatuses"]["Chief"] == {"succeeded": 1}
+    assert "TFJob ns/j: Created,Restarting (Chief: active=1; PS: active=1; Worker: active=1, failed=1)" in caplog.messages
+    # The same statuses for a job whose workers do not restart (MultiWorkerMirrored): the failure counts.
+    with pytest.raises(tfjob.TFJobFailed, match="Worker replicas failed: 1"):
+        _wait(FakeCustomObjects(statuses))
+
+
+def test_a_job_failed_after_worker_restarts_names_the_replica_and_the_restarts():
+    backoff = {"conditions": [_condition("Failed", "Job j has failed because it has reached the specified backoff limit")],
+               "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 1, "failed": 1}, "PS": {"active": 1}}}
+    api = FakeCustomObjects([PS_RUNNING, _restarting("2026-01-01T10:00:00Z"), PS_RUNNING, backoff])
+    with pytest.raises(tfjob.TFJobFailed, match=r"TFJob ns/j failed: Worker replicas failed: 1; Job j has failed because it has "
+                                                r"reached the specified backoff limit; after 1 Worker restart\(s\)$"):
+        _wait(api, budget=PS_BUDGET)
+    # ExitCode with a permanent code (a Python error, exit 1): ReconcilePods sets Failed, no restart.
+    permanent = {"conditions": [_condition("Failed", 'job "j" is failing because "Worker" replica(s) failed.')],
+                 "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 1, "failed": 1}, "PS": {"active": 1}}}
+    with pytest.raises(tfjob.TFJobFailed, match='Worker replicas failed: 1; job "j" is failing'):
+        _wait(FakeCustomObjects([permanent]), budget=PS_BUDGET)
+
+
+def test_more_restarts_than_the_budget_delete_the_job_and_fail():
+    api = FakeCustomObjects([_restarting("2026-01-01T10:00:00Z"), _restarting("2026-01-01T10:00:00Z"), PS_RUNNING,
+                             _restarting("2026-01-01T11:00:00Z", failed_workers=2)])
+    with pytest.raises(tfjob.TFJobFailed, match=r"more than kubeflow.tfjob.worker_restarts=2 restarts; after 3 Worker restart\(s\); TFJob deleted"):
+        _wait(api, budget=PS_BUDGET)
+    assert api.deleted == [("kubeflow.org", "v1", "ns", "tfjobs", "j")] and not api.statuses[1:]
+    within = FakeCustomObjects([_restarting("2026-01-01T10:00:00Z"), PS_RUNNING, _restarting("2026-01-01T11:00:00Z"), _succeeded_by_the_chief()])
+    _wait(within, budget=PS_BUDGET)  # 2 restarts: within the budget
+    assert within.deleted == []
+
+
+@pytest.mark.parametrize("kind", ["Chief", "PS"])
+def test_a_failed_chief_or_parameter_server_fails_the_job_even_while_a_worker_restarts(kind):
+    status = _restarting("2026-01-01T10:00:00Z")
+    status["replicaStatuses"][kind] = {"failed": 1}
+    with pytest.raises(tfjob.TFJobFailed, match=f"{kind} replicas failed: 1"):
+        _wait(FakeCustomObjects([status]), budget=PS_BUDGET)
+    failed = {"conditions": [_condition("Failed", f"TFJob ns/j has failed because 1 {kind} replica(s) failed.")],
+              "replicaStatuses": {kind: {"failed": 1}}}
+    with pytest.raises(tfjob.TFJobFailed, match=f"{kind} replicas failed: 1; TFJob ns/j has failed because 1 {kind} replica"):
+        _wait(FakeCustomObjects([failed]), budget=PS_BUDGET)
 
 
 def test_launch_writes_fn_args_submits_and_waits(tmp_path):

@@ -270,6 +270,11 @@ class TFJobOptions(Options):
         0, ge=0, description="PS replicas; more than 0 makes it a parameter-server TFJob (the chief coordinates, "
                              "workers and parameter servers serve; set training.distribution=parameter_server or auto)."
     )
+    worker_restarts: int = Field(
+        3, ge=0, description="Parameter-server TFJobs only: how many times in all Worker pods killed by a signal "
+                             "(exit code >= 128: OOM kill, preemption, SIGTERM) are recreated while training goes on; "
+                             "one more fails the Trainer. 0 = a lost worker fails the job. Chief and PS never restart."
+    )
     image: str = Field("", description="Replica image; empty = kubeflow.image.")
     cpu: str = Field("4", description="CPU request/limit per replica.")
     memory: str = Field("16Gi", description="Memory request/limit per replica.")
