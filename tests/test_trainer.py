@@ -132,18 +132,38 @@ def test_mixed_precision_and_xla_paths_train_with_finite_losses(transform_artifa
 
 
 def _width_64_bfloat16_trainer(xla_fallback: bool) -> LanguageModelTrainer:
-    """A trainer whose XLA step TF 2.16's CPU backend cannot compile: under mixed_bfloat16 this
-    width-64 shape fails with "unsupported operand type BF16 in op dot" (precision.py)."""
+    """A one-layer width-64 mixed_bfloat16 trainer whose XLA step fails to compile the way TF 2.16's
+    CPU backend fails on CPUs with AVX512-BF16 (`_fail_xla_compilation`)."""
     import tf_keras as keras
 
     model_config = ModelOptions(preset="tiny", num_layers=1, model_dim=64, mlp_dim=128, context_length=64)
     settings = LoopSettings(total_steps=2, global_batch_size=8, context_length=64, jit_compile=True, xla_fallback=xla_fallback,
                             steps_per_call=2, log_every=2, checkpoint_every=10)
     keras.utils.set_random_seed(0)
-    return LanguageModelTrainer(
+    trainer = LanguageModelTrainer(
         build_backbone(model_config, 1024), make_optimizer(TrainingOptions(), "mixed_bfloat16"),
         tf.distribute.get_strategy(), settings, checkpoint_dir=_tmpdir(),
     )
+    _fail_xla_compilation(trainer)
+    return trainer
+
+
+def _fail_xla_compilation(trainer: LanguageModelTrainer) -> None:
+    """Makes the trainer's XLA-compiled steps fail as XLA's CPU backend does where it cannot emit a
+    bfloat16 dot: on an AMD EPYC with AVX512-BF16, TF 2.16 raised UnimplementedError "unsupported
+    operand type BF16 in op dot" for this very trainer when the step first ran, after the
+    optimizer's step counter had advanced. On CPUs without AVX512-BF16 (an AMD EPYC with AVX2 only)
+    XLA compiles the same step, so the failure is injected here, not left to the CPU. A step
+    recompiled in graph mode (the fallback) is the real one."""
+    compiled = trainer._train_steps
+
+    def steps(iterator, num_steps):
+        if not trainer.jit_compile:
+            return compiled(iterator, num_steps)
+        trainer.optimizer.iterations.assign_add(1)
+        raise tf.errors.UnimplementedError(None, None, "unsupported operand type BF16 in op dot\nmore detail")
+
+    trainer._train_steps = steps
 
 
 def _constant_tokens() -> tf.data.Dataset:
@@ -154,7 +174,8 @@ def test_forced_xla_on_a_step_xla_cannot_compile_names_the_settings_to_change():
     with keras_policy("mixed_bfloat16"):
         trainer = _width_64_bfloat16_trainer(xla_fallback=False)
         before = [weight.numpy() for weight in trainer.model.weights]
-        with pytest.raises(XlaCompileError, match="training.jit_compile=auto or off, or training.precision=float32"):
+        with pytest.raises(XlaCompileError, match=r"\(unsupported operand type BF16 in op dot\); set "
+                                                  r"training.jit_compile=auto or off, or training.precision=float32"):
             trainer.train(lambda start: iter(_constant_tokens()))
     # The failed step changed nothing: weights as initialised, the optimizer's counter put back.
     assert trainer.step == 0
