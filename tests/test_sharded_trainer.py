@@ -85,23 +85,36 @@ def test_a_mesh_larger_than_the_initialised_host_names_both_counts():
 
 # --- run_fn in a fresh process on a 2 x 2 mesh of logical CPUs --------------------------------
 
-def _write_fn_args(directory, transform_artifacts, **training) -> str:
+def _write_fn_args(directory, transform_artifacts, model: str = "model", **training) -> str:
+    """The FnArgs file of a run in `directory` (its model run directory shared by every run there)
+    exporting to `directory/<model>`."""
     transform_dir, examples, _ = transform_artifacts
     fields = {
         "transform_output": transform_dir,
         "train_files": [examples],
         "eval_files": [examples],
         "model_run_dir": str(directory / "model_run"),
-        "serving_model_dir": str(directory / "model" / "Format-Serving"),
+        "serving_model_dir": str(directory / model / "Format-Serving"),
         "custom_config": {
             "model": TINY.to_parameter(),
             "training": TrainingOptions(**{**SHARDED_TRAINING, **training}).to_parameter(),
             "generation": GenerationOptions(max_new_tokens=4).to_parameter(),
         },
     }
-    path = directory / "fn_args.json"
+    path = directory / f"{model}_fn_args.json"
     path.write_text(tfjob.fn_args_to_json(types.SimpleNamespace(**fields)))
     return str(path)
+
+
+def _run(directory, fn_args_path: str) -> str:
+    """Runs tests/sharded_run.py (run_fn in a fresh process) on the probe in `directory`; returns its log."""
+    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+    env.pop("TF_CONFIG", None)
+    command = [sys.executable, os.path.join(REPO_ROOT, "tests", "sharded_run.py"),
+               fn_args_path, str(directory / "probe.npy"), str(directory / "logits.npy")]
+    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stderr
 
 
 @pytest.fixture(scope="module")
@@ -111,13 +124,8 @@ def sharded_run(transform_artifacts, tmp_path_factory):
     # Ids above the special tokens, so score_tokens masks nothing.
     blocks = np.random.default_rng(3).integers(16, FIXTURE_VOCAB_SIZE, size=(2, 17))
     np.save(directory / "probe.npy", blocks[:, :-1])
-    env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
-    env.pop("TF_CONFIG", None)
-    command = [sys.executable, os.path.join(REPO_ROOT, "tests", "sharded_run.py"),
-               _write_fn_args(directory, transform_artifacts), str(directory / "probe.npy"), str(directory / "logits.npy")]
-    done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return directory, done.stderr, blocks, np.load(directory / "logits.npy")
+    log = _run(directory, _write_fn_args(directory, transform_artifacts))
+    return directory, log, blocks, np.load(directory / "logits.npy")
 
 
 @pytest.mark.slow
@@ -166,3 +174,13 @@ def test_the_exported_model_computes_what_the_gathered_backbone_does(sharded_run
     expected = -np.take_along_axis(log_probabilities, blocks[:, 1:, None], axis=2)[..., 0].sum(axis=1)
     np.testing.assert_allclose(scored["nll_sum"].numpy(), expected, rtol=1e-5)
     assert scored["num_tokens"].numpy().tolist() == [16, 16]
+
+
+@pytest.mark.slow
+def test_a_restarted_trainer_resumes_the_sharded_run_from_its_checkpoint(sharded_run, transform_artifacts):
+    directory, _, _, _ = sharded_run
+    # The same model run directory (checkpoint at step 12), now asked for 16 steps.
+    log = _run(directory, _write_fn_args(directory, transform_artifacts, model="resumed", train_steps=16))
+    assert re.search(r"Resumed from checkpoint \S+ckpt-12 at step 12", log), log[-3000:]
+    assert "Trained steps 12..16" in log
+    assert record.read(str(directory / "resumed"))["steps_run"] == 4
