@@ -225,18 +225,16 @@ def run_fn(fn_args: "FnArgs") -> None:
             warm_start_from(backbone, base_model, tokenizer.sha256)
         run_dirs = dict(checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
                         summary_dir=os.path.join(fn_args.model_run_dir, "train"))
-        if sharded:
+        if sharded:  # ordinary global batches: the sharded trainer packs them into DTensors
             trainer = sharded_loop.ShardedTrainer(backbone, optimizer, mesh, settings, **run_dirs)
-        else:
-            trainer = (ParameterServerTrainer if parameter_server else LanguageModelTrainer)(
-                backbone, optimizer, strategy, settings, **run_dirs)
-        if sharded:  # ordinary global batches, packed into DTensors by the sharded trainer
             make_train_iterator = lambda start: iter(train_batches(start))  # noqa: E731
             make_eval_iterator = lambda: iter(eval_batches())  # noqa: E731
         elif parameter_server:
+            trainer = ParameterServerTrainer(backbone, optimizer, strategy, settings, **run_dirs)
             make_train_iterator = lambda start: trainer.per_worker_iterator(lambda: train_batches(start))  # noqa: E731
             make_eval_iterator = lambda: trainer.per_worker_iterator(eval_batches)  # noqa: E731
         else:
+            trainer = LanguageModelTrainer(backbone, optimizer, strategy, settings, **run_dirs)
             make_train_iterator = lambda start: iter(data.distributed_blocks(strategy, lambda: train_batches(start), global_batch))  # noqa: E731
             make_eval_iterator = lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch))  # noqa: E731
         reports = []

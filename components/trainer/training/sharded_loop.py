@@ -21,7 +21,7 @@ Single client only: one process drives the whole mesh. Multi-client DTensor (a m
 is not supported, so a TF_CONFIG cluster or a TPU is refused (`check_single_client`).
 """
 import logging
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -107,7 +107,7 @@ class ShardedTrainer(LanguageModelTrainer):
     ordinary global batches (inputs, targets) of data.packed_blocks."""
 
     def __init__(self, model: GPTBackbone, optimizer: keras.optimizers.Optimizer, mesh: dtensor.Mesh,
-                 settings: LoopSettings, checkpoint_dir: str, summary_dir: str = None):
+                 settings: LoopSettings, checkpoint_dir: str, summary_dir: Optional[str] = None):
         if settings.accumulation != 1 or settings.jit_compile:
             raise ValueError("the sharded loop runs one micro-batch per step, without XLA")
         self.mesh = mesh
