@@ -36,6 +36,7 @@ MESH = "training.sharding.batch=2", "training.sharding.model=2"
 @pytest.mark.parametrize("override, message", [
     ("training.jit_compile=on", "training.jit_compile=on cannot be combined with training.sharding"),
     ("training.precision=mixed_float16", "training.precision=mixed_float16 cannot be combined"),
+    ("training.precision=mixed_bfloat16", "training.precision=mixed_bfloat16 cannot be combined"),
     ("training.lora.rank=4", "training.lora.rank=4 cannot be combined"),
     ("training.recompute=block", "training.recompute=block cannot be combined"),
     ("training.gradient_accumulation_steps=2", "training.gradient_accumulation_steps=2 cannot be combined"),
@@ -59,12 +60,11 @@ def test_sharding_with_auto_settings_and_a_one_pod_tfjob_is_accepted():
     assert load_config(overrides=["training.jit_compile=on", "model.dropout=0.1"]).training.jit_compile == "on"
 
 
-def test_auto_precision_under_sharding_never_picks_loss_scaling():
-    assert sharded_loop.resolve_sharded_precision("auto", "gpu") == "mixed_bfloat16"
-    assert sharded_loop.resolve_sharded_precision("auto", "cpu") in ("float32", "mixed_bfloat16")
-    assert sharded_loop.resolve_sharded_precision("float32", "gpu") == "float32"
-    with pytest.raises(ValueError, match="mixed_float16"):
-        sharded_loop.resolve_sharded_precision("mixed_float16", "gpu")
+def test_auto_precision_under_sharding_is_float32():
+    assert sharded_loop.resolve_sharded_precision("auto") == "float32"
+    assert sharded_loop.resolve_sharded_precision("float32") == "float32"
+    with pytest.raises(ValueError, match="mixed_bfloat16"):
+        sharded_loop.resolve_sharded_precision("mixed_bfloat16")
 
 
 def test_a_tf_config_cluster_is_refused_as_multi_client(monkeypatch):

@@ -262,8 +262,9 @@ def check_sharding(training: TrainingOptions, model: ModelOptions) -> None:
     than one device) cannot be combined with; does nothing when sharding is off.
 
     Refused: an explicit training.distribution (the mesh replaces tf.distribute strategies;
-    multi-client DTensor is not supported), jit_compile=on (XLA), mixed_float16 (loss scaling),
-    LoRA, activation recomputation, gradient accumulation, dropout (not verified to draw the same
+    multi-client DTensor is not supported), jit_compile=on (XLA), mixed precision (mixed_float16's
+    loss scaling; under mixed_bfloat16 tf_keras's AdamW cannot create the slots of the autocast
+    sharded weights: "Neither layout nor DTensor initial value are provided"), LoRA, activation recomputation, gradient accumulation, dropout (not verified to draw the same
     mask on the devices of a replicated activation), warm starts and Hugging Face checkpoints (the
     sharded model is built from scratch). The `auto` settings resolve to supported values instead
     (training/sharded_loop.py)."""
@@ -275,8 +276,8 @@ def check_sharding(training: TrainingOptions, model: ModelOptions) -> None:
         (training.distribution != "auto", f"training.distribution={training.distribution}",
          "the mesh replaces tf.distribute strategies and multi-client DTensor is not supported; leave it auto"),
         (training.jit_compile == "on", "training.jit_compile=on", "XLA is not supported with sharding; use auto or off"),
-        (training.precision == "mixed_float16", "training.precision=mixed_float16",
-         "loss scaling is not supported with sharding; use auto, float32 or mixed_bfloat16"),
+        (training.precision.startswith("mixed_"), f"training.precision={training.precision}",
+         "mixed precision is not supported with sharding; use auto (float32 there) or float32"),
         (training.lora.rank > 0, f"training.lora.rank={training.lora.rank}", "LoRA adapters are not supported with sharding"),
         (training.recompute != "off", f"training.recompute={training.recompute}",
          "activation recomputation is not supported with sharding"),

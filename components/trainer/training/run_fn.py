@@ -148,7 +148,7 @@ def run_fn(fn_args: "FnArgs") -> None:
         )
 
     device = accelerator_kind(strategy)
-    policy_name = (sharded_loop.resolve_sharded_precision if sharded else resolve_precision)(training.precision, device)
+    policy_name = sharded_loop.resolve_sharded_precision(training.precision) if sharded else resolve_precision(training.precision, device)
     parameter_server = isinstance(strategy, tf.distribute.ParameterServerStrategy)
     if parameter_server:
         check_parameter_server_settings(policy_name, training.jit_compile)
@@ -240,7 +240,7 @@ def run_fn(fn_args: "FnArgs") -> None:
         reports = []
         steps_run = trainer.train(make_train_iterator, make_eval_iterator, on_report=reports.append)
         if sharded:
-            backbone = trainer.exported_backbone(model_config, vocab_size, policy_name)
+            backbone = trainer.exported_backbone(model_config, vocab_size)
         export_dir = writable_dir(fn_args.serving_model_dir, strategy)
         export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)

@@ -33,12 +33,11 @@ from components.trainer.options import ModelOptions, ShardingOptions, TrainingOp
 from components.trainer.training import sharding
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings, _token_loss_sum
 from components.trainer.training.optimizer import make_optimizer
-from components.trainer.training.precision import resolve_precision
 from components.trainer.training.strategy import resolve_distribution
 
-# Largest gathered-vs-sharded logit difference accepted at export, per Keras policy: the same
-# maths summed in another order (float32), or rounded to bfloat16 at other points.
-GATHER_TOLERANCE = {"float32": 1e-4, "mixed_bfloat16": 0.1}
+# Largest gathered-vs-sharded logit difference accepted at export: the same float32 maths,
+# summed in another order.
+GATHER_TOLERANCE = 1e-4
 _PROBE_LENGTH = 8
 
 
@@ -80,15 +79,12 @@ def prepare_devices(options: ShardingOptions) -> str:
     return "CPU"
 
 
-def resolve_sharded_precision(precision: str, device: str) -> str:
-    """The Keras policy for `training.precision` under sharding: as `precision.resolve_precision`,
-    except that auto never picks mixed_float16 (loss scaling is not supported): mixed_bfloat16 then."""
-    policy = resolve_precision(precision, device)
-    if policy == "mixed_float16":
-        if precision != "auto":
-            raise ValueError("training.precision=mixed_float16 cannot be combined with training.sharding")
-        return "mixed_bfloat16"
-    return policy
+def resolve_sharded_precision(precision: str) -> str:
+    """The Keras policy for `training.precision` under sharding: float32, which auto means there
+    (mixed precision is not supported: `options.check_sharding`)."""
+    if precision not in ("auto", "float32"):
+        raise ValueError(f"training.precision={precision} cannot be combined with training.sharding; use auto or float32")
+    return "float32"
 
 
 def build(model: ModelOptions, vocab_size: int, training: TrainingOptions, policy_name: str,
@@ -143,15 +139,15 @@ class ShardedTrainer(LanguageModelTrainer):
             total += float(sharding.to_host(loss_sum).numpy())
         return total / (self.settings.eval_batches * self.settings.tokens_per_step)
 
-    def exported_backbone(self, config: ModelOptions, vocab_size: int, policy_name: str) -> GPTBackbone:
-        """The trained weights gathered into an ordinary backbone (build it under `policy_name`), after
-        checking its logits against the sharded model's on a probe batch; raises RuntimeError when
-        they differ by more than GATHER_TOLERANCE."""
+    def exported_backbone(self, config: ModelOptions, vocab_size: int) -> GPTBackbone:
+        """The trained weights gathered into an ordinary backbone, after checking its logits against
+        the sharded model's on a probe batch; raises RuntimeError when they differ by more than
+        GATHER_TOLERANCE."""
         gathered = sharding.gather_backbone(self.model, config, vocab_size)
         rows = self.mesh.dim_size(sharding.BATCH)
         probe = np.random.default_rng(0).integers(0, vocab_size, size=(rows, min(_PROBE_LENGTH, config.context_length)))
         difference = sharding.gathered_logits_difference(self.model, gathered, self.mesh, probe)
-        tolerance = GATHER_TOLERANCE.get(policy_name, GATHER_TOLERANCE["mixed_bfloat16"])
+        tolerance = GATHER_TOLERANCE
         logging.info("Gathered the sharded weights into an ordinary backbone; largest logit difference on a probe "
                      "batch: %.3g (tolerance %g)", difference, tolerance)
         if not difference <= tolerance:

@@ -39,7 +39,9 @@ What DTensor in TF 2.16 cannot do, and how this module avoids it:
   built here on a correctly shaped `keras.Input` instead, and its variables are then replaced by
   DVariables with the function `Model.__call__` uses (`layout_map._map_subclass_model_variable`).
 - The mixed_float16 loss-scale optimizer, LoRA adapters and XLA (`jit_compile`) are not supported
-  with sharding; float32 and mixed_bfloat16 policies are layout-agnostic. `options.check_sharding`
+  with sharding. Nor is mixed_bfloat16: tf_keras's AdamW then cannot create the slots of the
+  autocast sharded weights ("Neither layout nor DTensor initial value are provided", tried by hand
+  on a 2 x 2 mesh); the sharded model trains in float32. `options.check_sharding`
   refuses these (and the other settings the Trainer's sharded loop does not support) in the config.
 
 The Trainer trains with this module through training/sharded_loop.py (`training.sharding`).
