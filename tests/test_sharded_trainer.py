@@ -75,6 +75,17 @@ def test_a_tf_config_cluster_is_refused_as_multi_client(monkeypatch):
     sharded_loop.check_single_client("auto", "")
 
 
+def test_a_one_pod_tfjob_is_a_single_client_with_the_mesh_gpus(monkeypatch):
+    """kubeflow.tfjob.workers=0, gpus=4: one chief pod with 4 GPUs, whose TF_CONFIG the sharded loop accepts."""
+    spec = tfjob.TFJobSpec(name="sharded", namespace="test", image="textgen:test", command=["run"], workers=0, gpus=4)
+    replicas = tfjob.build_manifest(spec)["spec"]["tfReplicaSpecs"]
+    assert list(replicas) == ["Chief"] and replicas["Chief"]["replicas"] == 1
+    (container,) = replicas["Chief"]["template"]["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "4"
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"chief": ["a:1"]}, "task": {"type": "chief", "index": 0}}))
+    sharded_loop.check_single_client("auto", "")
+
+
 @pytest.mark.skipif(bool(tf.config.list_physical_devices("GPU")), reason="the CPU path: no GPUs")
 def test_a_mesh_larger_than_the_initialised_host_names_both_counts():
     tf.constant(1.0) + 1.0  # the runtime is initialised from here on
