@@ -2,10 +2,11 @@
 
 The mesh covers this host's devices: its GPUs when it has any (at least batch x model of them), else
 logical CPU devices, which can only be made before TensorFlow initialises its runtime
-(`prepare_devices`; a Trainer started in a process of its own, such as a TFJob replica, can). The
-backbone and AdamW's slots are laid out over the mesh by sharding.py and each step is
-`sharding.ShardedTrainStep` (loss over the global batch, gradients, clipping by global norm,
-AdamW with the same warm-up/cosine schedule and weight decay as the ordinary loop).
+(`prepare_devices`: a Trainer in a fresh process can, before anything there ran a TensorFlow op;
+the TFJob replica's `--logical-cpus N` does it up front). The backbone and AdamW's slots are laid
+out over the mesh by sharding.py and each step is `sharding.ShardedTrainStep` (loss over the
+global batch, gradients, clipping by global norm, AdamW with the same warm-up/cosine schedule and
+weight decay as the ordinary loop), in float32 (`resolve_sharded_precision`).
 
 Everything else is loop.py's: the driver, progress lines, TensorBoard summaries, eval-loss model
 selection and early stopping, and checkpoints. `tf.train.Checkpoint` saves and restores the sharded
