@@ -30,7 +30,6 @@ def parse_mesh(text: str) -> tuple:
 
 def run_mesh(batch: int, model: int, args) -> dict:
     """Trains sharded and single-device copies on one mesh; returns the numbers described above."""
-    import tensorflow as tf
     from tensorflow.experimental import dtensor
 
     from components.trainer.options import ModelOptions, ShardingOptions, TrainingOptions
@@ -70,9 +69,7 @@ def run_mesh(batch: int, model: int, args) -> dict:
                                         for v in reference.weights + reference_optimizer.variables))
     gathered = sharding.gather_backbone(sharded, config, args.vocab)
     probe = rng.integers(0, args.vocab, size=(args.batch_size, args.length))
-    sharded_logits = tf.function(lambda ids: sharded(ids))(sharding.to_mesh(tf.constant(probe, tf.int64), sharding.batch_layout(mesh)))
-    whole = dtensor.relayout(sharded_logits, dtensor.Layout.replicated(mesh, 3))
-    result["gathered_logits_max_diff"] = float(np.max(np.abs(dtensor.unpack(whole)[0].numpy() - gathered(probe).numpy())))
+    result["gathered_logits_max_diff"] = sharding.gathered_logits_difference(sharded, gathered, mesh, probe)
     result["gathered_is_ordinary"] = not any(isinstance(v, dtensor.DVariable) for v in gathered.weights)
     return result
 

@@ -25,7 +25,8 @@ from components.options import Options
 from components.pusher.options import PusherOptions, RegistryOptions
 from components.resources import bundled
 from components.tokenizer.options import TokenizerOptions
-from components.trainer.options import GenerationOptions, ModelOptions, TFJobOptions, TrainingOptions, check_recompute
+from components.trainer.options import (GenerationOptions, ModelOptions, TFJobOptions, TrainingOptions, check_recompute,
+                                        check_sharding)
 from pipeline.layout import OutputLayout
 
 # Where this package's code lives (a checkout or site-packages). Defaults that name the project's
@@ -159,6 +160,20 @@ class PipelineConfig(Options):
     @model_validator(mode="after")
     def _recompute_fits_model(self) -> "PipelineConfig":
         check_recompute(self.training.recompute, self.model)
+        return self
+
+    @model_validator(mode="after")
+    def _sharding_fits(self) -> "PipelineConfig":
+        """Sharded training: the settings it supports (options.check_sharding), in one Trainer
+        process (a TFJob of one chief, no workers or parameter servers)."""
+        check_sharding(self.training, self.model)
+        tfjob = self.kubeflow.tfjob
+        if self.training.sharding.enabled and tfjob.enabled and (tfjob.workers or tfjob.parameter_servers):
+            raise ValueError(
+                f"kubeflow.tfjob.workers={tfjob.workers} and parameter_servers={tfjob.parameter_servers} cannot be combined "
+                "with training.sharding: sharded training runs in one process (multi-client DTensor is not supported); "
+                "set both to 0 for a one-pod TFJob with kubeflow.tfjob.gpus GPUs"
+            )
         return self
 
     @model_validator(mode="after")

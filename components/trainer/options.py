@@ -143,10 +143,12 @@ def check_recompute(mode: str, model: ModelOptions) -> None:
 
 
 class ShardingOptions(Options):
-    """A `batch` x `model` device mesh for sharded (DTensor) training (components/trainer/training/sharding.py).
+    """A `batch` x `model` device mesh for sharded (DTensor) training: `training.sharding`.
 
-    Not a pipeline setting yet: the Trainer's run_fn does not train sharded (see the README's
-    sharded-training paragraph); sharding.py, its test and benchmarks/sharding.py take it directly."""
+    Sharded training is on when the mesh has more than one device (`enabled`): the Trainer then
+    trains with components/trainer/training/sharded_loop.py over this host's GPUs (or, without
+    GPUs, logical CPU devices) instead of a tf.distribute strategy, and exports the gathered,
+    ordinary model. `check_sharding` lists the settings it cannot be combined with."""
 
     batch: int = Field(1, ge=1, description="Mesh devices along the batch axis (data parallelism: batch rows split over them).")
     model: int = Field(
@@ -214,6 +216,10 @@ class TrainingOptions(Options):
                            "about one more forward pass of time; needs model.dropout=0; model/recompute.py)."
     )
     lora: LoraOptions = Field(default_factory=LoraOptions, description="Low-rank adaptation; base weights frozen.")
+    sharding: ShardingOptions = Field(
+        default_factory=ShardingOptions, description="Sharded (DTensor) training over a batch x model mesh of this "
+                                                     "host's devices; on when batch x model > 1 (training/sharded_loop.py)."
+    )
     warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
     peak_flops: Optional[float] = Field(
         None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
@@ -240,6 +246,55 @@ class TrainingOptions(Options):
                 f"training.global_batch_tokens ({self.global_batch_tokens}) must be a multiple of model.context_length ({context_length})"
             )
         return self.global_batch_tokens // context_length
+
+
+def check_shardable(model: ModelOptions, sharding: ShardingOptions) -> None:
+    """Raises ValueError when a dimension the mesh's `model` axis splits is not divisible by it."""
+    width = 2 * model.mlp_dim if model.mlp == "swiglu" else model.mlp_dim
+    for name, size in (("model.model_dim", model.model_dim), ("model.mlp_dim", width)):
+        if size % sharding.model:
+            raise ValueError(f"{name} ({size}) must be divisible by the mesh's model axis "
+                             f"(training.sharding.model={sharding.model})")
+
+
+def check_sharding(training: TrainingOptions, model: ModelOptions) -> None:
+    """Raises ValueError, naming the setting, for what sharded training (`training.sharding` with more
+    than one device) cannot be combined with; does nothing when sharding is off.
+
+    Refused: an explicit training.distribution (the mesh replaces tf.distribute strategies;
+    multi-client DTensor is not supported), jit_compile=on (XLA), mixed precision (mixed_float16's
+    loss scaling; under mixed_bfloat16 tf_keras's AdamW cannot create the slots of the autocast
+    sharded weights: "Neither layout nor DTensor initial value are provided"), LoRA, activation recomputation, gradient accumulation, dropout (not verified to draw the same
+    mask on the devices of a replicated activation), warm starts and Hugging Face checkpoints (the
+    sharded model is built from scratch). The `auto` settings resolve to supported values instead
+    (training/sharded_loop.py)."""
+    sharding = training.sharding
+    if not sharding.enabled:
+        return
+    mesh = f"training.sharding (batch={sharding.batch} x model={sharding.model})"
+    refused = [
+        (training.distribution != "auto", f"training.distribution={training.distribution}",
+         "the mesh replaces tf.distribute strategies and multi-client DTensor is not supported; leave it auto"),
+        (training.jit_compile == "on", "training.jit_compile=on", "XLA is not supported with sharding; use auto or off"),
+        (training.precision.startswith("mixed_"), f"training.precision={training.precision}",
+         "mixed precision is not supported with sharding; use auto (float32 there) or float32"),
+        (training.lora.rank > 0, f"training.lora.rank={training.lora.rank}", "LoRA adapters are not supported with sharding"),
+        (training.recompute != "off", f"training.recompute={training.recompute}",
+         "activation recomputation is not supported with sharding"),
+        (training.gradient_accumulation_steps > 1, f"training.gradient_accumulation_steps={training.gradient_accumulation_steps}",
+         "gradient accumulation is not supported with sharding; raise training.sharding.batch instead"),
+        (training.warm_start, "training.warm_start=true", "the sharded model is built from scratch"),
+        (bool(model.checkpoint), "model.checkpoint", "the sharded model is built from scratch, not from a checkpoint"),
+        (model.dropout > 0, f"model.dropout={model.dropout}",
+         "dropout under sharding is not verified (each device draws its own mask); set model.dropout=0"),
+    ]
+    for bad, setting, reason in refused:
+        if bad:
+            raise ValueError(f"{setting} cannot be combined with {mesh}: {reason}")
+    check_shardable(model, sharding)
+    batch = training.resolved_batch_size(model.context_length)
+    if batch % sharding.batch:
+        raise ValueError(f"the global batch ({batch} sequences) must be divisible by training.sharding.batch ({sharding.batch})")
 
 
 class GenerationOptions(Options):

@@ -12,6 +12,10 @@ Outputs in the Trainer's ModelRun artifact (`fn_args.model_run_dir`): `checkpoin
 points) and `train/` (TensorBoard summaries). The chief writes them and the exported model; other
 workers of a multi-worker run write to temporary directories that are removed.
 
+With `training.sharding` (a batch x model mesh of more than one device) the model is trained
+sharded with DTensor over this host's devices instead of under a tf.distribute strategy
+(`sharded_loop.py`), and the weights are gathered into an ordinary backbone for the same export.
+
 With `kubeflow.tfjob.enabled` the Trainer's own `run_fn` only launches a TFJob (`tfjob.launch`)
 whose replicas run this same function through `replica.py`.
 """
@@ -32,9 +36,10 @@ from components.trainer.checkpoint.hf_weights import load_weights
 from components.trainer.model import lora
 from components.trainer.model.backbone import build_backbone
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
-from components.trainer.options import ModelOptions, TrainerSettings, TrainingOptions, read_trainer_custom_config
+from components.trainer.options import (ModelOptions, TrainerSettings, TrainingOptions, check_sharding,
+                                        read_trainer_custom_config)
 from components.trainer.serving.export import export_serving_model
-from components.trainer.training import data, record, tfjob
+from components.trainer.training import data, record, sharded_loop, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
@@ -118,8 +123,16 @@ def run_fn(fn_args: "FnArgs") -> None:
     if _launched_as_tfjob(fn_args, trainer_settings):
         return
     model_config, training, generation = trainer_settings.model, trainer_settings.training, trainer_settings.generation
-    # First: MultiWorkerMirroredStrategy must configure collectives before TensorFlow runs any op.
-    strategy = choose_strategy(training.distribution, training.tpu)
+    sharded = training.sharding.enabled
+    # First: MultiWorkerMirroredStrategy must configure collectives, and a sharded run on CPUs its
+    # logical devices, before TensorFlow runs any op.
+    if sharded:
+        check_sharding(training, model_config)
+        sharded_loop.check_single_client(training.distribution, training.tpu)
+        mesh_device_type = sharded_loop.prepare_devices(training.sharding)
+        strategy = tf.distribute.get_strategy()
+    else:
+        strategy = choose_strategy(training.distribution, training.tpu)
     keras.utils.set_random_seed(training.seed)
     transform_output = tft.TFTransformOutput(fn_args.transform_output)
     feature_spec = transform_output.transformed_feature_spec()
@@ -135,7 +148,7 @@ def run_fn(fn_args: "FnArgs") -> None:
         )
 
     device = accelerator_kind(strategy)
-    policy_name = resolve_precision(training.precision, device)
+    policy_name = sharded_loop.resolve_sharded_precision(training.precision) if sharded else resolve_precision(training.precision, device)
     parameter_server = isinstance(strategy, tf.distribute.ParameterServerStrategy)
     if parameter_server:
         check_parameter_server_settings(policy_name, training.jit_compile)
@@ -162,9 +175,10 @@ def run_fn(fn_args: "FnArgs") -> None:
         # across workers: a failed step aborts MultiWorkerMirroredStrategy's collectives, so there
         # the error names the setting instead.
         # XLA cannot read the variables on ps tasks (ps_loop.py): graph mode there.
-        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name) and not parameter_server,
+        # Nor under sharding (sharding.py): auto means off there.
+        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name) and not parameter_server and not sharded,
         xla_fallback=training.jit_compile == "auto" and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        and not parameter_server,
+        and not parameter_server and not sharded,
         flops_per_token=training_flops_per_token(model_config, vocab_size),
         peak_flops=_peak_flops(training, policy_name),
     )
@@ -193,8 +207,11 @@ def run_fn(fn_args: "FnArgs") -> None:
 
     with keras_policy(policy_name):
         with strategy.scope():
-            backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute)
-            optimizer = make_optimizer(training, policy_name)
+            if sharded:
+                mesh, backbone, optimizer = sharded_loop.build(model_config, vocab_size, training, policy_name, mesh_device_type)
+            else:
+                backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute)
+                optimizer = make_optimizer(training, policy_name)
         if checkpoint:
             load_weights(backbone, model_config.checkpoint, checkpoint)
             _export_base_model(backbone, transform_output, generation, model_uri, strategy)
@@ -206,19 +223,24 @@ def run_fn(fn_args: "FnArgs") -> None:
         base_model = _warm_start_model(trainer_settings) if training.warm_start else ""
         if base_model:
             warm_start_from(backbone, base_model, tokenizer.sha256)
-        trainer = (ParameterServerTrainer if parameter_server else LanguageModelTrainer)(
-            backbone, optimizer, strategy, settings,
-            checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
-            summary_dir=os.path.join(fn_args.model_run_dir, "train"),
-        )
-        if parameter_server:
+        run_dirs = dict(checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
+                        summary_dir=os.path.join(fn_args.model_run_dir, "train"))
+        if sharded:  # ordinary global batches: the sharded trainer packs them into DTensors
+            trainer = sharded_loop.ShardedTrainer(backbone, optimizer, mesh, settings, **run_dirs)
+            make_train_iterator = lambda start: iter(train_batches(start))  # noqa: E731
+            make_eval_iterator = lambda: iter(eval_batches())  # noqa: E731
+        elif parameter_server:
+            trainer = ParameterServerTrainer(backbone, optimizer, strategy, settings, **run_dirs)
             make_train_iterator = lambda start: trainer.per_worker_iterator(lambda: train_batches(start))  # noqa: E731
             make_eval_iterator = lambda: trainer.per_worker_iterator(eval_batches)  # noqa: E731
         else:
+            trainer = LanguageModelTrainer(backbone, optimizer, strategy, settings, **run_dirs)
             make_train_iterator = lambda start: iter(data.distributed_blocks(strategy, lambda: train_batches(start), global_batch))  # noqa: E731
             make_eval_iterator = lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch))  # noqa: E731
         reports = []
         steps_run = trainer.train(make_train_iterator, make_eval_iterator, on_report=reports.append)
+        if sharded:
+            backbone = trainer.exported_backbone(model_config, vocab_size)
         export_dir = writable_dir(fn_args.serving_model_dir, strategy)
         export_serving_model(backbone, transform_output, generation, export_dir)
         cleanup_worker_dir(export_dir, strategy)

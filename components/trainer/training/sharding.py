@@ -39,7 +39,12 @@ What DTensor in TF 2.16 cannot do, and how this module avoids it:
   built here on a correctly shaped `keras.Input` instead, and its variables are then replaced by
   DVariables with the function `Model.__call__` uses (`layout_map._map_subclass_model_variable`).
 - The mixed_float16 loss-scale optimizer, LoRA adapters and XLA (`jit_compile`) are not supported
-  with sharding; float32 and mixed_bfloat16 policies are layout-agnostic.
+  with sharding. Nor is mixed_bfloat16: tf_keras's AdamW then cannot create the slots of the
+  autocast sharded weights ("Neither layout nor DTensor initial value are provided", tried by hand
+  on a 2 x 2 mesh); the sharded model trains in float32. `options.check_sharding`
+  refuses these (and the other settings the Trainer's sharded loop does not support) in the config.
+
+The Trainer trains with this module through training/sharded_loop.py (`training.sharding`).
 """
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -51,7 +56,7 @@ from tensorflow.experimental import dtensor
 from tf_keras.src.dtensor import layout_map as keras_layout_map
 
 from components.trainer.model.backbone import GPTBackbone, build_backbone
-from components.trainer.options import ModelOptions, ShardingOptions
+from components.trainer.options import ModelOptions, ShardingOptions, check_shardable  # noqa: F401 (part of this API)
 from components.trainer.training.loop import _token_loss_sum
 
 BATCH, MODEL = "batch", "model"
@@ -84,14 +89,6 @@ def make_mesh(sharding: ShardingOptions, device_type: Optional[str] = None) -> d
         )
     devices = [f"{device_type}:{index}" for index in range(sharding.devices)]
     return dtensor.create_mesh([(BATCH, sharding.batch), (MODEL, sharding.model)], devices=devices, device_type=device_type)
-
-
-def check_shardable(config: ModelOptions, sharding: ShardingOptions) -> None:
-    """Raises ValueError when a sharded dimension of `config` is not divisible by the `model` axis."""
-    width = 2 * config.mlp_dim if config.mlp == "swiglu" else config.mlp_dim
-    for name, size in (("model.model_dim", config.model_dim), ("model.mlp_dim", width)):
-        if size % sharding.model:
-            raise ValueError(f"{name} ({size}) must be divisible by the mesh's model axis ({sharding.model})")
 
 
 def backbone_layouts(config: ModelOptions, mesh: dtensor.Mesh) -> Dict[str, dtensor.Layout]:
@@ -145,6 +142,25 @@ def to_mesh(values, layout: dtensor.Layout) -> tf.Tensor:
     """A host tensor or array as a DTensor with `layout` (copied replicated, then each device keeps its part)."""
     replicated = dtensor.copy_to_mesh(tf.convert_to_tensor(values), dtensor.Layout.replicated(layout.mesh, layout.rank))
     return dtensor.relayout(replicated, layout)
+
+
+def to_batch(values, mesh: dtensor.Mesh) -> tf.Tensor:
+    """Host token ids [batch, length] as an int64 DTensor with its rows over the mesh's `batch` axis."""
+    return to_mesh(tf.cast(values, tf.int64), batch_layout(mesh))
+
+
+def to_host(value: tf.Tensor) -> tf.Tensor:
+    """A replicated DTensor result (a loss, a norm) as an ordinary tensor: one device's copy."""
+    return dtensor.unpack(value)[0]
+
+
+def gathered_logits_difference(sharded: GPTBackbone, gathered: GPTBackbone, mesh: dtensor.Mesh, probe) -> float:
+    """Largest absolute difference between the sharded and the gathered model's logits on the token
+    ids `probe` [batch, length] (its rows must divide over the mesh's `batch` axis)."""
+    sharded_logits = tf.function(lambda ids: sharded(ids))(to_batch(probe, mesh))
+    whole = to_host(dtensor.relayout(sharded_logits, dtensor.Layout.replicated(mesh, 3)))
+    ordinary = gathered(tf.cast(probe, tf.int64))
+    return float(np.max(np.abs(tf.cast(whole, tf.float32).numpy() - tf.cast(ordinary, tf.float32).numpy())))
 
 
 def gathered_value(variable: tf.Variable) -> np.ndarray:
@@ -214,8 +230,8 @@ class ShardedTrainStep:
     def __call__(self, inputs, targets) -> Tuple[float, float]:
         """Runs one step on host token batches [batch, length]; returns (loss, gradient norm)."""
         if self.mesh is not None:
-            inputs, targets = (to_mesh(tf.cast(values, tf.int64), batch_layout(self.mesh)) for values in (inputs, targets))
+            inputs, targets = to_batch(inputs, self.mesh), to_batch(targets, self.mesh)
         loss, gradient_norm = self._step(inputs, targets)
         if self.mesh is not None:
-            loss, gradient_norm = (dtensor.unpack(value)[0] for value in (loss, gradient_norm))
+            loss, gradient_norm = to_host(loss), to_host(gradient_norm)
         return float(loss.numpy()), float(gradient_norm.numpy())
