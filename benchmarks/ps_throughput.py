@@ -26,7 +26,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import subprocess
 import sys
 import tempfile
@@ -39,19 +38,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import machine  # noqa: E402
 from train_throughput import synthetic_batches  # noqa: E402
+from tests.local_cluster import free_ports  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULT = "RESULT "
-
-
-def _free_ports(count: int) -> list:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("localhost", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
 
 
 def train_here(args) -> dict:
@@ -114,12 +104,12 @@ def measure(args, distribution: str) -> dict:
     processes = []
     try:
         if distribution == "multi_worker":
-            ports = _free_ports(args.workers)
+            ports = free_ports(args.workers)
             cluster = {"worker": [f"localhost:{port}" for port in ports]}
             processes = [_launch(args, "train", cluster, "worker", index, distribution) for index in range(args.workers)]
             results = [_result(process, args.timeout) for process in processes]
             return results[0]  # worker 0 is the chief; every worker reports the same steps
-        chief, *ports = _free_ports(1 + args.workers + args.ps)
+        chief, *ports = free_ports(1 + args.workers + args.ps)
         cluster = {"chief": [f"localhost:{chief}"], "worker": [f"localhost:{port}" for port in ports[:args.workers]],
                    "ps": [f"localhost:{port}" for port in ports[args.workers:]]}
         processes = [_launch(args, "serve", cluster, "worker", index, distribution) for index in range(args.workers)]

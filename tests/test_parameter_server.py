@@ -24,7 +24,8 @@ import pytest
 
 from components.trainer.training import strategy
 from components.trainer.training.ps_loop import check_parameter_server_settings
-from tests.test_trainer import REPO_ROOT, _finish, _free_ports, _start, _write_args
+from tests.local_cluster import free_ports
+from tests.test_trainer import REPO_ROOT, _finish, _start, _write_args
 
 
 def _tf_config(cluster: dict, task_type: str, index: int = 0) -> str:
@@ -89,7 +90,7 @@ def _stop(processes) -> None:
 
 @pytest.mark.slow
 def test_parameter_server_cluster_trains_through_a_killed_worker_and_resumes(transform_artifacts, tmp_path):
-    chief_port, *worker_ports, ps_port = _free_ports(4)
+    chief_port, *worker_ports, ps_port = free_ports(4)
     cluster = {"chief": [f"localhost:{chief_port}"], "worker": [f"localhost:{port}" for port in worker_ports],
                "ps": [f"localhost:{ps_port}"]}
     config = lambda task_type, index=0: {"cluster": cluster, "task": {"type": task_type, "index": index}}  # noqa: E731
@@ -134,7 +135,7 @@ def test_parameter_server_cluster_trains_through_a_killed_worker_and_resumes(tra
 def test_a_ps_replica_serves_until_it_is_ended(tmp_path):
     """A ps replica started with the TFJob command runs a tf.distribute.Server and keeps running
     (the chief and the operator end it); it reads no data, so the FnArgs paths here are unused."""
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     args = _write_args(tmp_path, ("unused-transform-dir", "unused-examples", None), train_steps=1,
                        distribution="parameter_server")
     cluster = {"chief": ["localhost:1"], "worker": ["localhost:2"], "ps": [f"localhost:{port}"]}
@@ -190,7 +191,7 @@ def test_each_worker_draws_the_training_data_in_its_own_order(tmp_path):
     """With the global seed set, a seeded shuffle would give both workers the same order, so the
     12 steps would see repeated blocks (with the seed left set: 7 distinct of 12); each worker's own
     unseeded order makes a repeat among 12 of 100,000 blocks unlikely (p < 0.001)."""
-    chief_port, *ports = _free_ports(4)
+    chief_port, *ports = free_ports(4)
     cluster = {"chief": [f"localhost:{chief_port}"], "worker": [f"localhost:{port}" for port in ports[:2]],
                "ps": [f"localhost:{ports[2]}"]}
     args = _write_args(tmp_path, ("unused-transform-dir", "unused-examples", None), train_steps=1,

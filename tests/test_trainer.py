@@ -8,7 +8,6 @@ environment of the manifest `tfjob.launch` submits (`python -m components.traine
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ from components.trainer.training.precision import keras_policy
 from components.trainer.training.strategy import resolve_distribution
 from components.trainer.options import GenerationOptions, ModelOptions, TrainingOptions
 from pipeline.config import ConfigError, load_config
+from tests.local_cluster import free_ports
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ModelOptions(preset="tiny")
@@ -346,16 +346,6 @@ def single_process_run(transform_artifacts, tmp_path_factory):
     return _exported_weights(directory / "serving")
 
 
-def _free_ports(count: int) -> list:
-    sockets = [socket.socket() for _ in range(count)]
-    for sock in sockets:
-        sock.bind(("localhost", 0))
-    ports = [sock.getsockname()[1] for sock in sockets]
-    for sock in sockets:
-        sock.close()
-    return ports
-
-
 # Tolerance for runs that sum the same gradients in another order (all-reduce vs one batch):
 # float32 rounding differences, through 8 Adam steps of lr 3e-3, stay far below 1e-4.
 SAME_RESULT_ATOL = 1e-4
@@ -363,7 +353,7 @@ SAME_RESULT_ATOL = 1e-4
 
 @pytest.mark.slow
 def test_two_workers_train_synchronously_and_match_single_process(transform_artifacts, tmp_path, single_process_run):
-    cluster = {"worker": [f"localhost:{port}" for port in _free_ports(2)]}
+    cluster = {"worker": [f"localhost:{port}" for port in free_ports(2)]}
     args = _write_args(tmp_path, transform_artifacts, train_steps=8)
     workers = [_start(args, {"cluster": cluster, "task": {"type": "worker", "index": index}}) for index in range(2)]
     outputs = [_finish(worker) for worker in workers]
