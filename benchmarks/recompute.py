@@ -2,21 +2,22 @@
 
 For each XLA setting and context length, the project's training loop (LanguageModelTrainer, through
 `train_throughput.measure_ours`: AdamW, the default strategy, synthetic tokens) trains the same
-model with `training.recompute=off` (the baseline: every activation kept for the backward pass)
-and `=block` (each block recomputed in the backward pass). Every measurement runs in a fresh
+model with `training.recompute=off` (the baseline: every activation kept for the backward pass),
+`=attention` (the attention core recomputed in query chunks) and `=block` (each block recomputed). Every measurement runs in a fresh
 process, so its peak resident set size (VmHWM; device memory on a GPU) is that of this one
 configuration: the TensorFlow runtime, the weights and optimizer state, the compiled step and the
 step's activations. The parent watches each child's peak and stops it once it passes the memory
 budget (`--budget-gib`): that context does not train within the budget, and longer ones are not
 tried for that setting.
 
-Reported per setting: the longest context that trains within the budget with and without
-recomputation (their ratio: the issue's goal is at least 3x) and the step-time cost of
-recomputation at each context both fit (the goal: at most 35% more).
+Reported per setting and recomputing mode: the longest context that trains within the budget with
+it and without recomputation (their ratio: the issue's goal is at least 3x) and the step-time cost
+of recomputation at each context both fit (the goal: at most 35% more).
 
 Usage:
     python benchmarks/recompute.py [--preset 10m] [--vocab-size 4096] [--batch-size 1]
-        [--contexts 256 512 1024 2048 4096 8192] [--budget-gib 4] [--jit off on] [--steps 4] [--wait-for-quiet 600]
+        [--contexts 256 512 1024 2048 4096 8192] [--budget-gib 4] [--jit off on]
+        [--modes off attention block] [--steps 4] [--wait-for-quiet 600]
 
 Prints a table and writes benchmarks/results/recompute.json. Refuses to start above load 1.5
 unless --allow-high-load (then the results are marked NOT VALID).
@@ -36,7 +37,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import machine  # noqa: E402
 
-MODES = ("off", "block")
+MODES = ("off", "attention", "block")  # training.recompute; "off" is the baseline
 _POLL_SECONDS = 0.1
 
 
@@ -105,17 +106,51 @@ def sweep(args, jit: str, mode: str, budget_bytes: float) -> list:
     return rows
 
 
-def summarise(rows: list, jit: str) -> dict:
-    """Longest context within the budget per mode, their ratio, and the step-time ratios."""
+def summarise(rows: list, jit: str, modes: list) -> list:
+    """Per recomputing mode: the longest context within the budget with it and with `off`, their
+    ratio, and the step-time and peak-memory ratios at the contexts both fit."""
     fitting = {mode: {row["context"]: row for row in rows if row["jit"] == jit and row["recompute"] == mode and row["fits"]}
-               for mode in MODES}
-    longest = {mode: max(fitting[mode], default=0) for mode in MODES}
-    common = sorted(set(fitting["off"]) & set(fitting["block"]))
-    time_ratio = {context: fitting["block"][context]["step_s"] / fitting["off"][context]["step_s"] for context in common}
-    memory_ratio = {context: fitting["block"][context]["peak_bytes"] / fitting["off"][context]["peak_bytes"] for context in common}
-    return {"jit": jit, "longest_off": longest["off"], "longest_block": longest["block"],
-            "context_ratio": longest["block"] / longest["off"] if longest["off"] else None,
-            "step_time_ratio": time_ratio, "peak_memory_ratio": memory_ratio}
+               for mode in modes}
+    longest_off = max(fitting["off"], default=0)
+    summaries = []
+    for mode in modes[1:]:
+        common = sorted(set(fitting["off"]) & set(fitting[mode]))
+        longest = max(fitting[mode], default=0)
+        summaries.append({
+            "jit": jit, "recompute": mode, "longest_off": longest_off, "longest": longest,
+            "context_ratio": longest / longest_off if longest_off else None,
+            "step_time_ratio": {context: fitting[mode][context]["step_s"] / fitting["off"][context]["step_s"] for context in common},
+            "peak_memory_ratio": {context: fitting[mode][context]["peak_bytes"] / fitting["off"][context]["peak_bytes"]
+                                  for context in common},
+        })
+    return summaries
+
+
+def print_table(rows: list, jits: list, modes: list) -> None:
+    """One row per XLA setting and context: each mode's peak memory and step time, and the
+    recomputing modes' step time relative to `off`."""
+    others = modes[1:]
+    print("| XLA | context | " + " | ".join(f"peak GiB, {mode}" for mode in modes) + " | "
+          + " | ".join(f"s/step, {mode}" for mode in modes) + " | " + " | ".join(f"time {mode}/off" for mode in others) + " |")
+    print("|---|---:|" + "---:|" * (2 * len(modes) + len(others)))
+
+    def peak(row):
+        return "-" if row is None else f"{row['peak_bytes'] / 2**30:.2f}" + ("" if row["fits"] else " (over)")
+
+    def step(row):
+        return f"{row['step_s']:.3f}" if row and row["fits"] else "-"
+
+    for jit in jits:
+        by_mode = {(row["recompute"], row["context"]): row for row in rows if row["jit"] == jit}
+        for context in sorted({context for _, context in by_mode}):
+            cells = {mode: by_mode.get((mode, context)) for mode in modes}
+            off = cells["off"]
+
+            def ratio(row):
+                return f"{row['step_s'] / off['step_s']:.2f}" if off and row and off["fits"] and row["fits"] else "-"
+
+            print(f"| {jit} | {context} | " + " | ".join(peak(cells[mode]) for mode in modes) + " | "
+                  + " | ".join(step(cells[mode]) for mode in modes) + " | " + " | ".join(ratio(cells[mode]) for mode in others) + " |")
 
 
 def main() -> None:
@@ -126,6 +161,8 @@ def main() -> None:
     parser.add_argument("--contexts", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096, 8192])
     parser.add_argument("--budget-gib", type=float, default=4.0, help="Memory budget: peak RSS (device memory on a GPU).")
     parser.add_argument("--jit", nargs="+", default=["off", "on"], choices=["off", "on"], help="training.jit_compile settings.")
+    parser.add_argument("--modes", nargs="+", default=list(MODES[1:]), choices=MODES[1:],
+                        help="training.recompute modes to measure against off.")
     parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"])
     parser.add_argument("--steps", type=int, default=4, help="measured steps (after as many warm-up steps)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -138,34 +175,20 @@ def main() -> None:
     budget = args.budget_gib * 2**30
     print(f"model: {args.preset} preset, vocabulary {args.vocab_size}, batch {args.batch_size}, {args.precision}; "
           f"budget {args.budget_gib:g} GiB; contexts {' '.join(map(str, sorted(args.contexts)))}")
-    rows = [row for jit in args.jit for mode in MODES for row in sweep(args, jit, mode, budget)]
-    summaries = [summarise(rows, jit) for jit in args.jit]
+    modes = ["off"] + [mode for mode in MODES[1:] if mode in args.modes]
+    rows = [row for jit in args.jit for mode in modes for row in sweep(args, jit, mode, budget)]
+    summaries = [summary for jit in args.jit for summary in summarise(rows, jit, modes)]
 
     load = guard.finish()
     print(f"\n{machine.command_line()}\n{guard.banner()}")
-    print("| XLA | context | peak GiB, off | peak GiB, block | memory block/off | s/step, off | s/step, block | time block/off |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for jit in args.jit:
-        by_mode = {(row["recompute"], row["context"]): row for row in rows if row["jit"] == jit}
-        for context in sorted({context for _, context in by_mode}):
-            off, block = by_mode.get(("off", context)), by_mode.get(("block", context))
-
-            def peak(row):
-                return "-" if row is None else f"{row['peak_bytes'] / 2**30:.2f}" + ("" if row["fits"] else " (over)")
-
-            def step(row):
-                return f"{row['step_s']:.3f}" if row and row["fits"] else "-"
-
-            both = off and block and off["fits"] and block["fits"]
-            memory = f"{block['peak_bytes'] / off['peak_bytes']:.2f}" if both else "-"
-            time_ratio = f"{block['step_s'] / off['step_s']:.2f}" if both else "-"
-            print(f"| {jit} | {context} | {peak(off)} | {peak(block)} | {memory} | {step(off)} | {step(block)} | {time_ratio} |")
+    print_table(rows, args.jit, modes)
     print(f"\nWithin {args.budget_gib:g} GiB:")
     for summary in summaries:
         ratio = f"{summary['context_ratio']:.1f}x" if summary["context_ratio"] else "n/a"
         worst = max(summary["step_time_ratio"].values(), default=float("nan"))
-        print(f"  XLA {summary['jit']}: longest context off {summary['longest_off']}, block {summary['longest_block']} "
-              f"({ratio}; goal >= 3x); step time block/off at most {worst:.2f} (goal <= 1.35)")
+        mode = summary["recompute"]
+        print(f"  XLA {summary['jit']}: longest context off {summary['longest_off']}, {mode} {summary['longest']} "
+              f"({ratio}; goal >= 3x); step time {mode}/off at most {worst:.2f} (goal <= 1.35)")
     path = machine.write_results("recompute", {
         "command": machine.command_line(), "load": load,
         "machine": {**machine.machine_description(), "platform": platform.platform()},

@@ -129,7 +129,7 @@ class LoraOptions(Options):
         description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).")
 
 
-RECOMPUTE_MODES = ("off", "block")
+RECOMPUTE_MODES = ("off", "attention", "block")
 
 
 def check_recompute(mode: str, model: ModelOptions) -> None:
@@ -210,10 +210,12 @@ class TrainingOptions(Options):
         3, ge=0, description="Stop training after this many progress-line eval measurements in a row without a lower "
                              "eval loss (0: always train train_steps steps); needs eval_batches > 0."
     )
-    recompute: Literal["off", "block"] = Field(
-        "off", description="Activation recomputation: off keeps every activation for the backward pass; block keeps only "
-                           "each Transformer block's input and recomputes the block in the backward pass (less memory, "
-                           "about one more forward pass of time; needs model.dropout=0; model/recompute.py)."
+    recompute: Literal["off", "attention", "block"] = Field(
+        "off", description="Activation recomputation: off keeps every activation for the backward pass; attention "
+                           "recomputes the attention scores and softmax in the backward pass, in query chunks (their "
+                           "memory grows with the square of the context; little extra time); block keeps only each "
+                           "Transformer block's input and recomputes the whole block (least memory, about one more "
+                           "forward pass of time). Both need model.dropout=0 (model/recompute.py)."
     )
     lora: LoraOptions = Field(default_factory=LoraOptions, description="Low-rank adaptation; base weights frozen.")
     sharding: ShardingOptions = Field(

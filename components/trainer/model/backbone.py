@@ -24,7 +24,7 @@ import tf_keras as keras
 
 from components.trainer import keras_autograph  # noqa: F401  (keeps AutoGraph out of tf_keras)
 from components.trainer.model import lora
-from components.trainer.model.recompute import recompute_in_backward
+from components.trainer.model.recompute import causal_attention_in_chunks, recompute_in_backward
 from components.trainer.options import LoraOptions, ModelOptions, RopeScaling, check_recompute
 
 _NEG_INF = -1e9  # additive mask value; finite so fully masked rows stay NaN-free
@@ -164,10 +164,15 @@ class CausalSelfAttention(keras.layers.Layer):
     attention when fewer than `num_heads`: query head h reads key/value head h // (num_heads / kv_heads)).
 
     The fused kernel's output columns are all query heads, then all key heads, then all value heads.
+    With `recompute_core`, a training call recomputes the attention core in query chunks in the
+    backward pass (`training.recompute`, model/recompute.py).
     """
 
-    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, **kwargs):
+    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, recompute_core: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
+        self.recompute_core = recompute_core
+        self.context_length = config.context_length
         self.num_heads = config.num_heads
         self.kv_heads = config.kv_heads
         self.groups = config.num_heads // config.kv_heads
@@ -200,8 +205,14 @@ class CausalSelfAttention(keras.layers.Layer):
         return query, key, value
 
     def attend(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor, training: bool = False) -> tf.Tensor:
-        """Scaled dot-product attention; `mask` (bool, broadcastable to [batch, heads, q_len, k_len])
-        marks the key positions each query may see. Returns [batch, q_len, model_dim]."""
+        """Scaled dot-product attention and the output projection; `mask` (bool, broadcastable to
+        [batch, heads, q_len, k_len]) marks the key positions each query may see. Returns [batch, q_len, model_dim]."""
+        return self.output_projection(self.weigh_values(query, key, value, mask, training))
+
+    def weigh_values(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor,
+                     training: bool = False) -> tf.Tensor:
+        """The attention core: softmax of the masked, scaled query-key scores, times the values.
+        Returns [batch, q_len, heads * head_dim] (before the output projection)."""
         # Explicit lengths in the reshapes: an empty sequence (length 0) leaves -1 undetermined.
         batch, length, key_length = tf.shape(query)[0], tf.shape(query)[2], tf.shape(key)[2]
         grouped = tf.reshape(query, [batch, self.kv_heads, self.groups, length, self.head_dim])
@@ -211,7 +222,7 @@ class CausalSelfAttention(keras.layers.Layer):
         weights = self.attention_dropout(tf.cast(tf.nn.softmax(scores, axis=-1), value.dtype), training=training)
         weights = tf.reshape(weights, [batch, self.kv_heads, self.groups, length, key_length])
         attended = tf.einsum("bkgql,bkld->bqkgd", weights, value)
-        return self.output_projection(tf.reshape(attended, [batch, length, self.num_heads * self.head_dim]))
+        return tf.reshape(attended, [batch, length, self.num_heads * self.head_dim])
 
     def decode(self, hidden: tf.Tensor, slots: DecodeSlots, cache: tuple) -> tuple:
         """Attention of one new position per row: normalised hidden [batch, model_dim] at
@@ -236,6 +247,9 @@ class CausalSelfAttention(keras.layers.Layer):
 
     def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
         query, key, value = self.project_qkv(hidden, positions)
+        if training and self.recompute_core:  # dropout is 0 here (options.check_recompute)
+            attended = causal_attention_in_chunks(self.weigh_values, query, key, value, self.context_length)
+            return self.output_projection(attended)
         return self.attend(query, key, value, causal_mask(tf.shape(hidden)[1]), training=training)
 
 
@@ -258,10 +272,11 @@ class DecoderBlock(keras.layers.Layer):
     `mlp_in` (a Dense with activation="gelu", as the project's models always had it).
     """
 
-    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, **kwargs):
+    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, recompute_core: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
         self.attention_norm = make_norm(config, "attention_norm")
-        self.attention = CausalSelfAttention(config, lora_options, name="attention")
+        self.attention = CausalSelfAttention(config, lora_options, recompute_core, name="attention")
         self.mlp_norm = make_norm(config, "mlp_norm")
         fused = 2 if config.mlp == "swiglu" else 1
         self.mlp_in = lora.projection(
@@ -336,7 +351,8 @@ class GPTBackbone(keras.Model):
         self.position_embedding = (
             None if rotary else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding")
         )
-        self.blocks = [DecoderBlock(config, self.lora, name=f"block_{index}") for index in range(config.num_layers)]
+        self.blocks = [DecoderBlock(config, self.lora, recompute != "off", name=f"block_{index}")
+                       for index in range(config.num_layers)]
         self.final_norm = make_norm(config, "final_norm")
         # Created last, so a tied model's variables keep their order and names.
         self.output_embedding = None if config.tie_embeddings else OutputEmbedding(vocab_size, config.model_dim, name="output_embedding")
@@ -418,8 +434,9 @@ def build_backbone(config: ModelOptions, vocab_size: int, lora_options: Optional
     shape depends on the length, and a full-context call would allocate [context, vocab] logits and
     [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels).
 
-    `recompute` is `training.recompute`: "block" recomputes each block's activations in the backward
-    pass of a training call (model/recompute.py); inference and the serving copies never do."""
+    `recompute` is `training.recompute`: "attention" recomputes the attention core, "block" each
+    block's activations, in the backward pass of a training call (model/recompute.py); inference and
+    the serving copies never do."""
     model = GPTBackbone(config, vocab_size, lora_options, recompute, name="gpt")
     model(tf.zeros([1, 1], tf.int64))
     return model
