@@ -27,16 +27,21 @@ def test_unreadable_cpuinfo_means_no_bfloat16(tmp_path):
     assert not cpu_has_native_bfloat16(str(tmp_path / "missing"))
 
 
-def test_auto_xla_is_off_on_a_cpu_under_bfloat16_and_on_elsewhere():
+def test_auto_xla_is_off_on_a_cpu_under_bfloat16_or_with_recomputation_and_on_elsewhere():
     assert resolve_jit_compile("auto", "cpu", "mixed_bfloat16") is False
     assert resolve_jit_compile("auto", "cpu", "float32") is True
     assert resolve_jit_compile("auto", "gpu", "mixed_float16") is True
     assert resolve_jit_compile("auto", "tpu", "mixed_bfloat16") is True
+    # XLA on a CPU keeps most of the memory recomputation frees (benchmarks/README.md): auto is off there.
+    assert resolve_jit_compile("auto", "cpu", "float32", recompute="block") is False
+    assert resolve_jit_compile("auto", "cpu", "float32", recompute="attention") is False
+    assert resolve_jit_compile("auto", "gpu", "mixed_float16", recompute="block") is True
 
 
 def test_explicit_xla_setting_wins():
     assert resolve_jit_compile("on", "cpu", "mixed_bfloat16") is True
     assert resolve_jit_compile("off", "gpu", "float32") is False
+    assert resolve_jit_compile("on", "cpu", "float32", recompute="block") is True
 
 
 def test_explicit_precision_wins():

@@ -403,7 +403,7 @@ def test_checkpoints_on_s3_resume_a_restarted_trainer(transform_artifacts, tmp_p
     resumed = _write_args(tmp_path, transform_artifacts, train_steps=12, model_run_dir=model_run, checkpoint_every=4,
                           recompute="block")
     output = _finish(_start(resumed, base_env=s3_server.env()))
-    assert "XLA on, recompute block" in output
+    assert "XLA off, recompute block" in output  # jit_compile=auto on a CPU with recomputation (precision.py)
     assert f"Resumed from checkpoint {model_run}/checkpoints/ckpt-8 at step 8" in output, output[-3000:]
     assert "Trained steps 8..12" in output and "step 12/12" in output
     keys = set(s3_server.keys("training", checkpoints))

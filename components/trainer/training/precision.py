@@ -8,7 +8,10 @@ bfloat16 is emulated and gains nothing.
 configuration at the 10m shape, but TensorFlow 2.16's XLA CPU backend cannot emit every bfloat16
 dot (a one-layer width-64 model fails with "unsupported operand type BF16 in op dot"), and at the
 default preset the gain is small. So auto keeps to graph mode there (oneDNN's bfloat16 kernels)
-and `jit_compile=on` opts in. Wherever auto does choose XLA and XLA cannot compile the step, the
+and `jit_compile=on` opts in. Auto is also off on a CPU with activation recomputation
+(`training.recompute`): there XLA keeps most of the memory recomputation frees in graph mode (the
+10m preset in 4 GiB: 4x the context in graph mode, 1.3x under XLA; benchmarks/README.md,
+"Activation recomputation"), and memory is what recomputation is asked for. Wherever auto does choose XLA and XLA cannot compile the step, the
 trainer falls back to graph mode with a warning; under `on` it fails with an error naming the
 settings (`loop.LanguageModelTrainer`). Measurements: benchmarks/README.md ("Speed: training,
 decoding, serving").
@@ -55,11 +58,12 @@ def resolve_precision(precision: str, device: str) -> str:
     return {"gpu": "mixed_float16", "tpu": "mixed_bfloat16"}.get(device, "float32")
 
 
-def resolve_jit_compile(jit_compile: str, device: str, policy_name: str) -> bool:
-    """Whether to XLA-compile the train step ('auto' = on, except on a CPU under mixed_bfloat16)."""
+def resolve_jit_compile(jit_compile: str, device: str, policy_name: str, recompute: str = "off") -> bool:
+    """Whether to XLA-compile the train step ('auto' = on, except on a CPU under mixed_bfloat16 or
+    with `training.recompute`, see the module docstring)."""
     if jit_compile != "auto":
         return jit_compile == "on"
-    return not (device == "cpu" and policy_name == "mixed_bfloat16")
+    return not (device == "cpu" and (policy_name == "mixed_bfloat16" or recompute != "off"))
 
 
 @contextlib.contextmanager

@@ -176,7 +176,8 @@ def run_fn(fn_args: "FnArgs") -> None:
         # the error names the setting instead.
         # XLA cannot read the variables on ps tasks (ps_loop.py): graph mode there.
         # Nor under sharding (sharding.py): auto means off there.
-        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name) and not parameter_server and not sharded,
+        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name, training.recompute)
+        and not parameter_server and not sharded,
         xla_fallback=training.jit_compile == "auto" and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         and not parameter_server and not sharded,
         flops_per_token=training_flops_per_token(model_config, vocab_size),
