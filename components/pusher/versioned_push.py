@@ -66,7 +66,23 @@ def copy_tree(source: str, destination: str) -> None:
         target_dir = destination if relative == "." else os.path.join(destination, relative)
         tf.io.gfile.makedirs(target_dir)
         for name in files:
-            tf.io.gfile.copy(os.path.join(directory, name), os.path.join(target_dir, name), overwrite=True)
+            copy_file(os.path.join(directory, name), os.path.join(target_dir, name))
+
+
+def copy_file(source: str, destination: str) -> None:
+    """tf.io.gfile.copy (overwriting), and empty files too: tensorflow-io's S3 file system refuses
+    to copy an empty object or a folder marker ("Source is a directory or empty file", its CopyFile
+    checks the size), so an empty file is written empty and a folder made instead
+    (tests/test_filesystems.py)."""
+    info = tf.io.gfile.stat(source)
+    if info.is_directory:
+        tf.io.gfile.makedirs(destination)
+        return
+    if info.length == 0:
+        with tf.io.gfile.GFile(destination, "wb") as handle:
+            handle.write(b"")  # S3 creates no object for a file opened and closed without a write
+        return
+    tf.io.gfile.copy(source, destination, overwrite=True)
 
 
 def read_push_info(version_dir: str) -> Dict:
