@@ -75,10 +75,13 @@ def _count_block_calls(model) -> list:
     return calls
 
 
-def _assert_same(expected: dict, actual: dict, atol: float) -> None:
+def _assert_same(expected: dict, actual: dict, tolerance: float) -> None:
+    """Every gradient equal within `tolerance` times its tensor's largest magnitude (at least 1):
+    float rounding scales with the values summed, and a wrong recomputation is off by their size."""
     assert expected.keys() == actual.keys() and expected
     for name, value in expected.items():
-        np.testing.assert_allclose(actual[name], value, rtol=0, atol=atol, err_msg=name)
+        scale = max(1.0, float(np.abs(value).max()))
+        np.testing.assert_allclose(actual[name], value, rtol=0, atol=tolerance * scale, err_msg=name)
 
 
 @pytest.mark.parametrize("jit_compile", [False, True], ids=["graph", "xla"])
@@ -92,7 +95,7 @@ def test_gradients_are_the_same_with_and_without_recomputation(mode, jit_compile
     plain_loss, plain_gradients = _loss_and_gradients(plain, jit_compile)
     loss, gradients = _loss_and_gradients(recomputing, jit_compile)
     assert loss == pytest.approx(plain_loss, rel=1e-6)
-    _assert_same(plain_gradients, gradients, atol=1e-6)
+    _assert_same(plain_gradients, gradients, tolerance=1e-6)
     assert max(np.abs(value).max() for value in gradients.values()) > 1e-3  # not trivially zero
     runs = 2 if mode == "block" else 1  # forward (+ recomputation)
     assert sorted(calls) == sorted(runs * [block.name for block in recomputing.blocks])
@@ -170,8 +173,9 @@ def test_lora_gradients_are_the_same_with_and_without_recomputation(mode):
     _, plain_gradients = _loss_and_gradients(plain, jit_compile=True)
     _, gradients = _loss_and_gradients(recomputing, jit_compile=True)
     assert all(lora.is_adapter_variable(variable) for variable in recomputing.trainable_variables)
-    # 5e-6 (gradients of about 0.3): the chunks sum each query's keys in another order.
-    _assert_same(plain_gradients, gradients, atol=5e-6)
+    # 1e-5 of the largest adapter gradient (about 1.4 here), under 100 float32 ulps: the chunks sum
+    # each query's keys in another order (5.1e-6 apart was seen on an AVX2 EPYC, in one of 64 values).
+    _assert_same(plain_gradients, gradients, tolerance=1e-5)
 
 
 def _relative_error(gradients: dict, reference: dict) -> float:
