@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 from components.trainer.options import GenerationOptions
 from pipeline import commands, errors, logs
 from pipeline import config as config_module
-from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use pipeline.cli.EXIT_*)
+from pipeline.errors import EXIT_BLOCKED, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use pipeline.cli.EXIT_*)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -113,7 +113,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = subcommands.add_parser(
         "run", help="Run the whole pipeline locally.",
         description="Run ExampleGen -> validation -> data gate -> Transform -> Trainer -> Evaluator -> Pusher "
-                    "locally, then write OUTPUT_ROOT/last_run.json and print sample generations.",
+                    "locally, then write the run's summary to OUTPUT_ROOT/runs/RUN_ID.json and OUTPUT_ROOT/last_run.json "
+                    "and print sample generations. One run or validate at a time holds an output root (exit 75 "
+                    "when another does).",
         epilog="Configuration keys (for --config files and --set):\n  " + "\n  ".join(config_module.describe_options()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -121,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="Ingest and validate a data drop, without training.",
         description="Run ExampleGen -> statistics -> schema, drift and skew checks -> data gate locally, print the "
                     "data-quality summary and the anomalies, and (when the gate passes) record this span as the next "
-                    "drift baseline. Exit status 2 when the data gate blocks.",
+                    "drift baseline. Exit status 2 when the data gate blocks, 75 when another run holds the output root.",
     )
     for command in (run, validate):
         command.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; "

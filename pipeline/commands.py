@@ -51,9 +51,13 @@ def _check_locations(cfg: config_module.PipelineConfig) -> None:
 def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
     """`run` (the whole pipeline) and `validate` (a partial run `through` the data validation):
     runs locally, prints the report, and exits 0, or reports the run's error in one line and
-    exits 2 (a gate blocked) or 1 (any other failure)."""
+    exits 2 (a gate blocked) or 1 (any other failure); exits 75 at once, changing nothing, when
+    another run holds the output root (pipeline/run_lock.py)."""
     cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
                        enable_cache=False if args.no_cache else None)
+    from pipeline import run_lock
+
+    run_lock.check_free(cfg.layout)  # before the slow checks; run_locally holds the lock itself
     _check_locations(cfg)
     from pipeline.local_runner import run_locally
     from pipeline.run_summary import report_lines
