@@ -230,17 +230,20 @@ def _replace_s3(uri: str, data: bytes, expected: Snapshot) -> bool:
 # --- gs:// -------------------------------------------------------------------------------------
 
 _gcs_lock = threading.Lock()
-_gcs_client = []
+_gcs_clients: Dict[str, object] = {}
+_GCS_EMULATOR = "STORAGE_EMULATOR_HOST"  # google-cloud-storage's own setting for an emulator
 
 
 def _gcs_blob(uri: str):
+    """The object at `uri`, through one google-cloud-storage client per endpoint."""
     from google.cloud import storage
 
+    endpoint = os.environ.get(_GCS_EMULATOR, "")
     with _gcs_lock:
-        if not _gcs_client:
-            _gcs_client.append(storage.Client(project=None))  # project=None: no project lookup needed
+        if endpoint not in _gcs_clients:
+            _gcs_clients[endpoint] = storage.Client(project=None)  # project=None: no project lookup needed
     bucket, key = _bucket_and_key(uri)
-    return _gcs_client[0].bucket(bucket).blob(key)
+    return _gcs_clients[endpoint].bucket(bucket).blob(key)
 
 
 def _read_gcs(uri: str) -> Snapshot:

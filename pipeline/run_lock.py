@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import socket
+import time
 import uuid
 from dataclasses import asdict, dataclass
 from typing import Iterator, Optional
@@ -31,6 +32,8 @@ from pipeline import errors
 from pipeline.layout import OutputLayout
 
 log = logging.getLogger(__name__)
+
+_RECORD_WAITS = 200  # x 10 ms: how long a refused run waits for the holder's record (`_named_holder`)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,18 @@ def _read_holder(fd: int) -> Optional[Holder]:
         return Holder(**json.loads(text.decode("utf-8")))
     except (ValueError, TypeError):  # empty, half-written by a holder just starting, or edited by hand
         return None
+
+
+def _named_holder(fd: int) -> Optional[Holder]:
+    """The holder of a held lock, for the refusal's message: a run records itself just after it
+    takes the flock, so a run refused in between waits a moment for the record (only the message
+    depends on it; the flock alone decides who holds the root)."""
+    for _ in range(_RECORD_WAITS):
+        holder = _read_holder(fd)
+        if holder is not None:
+            return holder
+        time.sleep(0.01)
+    return None
 
 
 def _write_holder(fd: int, holder: Optional[Holder]) -> None:
@@ -105,7 +120,7 @@ def check_free(layout: OutputLayout) -> None:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise _busy(layout, _read_holder(fd)) from None
+            raise _busy(layout, _named_holder(fd)) from None
     finally:
         os.close(fd)  # releases the shared flock, if it was taken
 
@@ -120,7 +135,7 @@ def hold(layout: OutputLayout) -> Iterator[Holder]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise _busy(layout, _read_holder(fd)) from None
+            raise _busy(layout, _named_holder(fd)) from None
         left = _read_holder(fd)
         if left is not None:
             log.warning("Taking over the lock of output root %s from %s, which ended without releasing it",
