@@ -133,8 +133,9 @@ _s3_lock = threading.Lock()
 _s3_clients: Dict[Tuple, object] = {}
 _s3_checked_buckets = set()
 # S3's answers to a refused condition: 412 (the ETag or absence did not hold), 409 (a concurrent
-# conditional write to the key is in progress), 404 (the object an If-Match named is gone).
-_S3_CONFLICTS = {"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey", "412", "409", "404"}
+# conditional write to the key is in progress), NoSuchKey (the object an If-Match named is gone).
+_S3_REFUSALS = {"PreconditionFailed", "ConditionalRequestConflict", "NoSuchKey"}
+_S3_REFUSAL_STATUSES = {412, 409}
 
 
 def _s3_client():
@@ -160,8 +161,8 @@ def _s3_client():
 def _s3_refused(error) -> bool:
     """True when a boto3 ClientError is S3 refusing a write's condition (not a real failure)."""
     code = str(error.response.get("Error", {}).get("Code", ""))
-    status = str(error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-    return code in _S3_CONFLICTS or status in _S3_CONFLICTS
+    status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in _S3_REFUSALS or status in _S3_REFUSAL_STATUSES
 
 
 def _s3_put(uri: str, data: bytes, **condition: str) -> bool:

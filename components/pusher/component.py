@@ -135,7 +135,7 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
             model_registry = registry.ModelRegistry.from_config(
                 registry_config, model_name, exec_properties.get("registry_dir") or None)
             version = model_registry.register(record, move_production_alias=False)
-            serving_ops.follow_labels(model_registry, serving_dir, change, result.version)
+            serving_ops.align_aliases(model_registry, serving_dir, change, result.version)
             pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
             pushed_model.set_int_custom_property("registered_model_version", int(version.version))
             pushed_model.set_string_custom_property("registry_uri", registry.display_uri(model_registry.tracking_uri))

@@ -8,16 +8,22 @@ The registry aliases follow the labels in the same call (stable -> `production`,
 is made stable) loses its alias. The registry version is looked up before models.config is
 touched, so a version the registry does not know fails before anything changes.
 
-The Pusher labels its new version through the same `label_version` and `follow_labels`, so a
+The Pusher labels its new version through the same `label_version` and `align_aliases`, so a
 promotion during a run, or two Pushers sharing one serving directory, keep every label and end
 with the aliases equal to the labels of the last change.
 """
+import logging
 from typing import Dict, Iterable, Optional, Set
 
 from components.pusher import serving_config
 from components.pusher.registry import ModelRegistry
 from components.pusher.serving_config import STABLE_LABEL, LabelChange, read_labels
 from components.pusher.versioned_push import existing_versions, is_complete_saved_model, version_path
+
+
+log = logging.getLogger(__name__)
+
+_MAX_ALIGN_ROUNDS = 20  # `align_aliases` re-reads models.config at most this often
 
 
 class ServingChangeError(ValueError):
@@ -50,7 +56,7 @@ def _labels_to_follow(change: LabelChange, version: int) -> Set[str]:
         label for label in set(before) | set(after) if before.get(label) != after.get(label)}
 
 
-def follow_labels(model_registry: ModelRegistry, serving_dir: str, change: LabelChange, version: int) -> None:
+def align_aliases(model_registry: ModelRegistry, serving_dir: str, change: LabelChange, version: int) -> None:
     """Makes the registry aliases of the labels `change` touched (see `_labels_to_follow`) equal to
     what models.config labels now: a label's alias moves to the registered version of the serving
     version it names, a label that is gone loses its alias. When models.config changed while the
@@ -58,12 +64,14 @@ def follow_labels(model_registry: ModelRegistry, serving_dir: str, change: Label
     not registered yet is left to the writer that pushed it, which registers it and then calls this."""
     labels = _labels_to_follow(change, version)
     current = read_labels(serving_dir)
-    while True:
+    for _ in range(_MAX_ALIGN_ROUNDS):
         _set_aliases(model_registry, serving_dir, labels, current, own_version=version)
         latest = read_labels(serving_dir)
         if latest == current:
             return
         current = latest
+    log.warning("models.config under %s kept changing while the registry aliases of %s were set; the writer "
+                "of the last change sets them", serving_dir, sorted(labels))
 
 
 def _set_aliases(model_registry: ModelRegistry, serving_dir: str, labels: Iterable[str], current: Dict[str, int],
@@ -90,7 +98,7 @@ def promote(serving_dir: str, model_name: str, version: int, label: str = STABLE
         registered = int(model_registry.version_for_serving(serving_dir, version).version)
     change = label_version(serving_dir, model_name, label, version)
     if model_registry is not None:
-        follow_labels(model_registry, serving_dir, change, version)
+        align_aliases(model_registry, serving_dir, change, version)
     return {"labels": change.after, "registered_version": registered}
 
 
