@@ -15,14 +15,18 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from pipeline.config import PROJECT_ROOT
 from tests.object_store import serial_s3  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.slow  # about a minute: 12 pushes through S3 and the registry
 
 ROUNDS = 6
 KEEP_VERSIONS = 3
 
 _SCRIPT = textwrap.dedent("""
-    import hashlib, json, os, sys, threading
+    import hashlib, json, os, sys, threading, traceback
     from components import filesystems
 
     filesystems.register()
@@ -66,8 +70,8 @@ _SCRIPT = textwrap.dedent("""
         try:
             for round_ in range(rounds):
                 push(label, first_id + 10 * round_)
-        except BaseException as exc:
-            failures.append(repr(exc))
+        except BaseException:
+            failures.append(traceback.format_exc())
             start.abort()
 
     threads = [threading.Thread(target=pusher, args=args) for args in (("stable", 1000), ("canary", 2000))]
@@ -102,7 +106,7 @@ def test_two_pushers_racing_on_s3_take_distinct_versions_and_keep_each_others_la
                             capture_output=True, text=True, timeout=900)
     assert result.returncode == 0 and "RESULT " in result.stdout, result.stderr[-4000:]
     outcome = json.loads(result.stdout.split("RESULT ", 1)[1])
-    assert outcome["failures"] == [], outcome["failures"]
+    assert outcome["failures"] == [], "\n".join(outcome["failures"])
     pushes = outcome["pushes"]
     assert len(pushes) == 2 * ROUNDS
     # Distinct versions, each registered once, as its own model.

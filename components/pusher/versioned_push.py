@@ -42,6 +42,7 @@ _TEMP_PREFIX = ".incoming-"
 _RETIRED_PREFIX = ".retired-"
 PUSH_INFO_FILE = os.path.join("assets.extra", "push_info.json")
 CLAIMS_DIR = ".version-claims"  # <base>/.version-claims/<N>: version N is taken (module docstring)
+_RETIRING_SUFFIX = ".retiring"  # <claim>.retiring: one retention is deleting that version (`_retire`)
 # How many times a pusher retries after losing the race for a version number.
 _MAX_VERSION_ATTEMPTS = 100
 
@@ -130,27 +131,41 @@ def find_pushed_version(base_dir: str, model_id: str) -> Optional[int]:
 
 def retain_latest(base_dir: str, keep: int, protected: Iterable[int] = ()) -> List[int]:
     """Deletes all but the `keep` highest versions under `base_dir`, never one in `protected`
-    (versions models.config serves or labels), with their claims; returns the deleted versions."""
+    (versions models.config serves or labels), with their claims; returns the versions this call
+    deleted (a version another pusher's retention is deleting at the same time is left to it)."""
     versions = existing_versions(base_dir)
     keep_set = set(versions[-keep:] if keep > 0 else []) | set(protected)
-    stale = [version for version in versions if version not in keep_set]
-    for version in stale:
-        retired = os.path.join(base_dir, f"{_RETIRED_PREFIX}{version}-{uuid.uuid4().hex}")
-        try:
-            tf.io.gfile.rename(version_path(base_dir, version), retired, overwrite=False)
-        except tf.errors.NotFoundError:  # a concurrent retention run got there first
-            continue
-        tf.io.gfile.rmtree(retired)
-        _remove_claim(base_dir, version)
-    return stale
+    return [version for version in versions if version not in keep_set and _retire(base_dir, version)]
 
 
-def _remove_claim(base_dir: str, version: int) -> None:
-    """Deletes the claim of a retired version (a lower number than the highest claim, which is
-    never retired, so the number is not handed out again)."""
+def _retire(base_dir: str, version: int) -> bool:
+    """Deletes one version (renamed to a hidden name first, so no reader sees it half-deleted)
+    and its claim; False when another retention is deleting it. On an object store, where the
+    rename copies objects, two pushers retiring one version at once would each copy part of it:
+    the one that creates `<claim>.retiring` first (a conditional create) retires it alone."""
+    marker = claim_path(base_dir, version) + _RETIRING_SUFFIX
+    if conditional_writes.supports(base_dir):
+        tf.io.gfile.makedirs(os.path.dirname(marker))
+        if not conditional_writes.create(marker, b""):
+            return False
+    retired = os.path.join(base_dir, f"{_RETIRED_PREFIX}{version}-{uuid.uuid4().hex}")
     try:
-        tf.io.gfile.remove(claim_path(base_dir, version))
-    except tf.errors.NotFoundError:  # pushed before claims existed, or removed by a concurrent retention
+        tf.io.gfile.rename(version_path(base_dir, version), retired, overwrite=False)
+        tf.io.gfile.rmtree(retired)
+    except tf.errors.NotFoundError:  # retired by a retention that listed it before this one (and finished)
+        return False
+    finally:
+        for path in (claim_path(base_dir, version), marker):
+            _remove_quietly_file(path)
+    return True
+
+
+def _remove_quietly_file(path: str) -> None:
+    """Deletes a claim or retirement marker that may not exist (versions pushed before claims
+    existed; a concurrent retention removed it)."""
+    try:
+        tf.io.gfile.remove(path)
+    except tf.errors.NotFoundError:
         pass
 
 
