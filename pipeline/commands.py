@@ -48,8 +48,8 @@ def _check_locations(cfg: config_module.PipelineConfig) -> None:
         raise FileNotFoundError(f"data root {data_root} is not a directory")
 
 
-def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
-    """`run` (the whole pipeline) and `validate` (a partial run `through` the data validation):
+def _local_run(args: argparse.Namespace, validation_only: bool) -> int:
+    """`run` (the whole pipeline) and `validate` (a partial run through the data validation):
     runs locally, prints the report, and exits 0, or reports the run's error in one line and
     exits 2 (a gate blocked) or 1 (any other failure); exits 75 at once, changing nothing, when
     another run holds the output root (pipeline/run_lock.py)."""
@@ -59,10 +59,11 @@ def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
 
     run_lock.check_free(cfg.layout)  # before the slow checks; run_locally holds the lock itself
     _check_locations(cfg)
-    from pipeline.local_runner import run_locally
+    from pipeline.local_runner import run_locally  # imports TFX: after the fast refusals
+    from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
     from pipeline.run_summary import report_lines
 
-    summary = run_locally(cfg, through=through)
+    summary = run_locally(cfg, through=DATA_VALIDATION_LAST_NODE if validation_only else None)
     print("\n".join(report_lines(summary, cfg.layout.summary_path)))
     if cfg.layout.local_root != cfg.output_root:
         print(f"ML Metadata and the embedded registry (SQLite, not on an object store): {cfg.layout.local_root}")
@@ -80,13 +81,11 @@ def _run_failure(summary: Dict[str, Any]) -> errors.CommandError:
 
 
 def run(args: argparse.Namespace) -> int:
-    return _local_run(args, through=None)
+    return _local_run(args, validation_only=False)
 
 
 def validate(args: argparse.Namespace) -> int:
-    from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
-
-    return _local_run(args, through=DATA_VALIDATION_LAST_NODE)
+    return _local_run(args, validation_only=True)
 
 
 def compile_(args: argparse.Namespace) -> int:
