@@ -13,7 +13,8 @@ conditional_writes.py: a hard link on a local disk, `If-None-Match: *` on S3,
 `ifGenerationMatch=0` on GCS), which exactly one pusher wins; the loser claims the next number.
 Only then does it move its model into `<base>/<N>/`. A claim is removed with its version when
 retention deletes it (never the highest claim, so no number is handed out twice); a push that
-failed after claiming leaves its number unused.
+failed after claiming leaves its number unused. Retention takes the same care: of several pushers
+retiring one old version at once, only the one that creates `<claim>.retiring` deletes it.
 
 Everything else goes through `tf.io.gfile`, so the base path may be local or on any filesystem
 TensorFlow supports (gs://, s3://, hdfs://). Atomicity of the move rests on that filesystem's
