@@ -164,7 +164,7 @@ _NOTHING_CHANGED = "; nothing changed (--no-registry changes serving only)"
 
 def _existing_registry(cfg: config_module.PipelineConfig):
     """The model registry of the output root; refuses (creating nothing) when there is none."""
-    from components.pusher.registry import ModelRegistry
+    from components.registry.model_registry import ModelRegistry
 
     try:
         return ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.layout.registry_dir, create=False)

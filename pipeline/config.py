@@ -22,7 +22,8 @@ from components.data_gate.options import DataGateOptions
 from components.evaluator.options import EvaluatorOptions
 from components.example_gen.options import CleaningOptions, ExampleGenOptions
 from components.options import Options
-from components.pusher.options import PusherOptions, RegistryOptions
+from components.pusher.options import PusherOptions
+from components.registry.options import RegistryOptions
 from components.resources import bundled
 from components.tokenizer.options import TokenizerOptions
 from components.trainer.options import (GenerationOptions, ModelOptions, TFJobOptions, TrainingOptions, check_recompute,

@@ -195,7 +195,8 @@ class _RegistryWithoutVersions:
 
 
 def test_a_version_the_registry_does_not_know_is_refused_and_nothing_changes(tmp_path, capsys, monkeypatch):
-    from components.pusher import registry, serving_config
+    from components.pusher import serving_config
+    from components.registry import model_registry as registry
 
     monkeypatch.setattr(registry.ModelRegistry, "from_config",
                         classmethod(lambda cls, *args, **kwargs: _RegistryWithoutVersions()))

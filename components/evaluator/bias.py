@@ -37,7 +37,7 @@ from scipy import stats
 
 from components.evaluator.association import GroupEffect, decide_verdicts, measure_groups
 from components.evaluator.gates import lower_bound_gate, upper_bound_gate
-from components.trainer.serving.client import ModelClient
+from components.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScorer
 from components.evaluator.sentiment import SentimentScorer
 from components.resources import resolve

@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from components.evaluator import bias, memorization, perplexity, safety
 from components.evaluator.gates import GateResult, blessing_reason
 from components.trainer.serving import signatures
-from components.trainer.serving.client import REQUIRED_SIGNATURES, ModelClient
+from components.model_client import REQUIRED_SIGNATURES, ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
 from components.tokenizer.special import LEARNED, SpecialTokens

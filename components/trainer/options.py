@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Literal, NamedTuple, Optional
 from pydantic import Field, field_validator, model_validator
 
 from components.options import Options
-from components.pusher.options import RegistryOptions
+from components.registry.options import RegistryOptions
 from components.resources import bundled
 
 # Named model shapes: (num_layers, num_heads, model_dim, mlp_dim, context_length). "small" is the
