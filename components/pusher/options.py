@@ -10,11 +10,11 @@ from components.options import Options
 class BatchingOptions(Options):
     """TF Serving server-side batching (written to `<serving_dir>/batching_parameters`)."""
 
-    max_batch_size: int = Field(16, ge=1)
+    max_batch_size: int = Field(16, ge=1, description="Largest batch TF Serving forms from concurrent requests.")
     batch_timeout_micros: int = Field(2000, ge=0, description="How long a partial batch waits for more requests.")
-    max_enqueued_batches: int = Field(64, ge=1)
-    num_batch_threads: int = Field(4, ge=1)
-    pad_variable_length_inputs: bool = False
+    max_enqueued_batches: int = Field(64, ge=1, description="Batches queued before TF Serving refuses requests.")
+    num_batch_threads: int = Field(4, ge=1, description="Threads that run batches concurrently.")
+    pad_variable_length_inputs: bool = Field(False, description="Let TF Serving pad inputs of different lengths into one batch.")
     allowed_batch_sizes: List[int] = Field(default_factory=list, description="Empty, or increasing sizes ending at max_batch_size.")
 
     @model_validator(mode="after")
