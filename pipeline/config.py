@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import yaml
 from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
@@ -304,10 +304,23 @@ def yaml_value(value: Any) -> str:
     return text[: -len("\n...\n")] if text.endswith("\n...\n") else text.rstrip("\n")
 
 
-def describe_options() -> List[str]:
-    """One line per configurable key with its default written as YAML (`textgen options`,
-    `textgen run --help`)."""
-    lines: List[str] = []
+class OptionEntry(NamedTuple):
+    """One configurable key: its dotted name, its declared type, its default value, its
+    description, and the options class (section) it belongs to with that section's dotted prefix."""
+
+    key: str
+    annotation: Any
+    default: Any
+    description: str
+    section: str  # "" for the top-level keys, else e.g. "cleaning.quality"
+    section_class: type
+
+
+def option_entries() -> List[OptionEntry]:
+    """Every configurable key of `PipelineConfig`, depth first in declaration order: the one source
+    of `textgen options`, `textgen run --help` and the configuration reference page
+    (`pipeline/config_reference.py`)."""
+    entries: List[OptionEntry] = []
 
     def walk(model_cls: type, instance: BaseModel, prefix: str) -> None:
         for name, field in model_cls.model_fields.items():
@@ -315,8 +328,15 @@ def describe_options() -> List[str]:
             if isinstance(value, BaseModel):
                 walk(type(value), value, f"{prefix}{name}.")
                 continue
-            doc = f"  {field.description}" if field.description else ""
-            lines.append(f"{prefix}{name} = {yaml_value(value)}{doc}")
+            entries.append(OptionEntry(f"{prefix}{name}", field.annotation, value, field.description or "",
+                                       prefix.rstrip("."), model_cls))
 
     walk(PipelineConfig, PipelineConfig(), "")
-    return lines
+    return entries
+
+
+def describe_options() -> List[str]:
+    """One line per configurable key with its default written as YAML (`textgen options`,
+    `textgen run --help`)."""
+    return [f"{entry.key} = {yaml_value(entry.default)}" + (f"  {entry.description}" if entry.description else "")
+            for entry in option_entries()]
