@@ -59,7 +59,7 @@ def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
     from pipeline.run_summary import report_lines
 
     summary = run_locally(cfg, through=through)
-    print("\n".join(report_lines(summary, cfg.layout.summary_path)))
+    print("\n".join(report_lines(summary, cfg.layout.summary_path, command=args.command)))
     if cfg.layout.local_root != cfg.output_root:
         print(f"ML Metadata and the embedded registry (SQLite, not on an object store): {cfg.layout.local_root}")
     if not summary["succeeded"]:

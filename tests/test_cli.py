@@ -301,3 +301,37 @@ def test_submit_refuses_a_placeholder_bucket_in_the_pipeline_root_or_the_spec(co
         handle.write("defaultPipelineRoot: gs://my-bucket/root\nx: {data_root: gs://YOUR-BUCKET/textgen/corpus}\n")
     assert main(submit + ["--spec", spec]) == EXIT_USAGE
     assert f"{spec} names the placeholder bucket YOUR-BUCKET" in _one_line_error(capsys)
+
+
+# --- what a command that loads TensorFlow prints -------------------------------------------------
+
+IMPORT_NOISE = """\
+2026-12-03 16:11:48.529508: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:479] Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT when one has already been registered
+2026-12-03 16:11:48.547214: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:10575] Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when one has already been registered
+2026-12-03 16:11:48.547290: E external/local_xla/xla/stream_executor/cuda/cuda_blas.cc:1442] Unable to register cuBLAS factory: Attempting to register factory for plugin cuBLAS when one has already been registered
+"""
+
+
+def test_only_tensorflows_import_noise_is_dropped():
+    from pipeline.logs import without_import_noise
+
+    other = "2026-12-03 16:11:49.000000: E tensorflow/core/framework/op_kernel.cc:1] OP_REQUIRES failed\n"
+    assert without_import_noise(IMPORT_NOISE) == ""
+    assert without_import_noise(IMPORT_NOISE[:200] + "\n" + other) == IMPORT_NOISE[:200] + "\n" + other
+    assert without_import_noise(IMPORT_NOISE + other) == other
+
+
+def test_a_refused_promote_prints_only_its_textgen_line(tmp_path):
+    """`textgen promote` loads TensorFlow, whose import writes three `E external/local_xla/...
+    Unable to register cuFFT/cuDNN/cuBLAS factory` lines from C++ at any TF_CPP_MIN_LOG_LEVEL
+    below 3: a fresh process, as a user runs it, prints only the `textgen:` line."""
+    import subprocess
+    import sys
+
+    environment = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    environment["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + environment.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "promote", "7", "--output-root", str(tmp_path / "out")],
+                          cwd=str(tmp_path), env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_FAILED, done.stderr
+    assert done.stderr.startswith("textgen: no model registry at ") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stdout == ""
