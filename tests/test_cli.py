@@ -28,15 +28,15 @@ def test_run_help_documents_every_flag_and_config_key(capsys):
     assert "training.train_steps" in text and "evaluator.max_perplexity" in text
 
 
-def test_help_and_readme_document_every_exit_code(capsys):
+def test_help_and_the_docs_document_every_exit_code(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])
     help_text = capsys.readouterr().out
-    with open(os.path.join(PROJECT_ROOT, "README.md"), encoding="utf-8") as handle:
-        readme_codes = {int(code) for code in re.findall(r"^\| (\d+) \|", handle.read(), re.MULTILINE)}
+    with open(os.path.join(PROJECT_ROOT, "docs", "operations.md"), encoding="utf-8") as handle:
+        documented_codes = {int(code) for code in re.findall(r"^\| (\d+) \|", handle.read(), re.MULTILINE)}
     for code, _ in errors.EXIT_CODES:
         assert re.search(rf"^  {code} ", help_text, re.MULTILINE), code
-    assert readme_codes == {code for code, _ in errors.EXIT_CODES}
+    assert documented_codes == {code for code, _ in errors.EXIT_CODES}
 
 
 def _usage_error(argv, capsys) -> str:
