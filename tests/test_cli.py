@@ -290,7 +290,7 @@ def test_the_progress_log_leaves_a_failed_component_to_the_one_line_error():
 
 @pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
 def test_submit_refuses_a_placeholder_bucket_in_the_pipeline_root_or_the_spec(command, tmp_path, capsys):
-    """The README's walkthrough names gs://BUCKET; the kubeflow.* defaults name gs://YOUR-BUCKET."""
+    """The Kubeflow walkthrough (docs/kubeflow.md) names gs://BUCKET; the kubeflow.* defaults name gs://YOUR-BUCKET."""
     submit = ["schedule" if command else "submit", *command, "--dry-run"]
     spec = _minimal_spec(tmp_path)
     assert main(submit + ["--spec", spec, "--pipeline-root", "gs://BUCKET/root"]) == EXIT_USAGE
