@@ -71,12 +71,13 @@ compile: compile-settings install  ## compile the pipeline to a KFP v2 spec (run
 compile-settings:
 	@test -n "$(IMAGE)" -a -n "$(PIPELINE_ROOT)" -a -n "$(REGISTRY_URI)" || { echo "make compile needs the cluster's settings: make compile IMAGE=REPO/textgen-tfx@sha256:DIGEST PIPELINE_ROOT=gs://BUCKET/textgen/root REGISTRY_URI=http://MLFLOW-HOST:5000 (see docs/kubeflow.md)"; exit 2; }
 
+# NO_MKDOCS_2_WARNING: Material for MkDocs 9.7 prints a banner about MkDocs 2.0 on every build.
 docs: install  ## build the documentation site into site/ (regenerates docs/config-reference.md; mkdocs build --strict)
 	"$(PY)" -m pipeline.config_reference
-	"$(VENV)/bin/mkdocs" build --strict
+	NO_MKDOCS_2_WARNING=1 "$(VENV)/bin/mkdocs" build --strict
 
 docs-serve: install  ## serve the documentation at http://localhost:8000, rebuilt on every edit
-	"$(VENV)/bin/mkdocs" serve --dev-addr localhost:8000
+	NO_MKDOCS_2_WARNING=1 "$(VENV)/bin/mkdocs" serve --dev-addr localhost:8000
 
 lock: $(VENV)/.installed  ## re-resolve requirements.in into requirements.lock
 	"$(VENV)/bin/uv" pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 requirements.in -o requirements.lock
