@@ -128,3 +128,10 @@ def test_a_quoted_message_is_one_the_code_prints(message):
         return
     pieces = _string_literals().replace("\x00", "\n").split("\n")
     assert any(parts[-1] in piece for piece in pieces), parts[-1]
+
+
+def test_the_readme_is_short_and_reaches_every_page_in_one_click():
+    with open(os.path.join(PROJECT_ROOT, "README.md"), encoding="utf-8") as handle:
+        readme = handle.read()
+    assert readme.count("\n") <= 200
+    assert not [page for page in site_pages() if f"]({page})" not in readme and f"]({page}#" not in readme]
