@@ -18,6 +18,9 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 DATA_ROOT ?= data/corpus
 OUTPUT_ROOT ?= runs/local
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` and `make test-fast` (auto: one per core; 0: one process).
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
 .PHONY: help install run test test-fast compile compile-settings docs docs-serve lock clean
 
@@ -51,10 +54,10 @@ run: install  ## run the full local pipeline on the bundled corpus, then print g
 	"$(VENV)/bin/textgen" run --data-root "$(DATA_ROOT)" --output-root "$(OUTPUT_ROOT)"
 
 test: install  ## run the whole test suite (slow end-to-end tests included)
-	"$(PY)" -m pytest tests $(PYTEST_ARGS)
+	"$(PY)" -m pytest tests $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-fast: install  ## run the unit tests only (skips tests marked slow)
-	"$(PY)" -m pytest tests -m "not slow" $(PYTEST_ARGS)
+	"$(PY)" -m pytest tests -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 # Compiling for a cluster needs that cluster's settings (docs/kubeflow.md): the image, a gs:// or
 # s3:// pipeline root and an MLflow server every pod reaches; COMPILE_ARGS adds any other
