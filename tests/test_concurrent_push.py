@@ -34,11 +34,12 @@ _SCRIPT = textwrap.dedent("""
     from tfx.dsl.components.base import base_executor
     from tfx.types import standard_artifacts
 
-    from components.pusher import registry, serving_config
+    from components.pusher import serving_config
     from components.pusher.component import VersionedPusherExecutor
-    from components.pusher.options import PusherOptions, RegistryOptions
-    from components.pusher.versioned_push import (PUSH_INFO_FILE, existing_versions, is_complete_saved_model,
-                                                  read_push_info, version_path)
+    from components.pusher.options import PusherOptions
+    from components.pusher.versioned_push import existing_versions, is_complete_saved_model, read_push_info, version_path
+    from components.registry import model_registry as registry
+    from components.registry.options import RegistryOptions
     from tests.pusher_fixtures import fake_saved_model
 
     serving, registry_dir, work, rounds, keep = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
