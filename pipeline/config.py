@@ -128,7 +128,8 @@ class PipelineConfig(Options):
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
         bundled("schema"),
-        description="Directory holding the curated schema.pbtxt (raw data) and transformed_schema.pbtxt (tokens).",
+        description="Directory holding the curated schema.pbtxt (raw text), conversation_schema.pbtxt (raw conversations) "
+                    "and transformed_schema.pbtxt (tokens).",
     )
     enable_cache: bool = True
     beam_args: List[str] = Field(
