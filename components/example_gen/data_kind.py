@@ -17,7 +17,7 @@ from components.example_gen.records import CorpusError
 
 DATA_KIND_PROPERTY = ingest_report.DATA_KIND_KEY  # custom property of the Examples artifact
 KIND_GROUP = ingest_report.KIND_GROUP
-_DESCRIPTIONS = {TEXT: "plain-text documents", CONVERSATIONS: "conversations"}
+_NOUNS = {TEXT: ("plain-text document", "plain-text documents"), CONVERSATIONS: ("conversation", "conversations")}
 
 
 def corpus_kind(report: Dict[str, Any]) -> str:
@@ -27,7 +27,7 @@ def corpus_kind(report: Dict[str, Any]) -> str:
     if len(counts) <= 1:
         return next(iter(counts), TEXT)
     samples = report.get("samples") or {}
-    found = [f"{counts[kind]} {_DESCRIPTIONS[kind]} (first: {(samples.get(f'{KIND_GROUP}:{kind}') or ['?'])[0]})"
+    found = [f"{counts[kind]} {_NOUNS[kind][counts[kind] != 1]} (first: {(samples.get(f'{KIND_GROUP}:{kind}') or ['?'])[0]})"
              for kind in (TEXT, CONVERSATIONS)]
     raise CorpusError(f"the corpus mixes plain-text documents and conversations: {found[0]} and {found[1]}; a run "
                       "reads one kind: keep one kind under the data root (or narrow example_gen.file_pattern), or "

@@ -1,15 +1,13 @@
 """Exact deduplication on Beam: documents with identical text are keyed by a content hash and
-only the first by (source, line) is kept. A conversation's hash covers its turns, roles and
-boundaries included (`content_hash`): two conversations whose flattened texts agree but whose
-turns differ (the same words split into other turns, or said by another role) teach different
-replies, so both are kept.
+only the first by (source, line) is kept. A conversation is compared on its text (the contents
+of its turns in order, without role names): the same words in the same order are the same
+content however its turns are split or labelled, and near-duplicate removal sees it so too.
 
 The dedup is a combiner, so Beam lifts it before the shuffle: each worker keeps one document per
 content hash and only the (source, line) keys of the duplicates it saw, instead of shipping
 every duplicate's text through the GroupByKey.
 """
 import hashlib
-import json
 from typing import Iterable, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
@@ -56,18 +54,12 @@ def _first_and_events(keyed: Tuple[bytes, FirstAndDuplicates]) -> Iterator:
         yield event("removed:exact_duplicate", f"{source}:{line} (duplicate of {first.location})")
 
 
-def content_hash(document: Document) -> bytes:
-    """The dedup key: SHA-256 of a plain document's text, or of a conversation's turns as JSON."""
-    content = json.dumps(document.turns, ensure_ascii=False) if document.is_conversation else document.text
-    return hashlib.sha256(content.encode("utf-8")).digest()
-
-
 @beam.ptransform_fn
 def RemoveExactDuplicates(documents: beam.PCollection) -> beam.pvalue.DoOutputsTuple:
     """Returns outputs with the unique documents as main output and EVENTS_TAG events."""
     return (
         documents
-        | "ByContentHash" >> beam.Map(lambda doc: (content_hash(doc), doc))
+        | "ByContentHash" >> beam.Map(lambda doc: (hashlib.sha256(doc.text.encode("utf-8")).digest(), doc))
         | "KeepFirstPerHash" >> beam.CombinePerKey(KeepFirst())
         | "KeepFirst" >> beam.FlatMap(_first_and_events).with_outputs(EVENTS_TAG, main="documents")
     )

@@ -6,7 +6,7 @@
       -> connected components (union-find over the similar pairs, in one combiner)
       -> keep the first document by (source, line) of each component, drop the rest
 
-A conversation is compared on its flattened text (every turn's words, without role names, which
+A conversation is compared on its text (every turn's words in order, without role names, which
 would add the same shingles to every short conversation).
 
 Deterministic: fixed hash seeds, and the kept document is chosen by position, not by arrival

@@ -80,27 +80,27 @@ def _string(value: Any, what: str) -> str:
     return value
 
 
-def _objects(value: Any, what: str) -> List[Dict[str, Any]]:
-    """`value` as a list of JSON objects (the turns of a conversation, or a turn's parts)."""
+def _objects(value: Any, what: str, item: str) -> List[Dict[str, Any]]:
+    """`value` (named `what`) as a list of JSON objects (each named `item` and its number)."""
     if not isinstance(value, list):
-        raise InvalidConversation(f"'{what}' is {_kind(value)}, not a list")
-    for number, item in enumerate(value, 1):
-        if not isinstance(item, dict):
-            raise InvalidConversation(f"{what} item {number} is {_kind(item)}, not an object")
+        raise InvalidConversation(f"{what} is {_kind(value)}, not a list")
+    for number, element in enumerate(value, 1):
+        if not isinstance(element, dict):
+            raise InvalidConversation(f"{item} {number} is {_kind(element)}, not an object")
     return value
 
 
-def _message_turns(value: Any, what: str) -> List[Turn]:
+def _message_turns(value: Any, what: str, item: str) -> List[Turn]:
     """[{role, content}, ...] as turns (roles are checked by `check_turns`)."""
     turns = []
-    for number, message in enumerate(_objects(value, what), 1):
-        role = _string(message.get("role"), f"{what} item {number} 'role'")
-        turns.append((role, _string(message.get("content"), f"{what} item {number} 'content'")))
+    for number, message in enumerate(_objects(value, what, item), 1):
+        role = _string(message.get("role"), f"{item} {number} role")
+        turns.append((role, _string(message.get("content"), f"{item} {number} content")))
     return turns
 
 
 def messages_turns(record: Dict[str, Any]) -> List[Turn]:
-    return _message_turns(_field(record, "messages"), "messages")
+    return _message_turns(_field(record, "messages"), "'messages'", "turn")
 
 
 def prompt_completion_turns(record: Dict[str, Any]) -> List[Turn]:
@@ -108,11 +108,11 @@ def prompt_completion_turns(record: Dict[str, Any]) -> List[Turn]:
     if isinstance(prompt, str) and isinstance(completion, str):
         return [(USER, prompt), (ASSISTANT, completion)]
     if isinstance(prompt, list) and isinstance(completion, list):
-        replies = _message_turns(completion, "completion")
+        replies = _message_turns(completion, "'completion'", "completion turn")
         for number, (role, _) in enumerate(replies, 1):
             if role != ASSISTANT:
-                raise InvalidConversation(f"completion item {number} has role '{role}': a completion holds assistant turns only")
-        return _message_turns(prompt, "prompt") + replies
+                raise InvalidConversation(f"completion turn {number} has role '{role}': a completion holds assistant turns only")
+        return _message_turns(prompt, "'prompt'", "prompt turn") + replies
     raise InvalidConversation(f"'prompt' is {_kind(prompt)} and 'completion' is {_kind(completion)}: both must be "
                               "strings, or both lists of messages")
 
@@ -127,7 +127,7 @@ def alpaca_turns(record: Dict[str, Any]) -> List[Turn]:
 
 def _vertex_text(parts: Any, what: str) -> str:
     pieces = []
-    for number, part in enumerate(_objects(parts, f"{what} parts"), 1):
+    for number, part in enumerate(_objects(parts, f"{what} parts", f"{what} part"), 1):
         if not _has(part, "text"):
             raise InvalidConversation(f"{what} part {number} has no 'text' (only text parts are read)")
         pieces.append(_string(part["text"], f"{what} part {number} 'text'"))
@@ -141,8 +141,8 @@ def vertex_turns(record: Dict[str, Any]) -> List[Turn]:
         if not isinstance(system, dict):
             raise InvalidConversation(f"'systemInstruction' is {_kind(system)}, not an object")
         turns.append((SYSTEM, _vertex_text(system.get("parts"), "systemInstruction")))
-    for number, content in enumerate(_objects(_field(record, "contents"), "contents"), 1):
-        role = _string(content.get("role"), f"contents item {number} 'role'")
+    for number, content in enumerate(_objects(_field(record, "contents"), "'contents'", "contents item"), 1):
+        role = _string(content.get("role"), f"contents item {number} role")
         if role not in VERTEX_ROLES:
             raise InvalidConversation(f"contents item {number} has unknown role '{role}' (Vertex roles: user, model)")
         turns.append((VERTEX_ROLES[role], _vertex_text(content.get("parts"), f"contents item {number}")))
