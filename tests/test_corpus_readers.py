@@ -230,7 +230,8 @@ def test_malformed_jsonl_lines_and_missing_text_field(tmp_path):
         (records.MALFORMED_RECORD, 2, "malformed JSON (Expecting value at column 10)"),
         (records.MALFORMED_RECORD, 3, "expected a JSON object, got list"),
         (records.MALFORMED_RECORD, 4, "field 'text' must be a string, got int"),
-        (records.MISSING_TEXT_FIELD, 5, "no field 'text'"),
+        (records.MISSING_TEXT_FIELD, 5, "no field 'text', nor the fields of a conversation (messages, contents, "
+                                        "instruction+output, prompt+completion, input+output)"),
     ]
     assert rejections[0].raw == b'{"text": oops}'
 
@@ -393,7 +394,7 @@ INVALID_CONVERSATIONS = [
 
 @pytest.mark.parametrize("record, forced, detail", INVALID_CONVERSATIONS)
 def test_an_invalid_conversation_is_quarantined_with_its_reason_and_the_good_ones_kept(tmp_path, record, forced, detail):
-    good = {"messages": [USER, REPLY]}
+    good = {"instruction": "Say hi.", "output": "Hi!"} if forced == "alpaca" else {"messages": [USER, REPLY]}
     path = _jsonl(tmp_path / "chats.jsonl", good, record, good)
     documents, rejections = _read(path, **({"conversation_format": forced} if forced else {}))
     assert [d.line for d in documents] == [1, 3]
@@ -405,7 +406,8 @@ def test_a_lone_surrogate_in_a_turn_is_repaired_or_quarantined_by_the_utf8_polic
     path = _write(tmp_path / "s.jsonl", b'{"messages": [{"role": "user", "content": "bad \\ud800 char"}, '
                                         b'{"role": "assistant", "content": "ok"}]}\n')
     documents, _ = _read(path)
-    assert documents[0].turns[0] == ("user", "bad \ufffd char") and documents[0].repairs == (records.INVALID_UTF8_REPLACED,)
+    assert documents[0].turns[0] == ("user", "bad \ufffd\ufffd\ufffd char")  # each byte of the surrogate replaced
+    assert documents[0].repairs == (records.INVALID_UTF8_REPLACED,)
     _, rejections = _read(path, invalid_utf8="skip")
     assert [(r.reason, r.detail) for r in rejections] == [(records.INVALID_UTF8, "turn 1 (user) is not valid Unicode")]
 

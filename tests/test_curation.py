@@ -186,14 +186,14 @@ def test_the_toxicity_filter_scores_assistant_turns_only():
                               decontamination=DecontaminationOptions(enabled=False))
     with TestPipeline() as pipeline:
         outputs = pipeline | beam.Create([abusive_customer, rude_reply, rude_later]) | CleanDocuments(options)
-        assert_that(outputs["documents"] | beam.Map(lambda d: d.line), equal_to([1]), label="Kept")
-        removals = outputs["events"] | beam.Filter(lambda e: e[0].startswith("removed:"))
+        assert_that(outputs["documents"] | "Lines" >> beam.Map(lambda d: d.line), equal_to([1]), label="Kept")
+        removals = outputs["events"] | "Removals" >> beam.Filter(lambda e: e[0].startswith("removed:"))
         assert_that(removals, equal_to([("removed:toxic", "chats.jsonl:2"), ("removed:toxic", "chats.jsonl:3")]),
                     label="Removed")
 
 
 TICKET = ("Hello, my notes stopped syncing between my laptop and my phone after the last update, and the sync icon "
-          "keeps spinning for hours. I already restarted both devices and signed out and in again, but nothing "
+          "keeps spinning for hours.\n\nI already restarted both devices and signed out and in again, but nothing "
           "changed. I rely on the app for work every day, so I would be grateful for a quick answer.")
 REPLY = ("Thanks for writing to us about sync. This usually happens when the local cache on one device gets out of "
          "date. Please open Settings and then Sync on the laptop, choose Rebuild Local Cache and leave the app open "
@@ -206,8 +206,7 @@ def test_near_and_exact_duplicate_conversations_are_removed_on_the_whole_convers
     near = _conversation(2, ("user", TICKET), ("assistant", REPLY.replace("a few minutes", "ten minutes")))
     exact = _conversation(3, ("user", TICKET), ("assistant", REPLY))
     # The same words in the same order, split into turns differently: the same content.
-    resplit = _conversation(4, ("user", TICKET + "\n\n" + REPLY.split(". ", 1)[0] + "."),
-                            ("assistant", REPLY.split(". ", 1)[1]))
+    resplit = _conversation(4, *[("user", paragraph) for paragraph in TICKET.split("\n\n")], ("assistant", REPLY))
     other = _conversation(5, ("user", "How do I export a notebook to PDF with its images and attachments included?"),
                           ("assistant", "Open the notebook, choose File, then Export, then PDF, and turn on Include "
                                         "Attachments before you press Export. Large images can take a minute."))
@@ -216,8 +215,9 @@ def test_near_and_exact_duplicate_conversations_are_removed_on_the_whole_convers
                               near_dedup=True, near_dedup_threshold=0.8)
     with TestPipeline() as pipeline:
         outputs = pipeline | beam.Create([original, near, exact, resplit, other]) | CleanDocuments(options)
-        assert_that(outputs["documents"] | beam.Map(lambda d: d.line), equal_to([1, 5]), label="Kept")
-        removals = outputs["events"] | beam.Filter(lambda e: e[0].startswith("removed:")) | beam.Map(lambda e: e[0])
+        assert_that(outputs["documents"] | "Lines" >> beam.Map(lambda d: d.line), equal_to([1, 5]), label="Kept")
+        removals = (outputs["events"] | "Removals" >> beam.Filter(lambda e: e[0].startswith("removed:"))
+                    | "Kinds" >> beam.Map(lambda e: e[0]))
         assert_that(removals, equal_to(["removed:exact_duplicate", "removed:exact_duplicate", "removed:near_duplicate"]),
                     label="Removed")
 
@@ -232,6 +232,6 @@ def test_decontamination_and_quality_rules_judge_the_whole_conversation(tmp_path
     assert quality.failed_rule("Thanks!", options.quality, "en") == "too_few_words"  # a turn on its own would fail
     with TestPipeline() as pipeline:
         outputs = pipeline | beam.Create([planted, short_turns]) | CleanDocuments(options)
-        assert_that(outputs["documents"] | beam.Map(lambda d: d.line), equal_to([2]), label="Kept")
-        removals = outputs["events"] | beam.Filter(lambda e: e[0].startswith("removed:"))
+        assert_that(outputs["documents"] | "Lines" >> beam.Map(lambda d: d.line), equal_to([2]), label="Kept")
+        removals = outputs["events"] | "Removals" >> beam.Filter(lambda e: e[0].startswith("removed:"))
         assert_that(removals, equal_to([("removed:eval_contamination", "chats.jsonl:1")]), label="Removed")

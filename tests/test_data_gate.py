@@ -233,7 +233,7 @@ def test_the_schema_import_picks_the_schema_of_the_examples_kind_at_run_time(tmp
     assert imported(_examples(tmp_path, "text", property_kind="text")) == ("text", False)
     assert imported(_examples(tmp_path, "older")) == ("text", False)  # Examples from before conversations
     assert imported(None) == ("text", False)  # the token data's import has no Examples
-    with pytest.raises(FileNotFoundError, match=r"the examples hold conversations .* nowhere/conversation_schema.pbtxt "
+    with pytest.raises(FileNotFoundError, match=r"the examples hold conversations .*/nowhere/conversation_schema.pbtxt "
                                                 r"does not exist"):
         _import_schema(tmp_path / "missing", _examples(tmp_path, "chats-2", property_kind="conversations"),
                        conversation_schema=str(tmp_path / "nowhere" / "conversation_schema.pbtxt"))

@@ -18,12 +18,12 @@ and `assistant` (`records.Document.turns`).
     nemo               {"input": "...", "output": "...", "system": "..." (optional)} (NeMo SFT)
 
 `example_gen.conversation_format` forces one format for every record; `auto` detects it per
-record (`detect_format`): the first format whose fields the record has all of (in the order
-above, Vertex before Alpaca: messages; contents; instruction + output; prompt + completion;
-input + output) wins over the text field, because Alpaca and chat exports often carry the rendered
-prompt as a `text` field beside the conversation; a record with the text field and none of those
-is plain text, as before; one with only part of a format's fields (a prompt without a completion)
-is read as that format, so the quarantine names the field that is missing.
+record (`detect_format`): the first format whose fields the record has all of, in the order of
+`SIGNATURES` (messages; contents; instruction + output; prompt + completion; input + output),
+wins over the text field, because Alpaca and chat exports often carry the rendered prompt as a
+`text` field beside the conversation; a record with the text field and none of those is plain
+text, as before; one with only part of a format's fields (a prompt without a completion) is read
+as that format, so the quarantine names the field that is missing.
 
 A record that is not a valid conversation is quarantined as `invalid_conversation`, the detail
 naming the format and the problem: no turns (an empty messages list), a turn that is not an
