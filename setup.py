@@ -17,7 +17,8 @@ from setuptools.command.build_py import build_py
 
 RESOURCE_FOLDERS = ("data", "schema")
 # Repository-only files under those folders that the installed package does not need.
-RESOURCE_EXCLUDES = ("make_sample_corpus.py", "make_instruction_data.py", "make_placebos.py", "__pycache__")
+RESOURCE_EXCLUDES = ("make_sample_corpus.py", "make_instruction_data.py", "make_placebos.py", "make_tiny_checkpoint.py",
+                     "__pycache__")
 
 
 class BuildPyWithResources(build_py):

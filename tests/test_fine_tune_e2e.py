@@ -20,7 +20,7 @@ import textwrap
 
 import pytest
 
-from components.pusher import registry
+from components.registry import model_registry as registry
 from components.trainer.checkpoint.fingerprint import checkpoint_sha256
 from pipeline.local_runner import run_locally
 from tests.conftest import WEAK_MODEL_QUALITY, write_tiny_corpus

@@ -128,7 +128,7 @@ class DecontaminationOptions(Options):
     `min_units` long counts as one n-gram of its own length (GPT-3's rule for short prompts).
     """
 
-    enabled: bool = True
+    enabled: bool = Field(True, description="Remove training documents that share an n-gram with an evaluation suite.")
     ngram: int = Field(13, ge=1, description="GPT-3 / PaLM decontamination used 13-grams.")
     min_units: int = Field(8, ge=1, description="Shorter suite texts are not matched at all.")
     files: List[str] = Field(default_factory=list, description="Held-out evaluation files (bundled: references allowed).")
@@ -146,19 +146,19 @@ class CleaningOptions(Options):
         description="Quality rule defaults: 'curated' (only rules for garbage in any corpus: lorem ipsum, symbol soup, "
                     "extreme repetition), 'web' (every Gopher/C4/FineWeb rule, for crawled text) or 'off' (none). "
                     "A cleaning.quality option set explicitly wins over the profile.")
-    unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
+    unicode_normalization: Literal["none", "NFC", "NFKC"] = Field("NFC", description="Unicode normalisation of every document (counted as repaired).")
     remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
     scrub_pii: bool = Field(True, description="Replace e-mail addresses, national ID numbers (US SSN, UK NINO, Chinese resident ID), "
                                                  "card and phone numbers with placeholders (counted per kind).")
     min_chars: int = Field(1, ge=0, description="Shorter documents are removed (counted).")
     max_chars: int = Field(200_000, ge=1, description="Longer documents are removed (counted).")
-    exact_dedup: bool = True
+    exact_dedup: bool = Field(True, description="Remove exact duplicates (content hash; the first by file and line is kept).")
     near_dedup: bool = Field(True, description="MinHash/LSH near-duplicate removal on Beam.")
     near_dedup_threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity of word shingles that counts as a near-duplicate.")
-    shingle_words: int = Field(5, ge=1)
-    minhash_permutations: int = Field(128, ge=1)
+    shingle_words: int = Field(5, ge=1, description="Words per shingle (word n-gram) that near-duplicate detection compares.")
+    minhash_permutations: int = Field(128, ge=1, description="MinHash signature length (hash functions per document).")
     lsh_bands: int = Field(32, ge=1, description="Must divide minhash_permutations; more bands find less similar candidates.")
-    seed: int = 1
+    seed: int = Field(1, description="Seed of the MinHash hash functions (the same seed finds the same duplicates).")
     language_id: bool = Field(True, description="Identify each document's language (py3langid): `language` and `language_confidence` features.")
     languages: List[str] = Field(default_factory=list, description="ISO 639-1 codes of the languages to keep; empty keeps all (the mix is reported).")
     quality: QualityOptions = Field(default_factory=QualityOptions,

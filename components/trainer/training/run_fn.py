@@ -79,7 +79,7 @@ def _warm_start_model(settings: TrainerSettings) -> str:
     Looked up at run time (no ML Metadata resolver), the same way on every runner; the pipeline
     passes where the registry is in the settings.
     """
-    from components.pusher.registry import find_production_model
+    from components.registry.model_registry import find_production_model
 
     production = find_production_model(settings.registry, settings.model_name, settings.registry_dir or None)
     if production is None:
