@@ -145,6 +145,7 @@ STAGE_PRODUCTS = {
     "example_gen": {
         "components.example_gen.ingest_report",  # the Examples' ingest_report.json (counts, removals)
         "components.example_gen.examples",  # reading documents back from its tf.Examples
+        "components.example_gen.data_kind",  # the Examples' data_kind: plain text or conversations
     },
     "tokenizer": {
         "components.tokenizer.artifact",  # the Tokenizer artifact type
