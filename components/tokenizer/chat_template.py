@@ -397,8 +397,55 @@ def default_variables(special_names: Dict[str, Optional[str]]) -> Dict[str, str]
     return {f"{name}_token": token for name, token in special_names.items() if token is not None}
 
 
-def grammar_json_bytes(grammar: ChatGrammar, stop_token_ids: Sequence[int], end_of_turn_ids: Sequence[int]) -> bytes:
-    """The record the tokenizer artifact carries beside the template (GRAMMAR_FILE)."""
-    record = {"grammar": grammar.to_json(), "stop_token_ids": sorted(set(int(i) for i in stop_token_ids)),
-              "end_of_turn_token_ids": [int(i) for i in end_of_turn_ids]}
-    return json.dumps(record, indent=2, ensure_ascii=False).encode("utf-8")
+class ChatSpec(NamedTuple):
+    """What a tokenizer directory says about chat: the template, its grammar, the ids of the
+    grammar's special tokens, and the ids that end a generated reply."""
+
+    template: str
+    grammar: ChatGrammar
+    special_ids: Dict[str, int]
+    stop_token_ids: Tuple[int, ...]  # decoding stops at any of them (end of turn, end of text)
+    end_of_turn_ids: Tuple[int, ...]  # the template's token(s) closing an assistant turn
+
+    @property
+    def template_sha256(self) -> str:
+        return self.grammar.template_sha256
+
+    def files(self) -> Dict[str, bytes]:
+        """The files a tokenizer directory carries for it (TEMPLATE_FILE, GRAMMAR_FILE)."""
+        record = {"grammar": self.grammar.to_json(), "special_ids": dict(sorted(self.special_ids.items())),
+                  "stop_token_ids": sorted(set(self.stop_token_ids)), "end_of_turn_token_ids": list(self.end_of_turn_ids)}
+        return {TEMPLATE_FILE: self.template.encode("utf-8"),
+                GRAMMAR_FILE: json.dumps(record, indent=2, ensure_ascii=False).encode("utf-8")}
+
+    @classmethod
+    def from_files(cls, files: Dict[str, bytes], source: str) -> Optional["ChatSpec"]:
+        """The chat spec in a tokenizer directory's files, or None when it has none."""
+        if GRAMMAR_FILE not in files:
+            return None
+        if TEMPLATE_FILE not in files:
+            raise ValueError(f"{source}: {GRAMMAR_FILE} without {TEMPLATE_FILE}")
+        try:
+            record = json.loads(files[GRAMMAR_FILE].decode("utf-8"))
+            return cls(files[TEMPLATE_FILE].decode("utf-8"), ChatGrammar.from_json(record["grammar"], source),
+                       {str(k): int(v) for k, v in record["special_ids"].items()},
+                       tuple(int(i) for i in record["stop_token_ids"]), tuple(int(i) for i in record["end_of_turn_token_ids"]))
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            raise ValueError(f"{source}: bad chat record {GRAMMAR_FILE} ({type(exc).__name__}: {exc})") from None
+
+
+def chat_spec(template: str, special_ids: Dict[str, int], variables: Dict[str, str], extra_stop_ids: Sequence[int],
+              origin: str) -> ChatSpec:
+    """The grammar of `template` (special tokens: the keys of `special_ids`, token -> id) and the
+    ids decoding stops at: the template's end-of-turn token and `extra_stop_ids` (the checkpoint's
+    generation_config.json eos ids, the tokenizer's end of text)."""
+    grammar = derive_grammar(template, tuple(special_ids), variables, origin)
+    used = {piece for (_, _), boundary in grammar.boundaries.items() for piece, special in grammar.items(boundary.text)
+            if special}
+    end_of_turn = tuple(special_ids[token] for token in grammar.end_of_turn_tokens())
+    if not end_of_turn:
+        raise ChatTemplateError(f"{origin}: an assistant turn ends with no special token, so decoding could not tell "
+                                "where a reply ends")
+    stop = tuple(sorted(set(end_of_turn) | {int(i) for i in extra_stop_ids}))
+    return ChatSpec(template, grammar._replace(special_tokens=tuple(sorted(used))),
+                    {token: special_ids[token] for token in sorted(used)}, stop, end_of_turn)

@@ -222,6 +222,11 @@ class TrainingOptions(Options):
         default_factory=ShardingOptions, description="Sharded (DTensor) training over a batch x model mesh of this "
                                                      "host's devices; on when batch x model > 1 (training/sharded_loop.py)."
     )
+    loss_on: Literal["assistant", "all"] = Field(
+        "assistant", description="Conversation data only: which tokens the loss is taken on: assistant (the replies "
+                                 "and their end-of-turn token, as TRL, torchtune and axolotl train by default) or all "
+                                 "(every token of the rendered conversation, the template's own included)."
+    )
     warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
     peak_flops: Optional[float] = Field(
         None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."

@@ -113,7 +113,7 @@ def packed_blocks(
 
 
 def distributed_blocks(strategy: tf.distribute.Strategy, make_global_batches, global_batch_size: int):
-    """Distributes a dataset of global (inputs, targets) batches over the strategy's replicas.
+    """Distributes a dataset of global batches ((inputs, targets) or packed dicts) over the strategy's replicas.
 
     `make_global_batches()` returns the global-batch dataset; every input pipeline (one per
     worker) builds the same one, in the same order, and keeps only its replicas' rows, so the
@@ -129,10 +129,11 @@ def distributed_blocks(strategy: tf.distribute.Strategy, make_global_batches, gl
         local_replicas = replicas // input_context.num_input_pipelines
         first_row = input_context.input_pipeline_id * local_replicas * per_replica
 
-        def local_rows(inputs: tf.Tensor, targets: tf.Tensor) -> tuple:
+        def local_rows(*batch):
+            batch = batch[0] if len(batch) == 1 else batch  # (inputs, targets), or a dict of packed conversations
             rows = slice(first_row, first_row + local_replicas * per_replica)
             shape = [local_replicas, per_replica, -1]
-            return tf.reshape(inputs[rows], shape), tf.reshape(targets[rows], shape)
+            return tf.nest.map_structure(lambda tensor: tf.reshape(tensor[rows], shape), batch)
 
         # One element per local replica, in replica order.
         return make_global_batches().map(local_rows).unbatch().prefetch(tf.data.AUTOTUNE)
