@@ -138,7 +138,8 @@ class PipelineConfig(Options):
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
         bundled("schema"),
-        description="Directory holding the curated schema.pbtxt (raw data) and transformed_schema.pbtxt (tokens).",
+        description="Directory holding the curated schema.pbtxt (raw text), conversation_schema.pbtxt (raw conversations) "
+                    "and transformed_schema.pbtxt (tokens).",
     )
     enable_cache: bool = Field(True, description="Reuse a component's earlier result when its inputs and parameters are unchanged (TFX caching; textgen run --no-cache sets false).")
     beam_args: List[str] = Field(

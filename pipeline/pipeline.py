@@ -100,15 +100,20 @@ class _ValidationStage:
 
 
 def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_prefix: str, gate_id: str,
-                      drift_state_uri: Optional[str] = None) -> _ValidationStage:
+                      drift_state_uri: Optional[str] = None, conversation_schema_file: str = "") -> _ValidationStage:
     """TFDV checks of `examples` against `schema_file`, ending in a DataGate with id `gate_id`.
 
     With a `drift_state_uri`, drift and skew are checked too and a passing gate records this
-    span's statistics there as the next run's drift baseline.
+    span's statistics there as the next run's drift baseline. With a `conversation_schema_file`,
+    the schema import reads the examples' data kind and checks conversations against that one.
     """
     check_distributions = drift_state_uri is not None
     statistics_gen = tfx.components.StatisticsGen(examples=examples).with_id(f"{id_prefix}StatisticsGen")
-    schema_gen = CuratedSchemaGen(schema_file=schema_file).with_id(f"{id_prefix}SchemaGen")
+    schema_gen = CuratedSchemaGen(
+        schema_file=schema_file,
+        examples=examples if conversation_schema_file else None,
+        conversation_schema_file=conversation_schema_file,
+    ).with_id(f"{id_prefix}SchemaGen")
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(f"{id_prefix}ExampleValidator")
@@ -158,7 +163,8 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("ExampleGen")
 
     raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",
-                                        drift_state_uri=paths.drift_state_uri)
+                                        drift_state_uri=paths.drift_state_uri,
+                                        conversation_schema_file=paths.conversation_schema_file)
     tokenizer = TokenizerComponent(
         examples=example_gen.outputs["examples"],
         options=config.tokenizer,

@@ -145,6 +145,7 @@ STAGE_PRODUCTS = {
     "example_gen": {
         "components.example_gen.ingest_report",  # the Examples' ingest_report.json (counts, removals)
         "components.example_gen.examples",  # reading documents back from its tf.Examples
+        "components.example_gen.data_kind",  # the Examples' data_kind: plain text or conversations
     },
     "tokenizer": {
         "components.tokenizer.artifact",  # the Tokenizer artifact type
@@ -152,12 +153,15 @@ STAGE_PRODUCTS = {
         "components.tokenizer.special",  # its special tokens and how documents are framed with them
         "components.tokenizer.hf_files",  # the checkpoint tokenizer files it may hold
         "components.tokenizer.model_file",  # where its model file is, in the artifact and in an export
+        "components.tokenizer.chat_template",  # the chat template it carries, as a grammar
+        "components.tokenizer.chat_graph",  # conversations rendered and tokenized with it in a graph
     },
     "transform": {"components.transform.preprocessing"},  # the transformed examples' feature keys
     "trainer": {
         "components.trainer.serving.signatures",  # the exported model's serving contract
         "components.trainer.training.record",  # training_record.json in the model artifact
         "components.trainer.training.data",  # the model's input: token streams and packed blocks
+        "components.trainer.training.packing",  # the model's input for conversations: packed rows
     },
     "evaluator": {"components.evaluator.blessing_files"},  # evaluation.json / report.html in the blessing
     "pusher": {"components.pusher.versioned_push"},  # the serving directory's version layout, push_info.json

@@ -6,7 +6,7 @@ The executor receives each as its JSON text (`Options.to_parameter`) in ExampleG
 under `EXAMPLE_GEN_OPTIONS_KEY` / `CLEANING_OPTIONS_KEY` and parses it with the same class; Beam
 workers get the parsed (picklable) objects.
 """
-from typing import Any, List, Literal, Optional
+from typing import Any, List, Literal, Optional, get_args
 
 from pydantic import Field, model_validator
 
@@ -18,6 +18,12 @@ EACH_LINE = "line"  # txt separator: every non-blank line is a document
 
 EXAMPLE_GEN_OPTIONS_KEY, CLEANING_OPTIONS_KEY, CORPUS_FINGERPRINT_KEY = "example_gen", "cleaning", "corpus_fingerprint"
 
+# How a .jsonl record is read (`formats/conversations.py`): 'auto' detects it per record from its
+# fields, 'text' is a plain document in the text field, the others are instruction-data formats.
+ConversationFormat = Literal["auto", "text", "messages", "prompt_completion", "alpaca", "vertex", "nemo"]
+AUTO_FORMAT, TEXT_FORMAT = "auto", "text"
+CONVERSATION_FORMATS = get_args(ConversationFormat)
+
 
 class ReadOptions(Options):
     """How corpus files are parsed and what happens to bad input (the part the readers use)."""
@@ -27,6 +33,15 @@ class ReadOptions(Options):
     txt_document_separator: str = Field(
         BLANK_LINE, min_length=1,
         description="How .txt files split into documents: 'blank_line', 'line' (one per line) or a literal separator line.",
+    )
+    conversation_format: ConversationFormat = Field(
+        "auto",
+        description="How .jsonl records are read: 'auto' (per record, from its fields: messages, prompt+completion, "
+                    "instruction+output (Alpaca), contents (Vertex), input+output (NeMo), else the text field), 'text' "
+                    "(a plain document in jsonl_text_field, as before conversations were read), or one instruction "
+                    "format for every record: 'messages', 'prompt_completion', 'alpaca', 'vertex', 'nemo'. A record "
+                    "that is not a valid conversation is quarantined as invalid_conversation; a run reads one kind "
+                    "(plain text or conversations).",
     )
     metadata_fields: List[str] = Field(
         default_factory=list,
@@ -122,7 +137,9 @@ class DecontaminationOptions(Options):
 class CleaningOptions(Options):
     """Cleaning steps ExampleGen applies, in this order, each counted in the run summary: normalise,
     strip controls, scrub PII, length filter, language identification and filter, quality rules,
-    decontamination, toxicity filter, exact dedup, near-duplicate removal."""
+    decontamination, toxicity filter, exact dedup, near-duplicate removal. On conversations the text
+    steps run on every turn, the toxicity filter on the assistant turns, and the other filters on the
+    whole conversation (`cleaning/curation_steps.py`)."""
 
     profile: Literal["web", "curated", "off"] = Field(
         profiles.DEFAULT_PROFILE,
@@ -149,7 +166,10 @@ class CleaningOptions(Options):
     decontamination: DecontaminationOptions = Field(
         default_factory=DecontaminationOptions,
         description="N-gram overlap removal against the evaluator's safety prompts and bias templates plus `files`.")
-    toxicity_threshold: float = Field(0.0, ge=0.0, le=1.0, description="Remove English documents the toxicity classifier scores at or above this; 0 is off.")
+    toxicity_threshold: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="Remove English documents the toxicity classifier scores at or above this (a conversation: when any "
+                    "of its assistant turns does); 0 is off.")
     removed_samples_per_rule: int = Field(5, ge=0, description="Documents each curation rule removed that are kept in the quarantine for review.")
 
     @model_validator(mode="before")
