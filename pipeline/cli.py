@@ -174,7 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
                                "or a pushed version number (looked up under OUTPUT_ROOT/serving).")
     generate.add_argument("--output-root", default=config_module.PipelineConfig().output_root,
                           help="Run output root whose serving/ holds pushed versions (default: runs/local).")
-    generate.add_argument("prompts", nargs="+", help="One or more prompts.")
+    generate.add_argument("prompts", nargs="*", help="One or more prompts (with --chat: user messages, each "
+                                                     "answered as a conversation of its own).")
+    generate.add_argument("--chat", action="store_true",
+                          help="Send each prompt as a user turn through the model's chat template and print the "
+                               "assistant's reply (a model trained on conversations).")
+    generate.add_argument("--system", metavar="TEXT", default=None,
+                          help="With --chat: a system turn before each user message.")
+    generate.add_argument("--messages", metavar="FILE.json", default=None,
+                          help="A JSON list of {role, content} turns (roles system, user, assistant): the model's "
+                               "reply to that conversation, through its chat template.")
     generate.add_argument("--max-new-tokens", type=_generation_value("max_new_tokens"),
                           default=GenerationOptions().max_new_tokens,
                           help="Tokens to generate per prompt, >= 1 (default: %(default)s).")

@@ -145,6 +145,10 @@ def generate(args: argparse.Namespace) -> int:
     serving_dir = _location(config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir)
     _location(args.model)
     model_dir = samples.resolve_model_dir(args.model, serving_dir)  # FileNotFoundError: no such model
+    if args.chat or args.messages or args.system is not None:
+        return _chat(args, model_dir)
+    if not args.prompts:
+        raise errors.UsageError("generate: give one or more prompts (or --messages FILE.json)")
     try:
         continuations = samples.generate(
             model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
@@ -154,6 +158,40 @@ def generate(args: argparse.Namespace) -> int:
     for prompt, continuation in zip(args.prompts, continuations):
         print(json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False) if args.json
               else f"{prompt}{continuation}\n")
+    return EXIT_OK
+
+
+def _chat(args: argparse.Namespace, model_dir: str) -> int:
+    """`generate --chat/--messages`: replies through the model's chat template (`chat` signature)."""
+    from pipeline import samples
+
+    if args.messages:
+        if args.prompts:
+            raise errors.UsageError("generate: --messages takes the whole conversation; give no prompts with it")
+        try:
+            conversations = [samples.read_messages(args.messages)]
+        except ValueError as exc:
+            raise errors.UsageError(f"generate: --messages {exc}") from exc
+    elif not args.prompts:
+        raise errors.UsageError("generate: --chat needs one or more user messages")
+    else:
+        system = [("system", args.system)] if args.system is not None else []
+        conversations = [system + [("user", prompt)] for prompt in args.prompts]
+    try:
+        samples.check_conversations(model_dir, conversations)
+    except ValueError as exc:
+        raise errors.UsageError(f"generate: {exc}") from exc
+    try:
+        replies = samples.chat(model_dir, conversations, args.max_new_tokens, args.temperature, args.top_k, args.seed,
+                               top_p=args.top_p)
+    except samples.UnusableModel as exc:
+        raise errors.CommandError(str(exc)) from exc
+    for conversation, reply in zip(conversations, replies):
+        if args.json:
+            print(json.dumps({"messages": [{"role": r, "content": c} for r, c in conversation], "reply": reply.text,
+                              "stopped": reply.stopped, "num_tokens": reply.num_tokens}, ensure_ascii=False))
+        else:
+            print(reply.text + ("" if reply.stopped else "  [cut at --max-new-tokens]") + "\n")
     return EXIT_OK
 
 
