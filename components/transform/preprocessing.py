@@ -13,6 +13,9 @@ Outputs per document:
     byte_token_fraction float32        share of tokens that stand for one byte (byte-fallback pieces;
                                        for byte-level BPE, the 256 unmerged byte symbols)
     bytes_per_token     float32        UTF-8 bytes / tokens (compression), 0 for empty text
+    special_tokens      int64          tokens that are ids the pipeline places itself (bos, eos, pad,
+                                       framing) or the unknown token (special.py): the transformed
+                                       schema allows none, so the TokenGate refuses such data
 """
 from typing import Any, Dict, Optional
 
@@ -25,6 +28,7 @@ TOKEN_IDS_KEY = "token_ids"
 NUM_TOKENS_KEY = "num_tokens"
 BYTE_TOKEN_FRACTION_KEY = "byte_token_fraction"
 BYTES_PER_TOKEN_KEY = "bytes_per_token"
+SPECIAL_TOKENS_KEY = "special_tokens"
 TOKENIZER_MODEL_KEY = "tokenizer_model"  # custom_config key: a tokenizer directory or learned model file
 
 
@@ -46,7 +50,16 @@ def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[
         NUM_TOKENS_KEY: num_tokens,
         BYTE_TOKEN_FRACTION_KEY: byte_tokens / safe_count,
         BYTES_PER_TOKEN_KEY: tf.cast(tf.strings.length(text), tf.float32) / safe_count,
+        SPECIAL_TOKENS_KEY: count_forbidden(token_ids, loaded_tokenizer.document_forbidden_ids()),
     }
+
+
+def count_forbidden(token_ids: tf.RaggedTensor, forbidden) -> tf.Tensor:
+    """[batch] int64: how many of each document's tokens are in `forbidden` (ids)."""
+    forbidden = tf.constant(sorted(forbidden) or [-1], tf.int64)
+    flat = tf.cast(token_ids.flat_values, tf.int64)
+    hit = tf.reduce_any(tf.equal(flat[:, tf.newaxis], forbidden[tf.newaxis, :]), axis=1)
+    return tf.reduce_sum(tf.cast(token_ids.with_flat_values(hit), tf.int64), axis=1)
 
 
 def _is_byte_token(token_ids: tf.RaggedTensor, tokenizer: loaded.Tokenizer) -> tf.RaggedTensor:
