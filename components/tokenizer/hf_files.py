@@ -409,14 +409,15 @@ def prompt_framing(kind: str, files: Dict[str, bytes], bos: Optional[int], eos: 
     loads with LlamaTokenizer) follow `add_bos_token` / `add_eos_token` in tokenizer_config.json
     (default: <s> before, nothing after); every other class applies the tokenizer.json's
     post-processor (GPT-2's ByteLevel adds nothing; TemplateProcessing adds its special tokens);
-    GPT-2's vocab.json + merges.txt add nothing."""
+    GPT-2's vocab.json + merges.txt add nothing. (Checked with transformers 4.57: GPT2TokenizerFast
+    ignores add_bos_token; PreTrainedTokenizerFast ignores both flags.)"""
     config_path = os.path.join(directory, SIDE_FILES[0])
     config = _json(files[SIDE_FILES[0]], config_path) if SIDE_FILES[0] in files else {}
     name = str(config.get("tokenizer_class") or "")
     name = name[:-len("Fast")] if name.endswith("Fast") else name
     defaults = _FLAG_FRAMED_CLASSES.get(name) or ((True, False) if kind == SENTENCEPIECE else None)
     if defaults is None and TOKENIZER_JSON not in files:
-        defaults = (False, False)  # GPT2Tokenizer from vocab.json + merges.txt
+        return (), ()  # vocab.json + merges.txt: GPT2TokenizerFast adds nothing, whatever add_bos_token says
     if defaults is not None:
         add_bos, add_eos = (bool(config.get(flag, default)) for flag, default in zip(("add_bos_token", "add_eos_token"), defaults))
         for flag, wanted, token_id in (("add_bos_token", add_bos, bos), ("add_eos_token", add_eos, eos)):
