@@ -270,20 +270,37 @@ def test_a_metaspace_pre_tokenizer_is_reproduced(tmp_path, scheme, split):
     assert graph.texts(graph.ids(TEXTS)) == [hf.decode(hf.encode(t, add_special_tokens=False).ids) for t in TEXTS]
 
 
-def test_merges_that_use_later_tokens_are_applied_one_at_a_time(tmp_path):
-    """A converted SentencePiece merge list may use a piece made by a later merge: `tokenizers`
-    then merges the leftmost lowest-rank pair one at a time, and merging every occurrence of a pair
-    at once would give other ids ([a, bcbc] instead of [abc, bc] here)."""
+def _merge_list_tokenizer(tmp_path, pieces):
+    """A SentencePiece-style tokenizer.json over the letters a-c with `pieces` (in rank order) and,
+    as transformers' converter writes them, a merge for every split of each piece into two tokens."""
     def edit(spec):
         vocab = {token: index for token, index in spec["model"]["vocab"].items() if index < 259}
-        for token in ("a", "b", "c", "bc", "abc", "bcbc"):
-            vocab[token] = len(vocab)
-        spec["model"].update(vocab=vocab, merges=[["bc", "bc"], ["a", "bc"], ["b", "c"]])
+        for token in ["a", "b", "c"] + [p for p in pieces if len(p) > 1]:
+            vocab.setdefault(token, len(vocab))
+        merges = [[piece[:cut], piece[cut:]] for piece in pieces for cut in range(1, len(piece))
+                  if piece[:cut] in vocab and piece[cut:] in vocab]
+        spec["model"].update(vocab=vocab, merges=merges)
         spec["added_tokens"] = [t for t in spec["added_tokens"] if t["id"] < 259]
 
-    graph, hf = _sentencepiece_json(tmp_path, edit)
-    texts = ["abcbc", "bcbc abcbcbc", "aabcbcabc"]
+    return _sentencepiece_json(tmp_path, edit)
+
+
+def test_merges_that_use_later_tokens_follow_tokenizers_order(tmp_path):
+    """A converted SentencePiece merge list may use a piece made by a later merge: `tokenizers`
+    then merges the pair that makes ahead of the other occurrences of the pair that made it, and
+    merging every occurrence of a pair at once would give other ids ([a, bcbc] instead of [abc, bc])."""
+    graph, hf = _merge_list_tokenizer(tmp_path, ["bcbc", "abc", "bc"])
     assert hf.encode("abcbc", add_special_tokens=False).tokens == ["abc", "bc"]
+    assert _mismatches(graph, hf, ["abcbc", "bcbc abcbcbc", "aabcbcabc", "abcabcbcbc"]) == []
+
+
+_PIECES = st.lists(st.text("abc", min_size=2, max_size=5), min_size=1, max_size=12, unique=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(pieces=_PIECES, texts=st.lists(st.text("abc ", max_size=24), min_size=1, max_size=4))
+def test_any_merge_order_gives_tokenizers_ids(tmp_path_factory, pieces, texts):
+    graph, hf = _merge_list_tokenizer(tmp_path_factory.mktemp("merges"), pieces)
     assert _mismatches(graph, hf, texts) == []
 
 

@@ -59,6 +59,8 @@ def reference_ids(tokenizer_json: bytes, texts: Sequence[str]) -> List[List[int]
 
     reference = HfTokenizer.from_str(tokenizer_json.decode("utf-8"))
     reference.encode_special_tokens = True
+    reference.no_truncation()  # as transformers encodes: the file's truncation and padding do not apply
+    reference.no_padding()
     return [encoding.ids for encoding in reference.encode_batch(list(texts), add_special_tokens=False)]
 
 

@@ -94,8 +94,7 @@ class ByteLevelBpeGraph(tf.Module):
             raise ValueError(f"{source}: the vocabulary lacks {len(missing)} of the 256 byte tokens "
                              f"(e.g. {missing[0]!r}): not a byte-level BPE vocabulary")
         self._byte_ids = tf.constant([vocab[char] for char in chars], tf.int64)
-        one_at_a_time = bpe_merges.merges_need_one_at_a_time(merges, lambda token: len(token) == 1)
-        self._merges = bpe_merges.MergeTable(merges, vocab, size, source, all_occurrences=not one_at_a_time)
+        self._merges = bpe_merges.MergeTable(merges, vocab, size, source)
         # Decoding: each id's characters, mapped back to bytes; special tokens decode to nothing.
         texts = [""] * size
         special = set(special_ids)

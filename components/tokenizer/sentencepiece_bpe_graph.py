@@ -45,11 +45,6 @@ def byte_token(value: int) -> str:
     return f"<0x{value:02X}>"
 
 
-def is_symbol(token: str) -> bool:
-    """Whether `token` is what a word starts as: one character or one byte-fallback token."""
-    return len(token) == 1 or (len(token) == 6 and token.startswith("<0x") and token.endswith(">"))
-
-
 class SentencePieceBpeGraph(tf.Module):
     """Text <-> token ids with a SentencePiece-style tokenizer.json (see module docstring)."""
 
@@ -67,8 +62,7 @@ class SentencePieceBpeGraph(tf.Module):
         singles = sorted((ord(token), index) for token, index in vocab.items() if len(token) == 1 and index not in special)
         self._char_codes = tf.constant([code for code, _ in singles] + [np.iinfo(np.int64).max], tf.int64)
         self._char_ids = tf.constant([index for _, index in singles] + [-1], tf.int64)
-        self._merges = bpe_merges.MergeTable(
-            merges, vocab, size, source, all_occurrences=not bpe_merges.merges_need_one_at_a_time(merges, is_symbol))
+        self._merges = bpe_merges.MergeTable(merges, vocab, size, source)
         # Cutting before runs of '▁' is safe unless a merge makes a token with '▁' after another character.
         self._cut_before_spaces = not any(
             _space_after_other(left + right) for left, right in merges)
