@@ -162,6 +162,11 @@ def test_the_framing_rule(tmp_path):
     assert framing("llama_sp", generic, post_processor=BOS_TEMPLATE) == ((1,), ())
     sequence = {"type": "Sequence", "processors": [{"type": "ByteLevel", "trim_offsets": False}, BOS_TEMPLATE]}
     assert framing("llama_sp", generic, post_processor=sequence) == ((1,), ())
+    # No tokenizer_class: the class config.json's model_type maps to (LlamaTokenizerFast for llama).
+    directory = _tokenizer_dir(tmp_path, "llama_sp", {"tokenizer_class": None})
+    assert loaded.load(directory).special.prompt_prefix == ()
+    (tmp_path / os.path.basename(directory) / "config.json").write_text(json.dumps({"model_type": "llama", "eos_token_id": 2}))
+    assert loaded.load(directory).special.prompt_prefix == (1,)
 
 
 def test_an_unsupported_post_processor_is_refused_naming_the_field(tmp_path):

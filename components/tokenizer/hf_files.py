@@ -393,7 +393,7 @@ def _special_tokens(directory: str, kind: str, files: Dict[str, bytes], tokens: 
         eos = tokens.vocab.get("</s>") if eos is None else eos
     elif eos is None and "<|endoftext|>" in tokens.vocab:
         eos = tokens.vocab["<|endoftext|>"]
-    prefix, suffix = prompt_framing(kind, files, bos, eos, directory)
+    prefix, suffix = prompt_framing(kind, files, bos, eos, directory, str(config.get("model_type") or ""))
     return special.for_checkpoint(bos, eos, pad, unk, directory, prefix, suffix)
 
 
@@ -401,10 +401,15 @@ def _special_tokens(directory: str, kind: str, files: Dict[str, bytes], tokens: 
 # defaults), whatever the tokenizer.json's post-processor says.
 _FLAG_FRAMED_CLASSES = {"LlamaTokenizer": (True, False), "CodeLlamaTokenizer": (True, False),
                         "GemmaTokenizer": (True, False)}
+# The class transformers picks by config.json's model_type when tokenizer_config.json names none.
+_CLASS_OF_MODEL_TYPE = {"llama": "LlamaTokenizer", "mistral": "LlamaTokenizer", "mixtral": "LlamaTokenizer",
+                        "gemma": "GemmaTokenizer"}
 
 
-def prompt_framing(kind: str, files: Dict[str, bytes], bos: Optional[int], eos: Optional[int], directory: str) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
-    """(ids before, ids after) one text, as transformers' tokenizer for these files adds them:
+def prompt_framing(kind: str, files: Dict[str, bytes], bos: Optional[int], eos: Optional[int], directory: str,
+                   model_type: str = "") -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """(ids before, ids after) one text, as transformers' tokenizer for these files adds them (its
+    class: tokenizer_config.json's `tokenizer_class`, else the one config.json's `model_type` maps to):
     Llama's tokenizer classes (and a SentencePiece `tokenizer.model` alone, which transformers
     loads with LlamaTokenizer) follow `add_bos_token` / `add_eos_token` in tokenizer_config.json
     (default: <s> before, nothing after); every other class applies the tokenizer.json's
@@ -413,7 +418,7 @@ def prompt_framing(kind: str, files: Dict[str, bytes], bos: Optional[int], eos: 
     ignores add_bos_token; PreTrainedTokenizerFast ignores both flags.)"""
     config_path = os.path.join(directory, SIDE_FILES[0])
     config = _json(files[SIDE_FILES[0]], config_path) if SIDE_FILES[0] in files else {}
-    name = str(config.get("tokenizer_class") or "")
+    name = str(config.get("tokenizer_class") or _CLASS_OF_MODEL_TYPE.get(model_type, ""))
     name = name[:-len("Fast")] if name.endswith("Fast") else name
     defaults = _FLAG_FRAMED_CLASSES.get(name) or ((True, False) if kind == SENTENCEPIECE else None)
     if defaults is None and TOKENIZER_JSON not in files:
