@@ -106,8 +106,8 @@ class SentencePieceBpeGraph(tf.Module):
     def _normalize(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
         for step in self._steps.normalizer:
             if step[0] == "replace":
-                chars = chars.with_flat_values(tf.where(tf.equal(chars.flat_values, ord(step[1])), ord(step[2]),
-                                                        chars.flat_values))
+                chars = chars.with_flat_values(tf.where(tf.equal(chars.flat_values, ord(step[1])),
+                                                        tf.constant(ord(step[2]), tf.int64), chars.flat_values))
             else:
                 chars = _prepend(chars, step[1], chars.row_lengths() > 0)
         return chars
@@ -115,10 +115,10 @@ class SentencePieceBpeGraph(tf.Module):
     def _pre_tokenize(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
         if not self._steps.metaspace:
             return chars
-        space = ord(SPACE_SYMBOL)
+        space = tf.constant(ord(SPACE_SYMBOL), tf.int64)
         chars = chars.with_flat_values(tf.where(tf.equal(chars.flat_values, ord(" ")), space, chars.flat_values))
         if self._steps.metaspace_prepend:
-            first = tf.gather(tf.concat([chars.flat_values, [space]], axis=0), chars.row_splits[:-1])
+            first = tf.gather(tf.concat([chars.flat_values, space[tf.newaxis]], axis=0), chars.row_splits[:-1])
             chars = _prepend(chars, SPACE_SYMBOL, (chars.row_lengths() > 0) & tf.not_equal(first, space))
         return chars
 
