@@ -95,8 +95,8 @@ def test_real_transformed_examples_pass_the_token_gate(transform_artifacts, toke
 
 def test_unknown_tokens_and_empty_token_sequences_block_the_token_gate(tokenizers, tmp_path):
     learned = tokenizers["learned"]
-    good = [_transformed_example([600, 601, 602], learned) for _ in range(10)]
-    anomalies = _token_data_anomalies(good + [_transformed_example([600, 2], learned), _transformed_example([], learned)],
+    good = [_transformed_example([300, 301, 302], learned) for _ in range(10)]
+    anomalies = _token_data_anomalies(good + [_transformed_example([300, 2], learned), _transformed_example([], learned)],
                                       tmp_path, learned.vocab_size)
     assert {a.feature for a in blocking_anomalies(anomalies, [])} == {"special_tokens", "num_tokens"}
 
