@@ -92,6 +92,6 @@ def check(graph: tf.Module, tokenizer_json: bytes, sample: Sequence[str], source
             quoted = json.dumps(text if len(text) <= 120 else text[:120] + "...", ensure_ascii=False)
             raise TokenizerMismatch(
                 f"{source}: the tokenizer graph's ids differ from Hugging Face tokenizers' ({hf_files.TOKENIZER_JSON}) "
-                f"on {quoted} from id {at}: graph {_window(ours, at)}, tokenizers {_window(theirs, at)}; "
+                f"on {quoted} (first difference at token {at}): graph {_window(ours, at)}, tokenizers {_window(theirs, at)}; "
                 "the checkpoint was trained on tokenizers' ids, so the run stops")
     return Agreement(len(sample), len(FIXED_PROBES), tokenizers.__version__)
