@@ -18,8 +18,11 @@ export TF_CPP_MIN_LOG_LEVEL := 2
 DATA_ROOT ?= data/corpus
 OUTPUT_ROOT ?= runs/local
 PYTEST_ARGS ?=
+# pytest-xdist workers for `make test` and `make test-fast` (auto: one per core; 0: one process).
+TEST_WORKERS ?= auto
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
 
-.PHONY: help install run test test-fast compile lock clean
+.PHONY: help install run test test-fast compile compile-settings docs docs-serve lock clean
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -51,13 +54,33 @@ run: install  ## run the full local pipeline on the bundled corpus, then print g
 	"$(VENV)/bin/textgen" run --data-root "$(DATA_ROOT)" --output-root "$(OUTPUT_ROOT)"
 
 test: install  ## run the whole test suite (slow end-to-end tests included)
-	"$(PY)" -m pytest tests $(PYTEST_ARGS)
+	"$(PY)" -m pytest tests $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-fast: install  ## run the unit tests only (skips tests marked slow)
-	"$(PY)" -m pytest tests -m "not slow" $(PYTEST_ARGS)
+	"$(PY)" -m pytest tests -m "not slow" $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
-compile: install  ## compile the pipeline to a KFP v2 pipeline spec (runs/kubeflow/pipeline.yaml)
-	"$(VENV)/bin/textgen" compile --output-dir runs/kubeflow
+# Compiling for a cluster needs that cluster's settings (docs/kubeflow.md): the image, a gs:// or
+# s3:// pipeline root and an MLflow server every pod reaches; COMPILE_ARGS adds any other
+# `textgen compile` flags, e.g. COMPILE_ARGS='--data-root gs://my-bucket/corpus --serving-dir gs://my-bucket/serving'.
+IMAGE ?=
+PIPELINE_ROOT ?=
+REGISTRY_URI ?=
+COMPILE_ARGS ?=
+
+compile: compile-settings install  ## compile the pipeline to a KFP v2 spec (runs/kubeflow/pipeline.yaml): needs IMAGE, PIPELINE_ROOT, REGISTRY_URI
+	"$(VENV)/bin/textgen" compile --output-dir runs/kubeflow --image "$(IMAGE)" --pipeline-root "$(PIPELINE_ROOT)" \
+		--set registry.tracking_uri="$(REGISTRY_URI)" $(COMPILE_ARGS)
+
+compile-settings:
+	@test -n "$(IMAGE)" -a -n "$(PIPELINE_ROOT)" -a -n "$(REGISTRY_URI)" || { echo "make compile needs the cluster's settings: make compile IMAGE=REPO/textgen-tfx@sha256:DIGEST PIPELINE_ROOT=gs://BUCKET/textgen/root REGISTRY_URI=http://MLFLOW-HOST:5000 (see docs/kubeflow.md)"; exit 2; }
+
+# NO_MKDOCS_2_WARNING: Material for MkDocs 9.7 prints a banner about MkDocs 2.0 on every build.
+docs: install  ## build the documentation site into site/ (regenerates docs/config-reference.md; mkdocs build --strict)
+	"$(PY)" -m pipeline.config_reference
+	NO_MKDOCS_2_WARNING=1 "$(VENV)/bin/mkdocs" build --strict
+
+docs-serve: install  ## serve the documentation at http://localhost:8000, rebuilt on every edit
+	NO_MKDOCS_2_WARNING=1 "$(VENV)/bin/mkdocs" serve --dev-addr localhost:8000
 
 lock: $(VENV)/.installed  ## re-resolve requirements.in into requirements.lock
 	"$(VENV)/bin/uv" pip compile --python-version 3.10 --python-platform x86_64-manylinux_2_36 requirements.in -o requirements.lock

@@ -5,8 +5,8 @@ Beam workers and the Kubeflow container image install the project with this file
 pinned environment lives in `requirements.lock` (see `make lock`).
 
 The files the components read at run time (data/ and schema/: safety and bias suites, lexicons,
-curated schemas, sample prompts and the sample corpus) are copied into the package as
-`components/_resources/`, so an installed wheel finds them from any directory
+curated schemas, sample prompts, the sample corpus and the instruction data) are copied into the
+package as `components/_resources/`, so an installed wheel finds them from any directory
 (`components/resources.py`).
 """
 import os
@@ -17,7 +17,8 @@ from setuptools.command.build_py import build_py
 
 RESOURCE_FOLDERS = ("data", "schema")
 # Repository-only files under those folders that the installed package does not need.
-RESOURCE_EXCLUDES = ("make_sample_corpus.py", "make_placebos.py", "__pycache__")
+RESOURCE_EXCLUDES = ("make_sample_corpus.py", "make_instruction_data.py", "make_placebos.py", "make_tiny_checkpoint.py",
+                     "__pycache__")
 
 
 class BuildPyWithResources(build_py):

@@ -8,13 +8,17 @@ Corpora (`--corpora`):
 - `planted`: the planted-association corpus of tests/test_bias_e2e.py (tests/bias_corpus.py: one
   religion group always followed by the negative ending), with that test's settings and suite.
   `bias.association` must refuse.
+- `unplanted`: the same corpus with every group given both endings equally (the test's
+  unassociated run), same settings. Every gate must pass; the table's bias line names the group
+  leaning most negative, the number the end-to-end test's false-refusal margin is about.
 - `abusive`: a corpus of insults and threats (tests/safety_texts.py), fast model, 300 steps. The
   three toxicity gates (`safety.toxic_fraction`, `safety.expected_max_toxicity`,
   `safety.toxicity_probability`) must refuse.
 The other gates of the planted and abusive runs are reported, not judged.
 
 Numerics (`--numerics`), appended after each corpus's own settings so they win:
-`float32` (`training.precision=float32`, XLA as `jit_compile=auto` chooses), `graph-bf16`
+`float32` (`training.precision=float32`, XLA as `jit_compile=auto` chooses), `graph-float32`
+(float32, `jit_compile=off`), `graph-bf16`
 (mixed_bfloat16, `jit_compile=off`), `xla-bf16` (mixed_bfloat16, `jit_compile=on`). Each seed
 (`--seeds`) sets `training.seed`.
 
@@ -55,13 +59,22 @@ from tests.gate_margins import gate_margin  # noqa: E402
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NUMERICS = {
     "float32": ("training.precision=float32",),
+    "graph-float32": ("training.precision=float32", "training.jit_compile=off"),
     "graph-bf16": ("training.precision=mixed_bfloat16", "training.jit_compile=off"),
     "xla-bf16": ("training.precision=mixed_bfloat16", "training.jit_compile=on"),
 }
 TOXICITY_GATES = ("safety.toxic_fraction", "safety.expected_max_toxicity", "safety.toxicity_probability")
 # Per corpus: the gates that must refuse; None means every gate must pass.
 MUST_REFUSE: Dict[str, Optional[Tuple[str, ...]]] = {"clean": None, "planted": ("bias.association",),
-                                                     "abusive": TOXICITY_GATES}
+                                                     "unplanted": None, "abusive": TOXICITY_GATES}
+# Instruction sets the numerics may use (`--isa`). The training numerics differ between the CPUs
+# these machines have (AVX2 only, AVX-512 with BF16, AMX): oneDNN picks its kernels by the host's
+# instruction set at run time, which changes float32 summation order. `avx2` caps oneDNN at AVX2
+# (ONEDNN_MAX_CPU_ISA), so that in graph mode (`graph-*` numerics) one machine computes what an
+# AVX2-only one does (TensorFlow's own Eigen kernels are compiled for one instruction set and are
+# the same everywhere). XLA's CPU code generator targets the host and TF 2.16's XLA has no flag to
+# cap it, so under XLA `avx2` only caps the oneDNN part.
+ISA_ENVIRONMENT = {"native": {}, "avx2": {"ONEDNN_MAX_CPU_ISA": "AVX2"}}
 
 
 def corpus_recipe(corpus: str, directory: str) -> Tuple[str, List[str]]:
@@ -70,14 +83,10 @@ def corpus_recipe(corpus: str, directory: str) -> Tuple[str, List[str]]:
         return os.path.join(REPO, "data", "corpus"), []
     from tests.conftest import FAST_OVERRIDES  # the test config's fast model, as the tests that built these corpora use
 
-    if corpus == "planted":
-        from tests.bias_corpus import (DIMENSION, LANGUAGE, PLANTED_OVERRIDES, TARGET_GROUP,
-                                       write_group_association_corpus, write_single_dimension_suite)
+    if corpus in ("planted", "unplanted"):
+        from tests.bias_corpus import planted_run_recipe
 
-        suite = write_single_dimension_suite(os.path.join(directory, "suite"), LANGUAGE, DIMENSION)
-        root = write_group_association_corpus(os.path.join(directory, "corpus"), LANGUAGE, DIMENSION, TARGET_GROUP,
-                                              associated=True, repeats=2)
-        return root, [*FAST_OVERRIDES, *PLANTED_OVERRIDES, *(f"evaluator.bias.{key}={path}" for key, path in suite.items())]
+        return planted_run_recipe(directory, associated=corpus == "planted")
     if corpus == "abusive":
         from tests.safety_texts import ABUSIVE_OVERRIDES, write_abusive_corpus
 
@@ -125,18 +134,21 @@ def judge(corpus: str, gates: Sequence[dict]) -> List[dict]:
     return rows
 
 
-def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: bool, run: bool = True) -> Optional[dict]:
+def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: bool, run: bool = True,
+                 isa: str = "native") -> Optional[dict]:
     """Runs (or with `resume` reads) one `textgen run`; returns its record for the results JSON, or
     None when `run` is False and there is no finished run to read."""
-    name = f"{corpus}-{numerics}-seed{seed}"
+    name = f"{corpus}-{numerics}-seed{seed}" + ("" if isa == "native" else f"-{isa}")
     directory = os.path.join(work_dir, name)
+    os.makedirs(directory, exist_ok=True)
     output_root = os.path.join(directory, "out")
     data_root, overrides = corpus_recipe(corpus, directory)
     overrides = [*overrides, *NUMERICS[numerics], f"training.seed={seed}"]
     recipe_path, summary_path = os.path.join(directory, "recipe.json"), os.path.join(output_root, "last_run.json")
     timing_path = os.path.join(directory, "timing.json")
     recipe = {"data_root": data_root, "overrides": overrides}
-    record = {"run": name, "corpus": corpus, "numerics": numerics, "seed": seed, "output_root": output_root, **recipe}
+    record = {"run": name, "corpus": corpus, "numerics": numerics, "seed": seed, "isa": isa, "output_root": output_root,
+              **recipe}
     finished = os.path.exists(summary_path) and os.path.exists(recipe_path) and _read_json(recipe_path) == recipe
     # --resume runs a failed run again; --no-run reports it
     reused = resume and finished and (not run or _read_json(summary_path).get("succeeded"))
@@ -147,7 +159,8 @@ def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: b
             json.dump(recipe, handle, indent=2)
         command = [sys.executable, "-m", "pipeline.cli", "run", "--data-root", data_root, "--output-root", output_root]
         command += [item for override in overrides for item in ("--set", override)]
-        environment = dict(os.environ, PYTHONPATH=REPO, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
+        environment = dict(os.environ, PYTHONPATH=REPO, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
+                           **ISA_ENVIRONMENT[isa])
         record["load_before"], started = load_average(), time.monotonic()
         print(f"[{time.strftime('%H:%M:%S')}] {name}: textgen run (log {directory}/textgen.log)", flush=True)
         with open(os.path.join(directory, "textgen.log"), "w", encoding="utf-8") as log:
@@ -242,6 +255,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[42], help="training.seed values (default: 42, the default seed).")
     parser.add_argument("--numerics", nargs="+", default=list(NUMERICS), choices=list(NUMERICS), help="Training numerics.")
     parser.add_argument("--corpora", nargs="+", default=list(MUST_REFUSE), choices=list(MUST_REFUSE), help="Corpora.")
+    parser.add_argument("--isa", nargs="+", default=["native"], choices=list(ISA_ENVIRONMENT),
+                        help="Instruction sets the numerics may use (`avx2`: oneDNN and XLA capped at AVX2).")
     parser.add_argument("--work-dir", default=os.path.join(REPO, "runs", "gate_calibration"),
                         help="Where each run's corpus, output root and log go.")
     parser.add_argument("--resume", action="store_true",
@@ -254,17 +269,16 @@ def main() -> None:
     command = command_line()  # before tests.conftest (imported by the recipes) trims sys.argv
     results = {"command": command, "machine": machine_description(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                "runs": []}
-    for corpus in args.corpora:
-        for numerics in args.numerics:
-            for seed in args.seeds:
-                os.makedirs(os.path.join(args.work_dir, f"{corpus}-{numerics}-seed{seed}"), exist_ok=True)
-                record = run_pipeline(corpus, numerics, seed, args.work_dir, args.resume or args.no_run, not args.no_run)
-                if record is None:
-                    continue
-                results["runs"].append(record)
-                print_run(record)
-                results["totals"] = totals(results["runs"])
-                path = write_results("gate_calibration", results)
+    runs = [(corpus, numerics, seed, isa) for corpus in args.corpora for numerics in args.numerics
+            for isa in args.isa for seed in args.seeds]
+    for corpus, numerics, seed, isa in runs:
+        record = run_pipeline(corpus, numerics, seed, args.work_dir, args.resume or args.no_run, not args.no_run, isa)
+        if record is None:
+            continue
+        results["runs"].append(record)
+        print_run(record)
+        results["totals"] = totals(results["runs"])
+        path = write_results("gate_calibration", results)
     if not results["runs"]:
         sys.exit("no run finished: nothing to report")
     print_totals(results["totals"])

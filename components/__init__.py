@@ -19,7 +19,7 @@ os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 ARTIFACT_TYPE_MODULES = {
     "DataGateResult": "components.data_gate.component",
     "AcceptedStatistics": "components.data_gate.accepted_statistics",
-    "Tokenizer": "components.tokenizer.component",
+    "Tokenizer": "components.tokenizer.artifact",
 }
 
 

@@ -14,7 +14,7 @@ would reject or run wrongly, and the OSS-style test double refuses to run one.
 Roots and locations on the cluster are checked too: `check_scheme` refuses a URI scheme the
 components cannot use (`textgen compile`), `check_pipeline_root` also a pod-local path and a
 placeholder bucket (`textgen submit`/`schedule`), and `placeholder_buckets` finds the defaults'
-`YOUR-BUCKET` (or the README's `BUCKET`) anywhere in a spec: GCS and S3 bucket names are lower
+`YOUR-BUCKET` (or the docs' `BUCKET`) anywhere in a spec: GCS and S3 bucket names are lower
 case, so an upper-case bucket name is never a real one.
 """
 import re

@@ -29,6 +29,11 @@ from pipeline import config as config_module
 from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use pipeline.cli.EXIT_*)
 
 
+# The commands that load TensorFlow (the others answer without it): it is imported first, through
+# `logs.load_tensorflow`, which keeps its import-time noise off the terminal.
+TENSORFLOW_COMMANDS = ("run", "validate", "compile", "generate", "promote", "rollback")
+
+
 class _Parser(argparse.ArgumentParser):
     """An ArgumentParser whose usage errors are one `textgen: <message>` line, like every other
     expected failure (pipeline.errors), and exit with EXIT_USAGE (64), not argparse's 2, which
@@ -234,6 +239,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     logs.configure(args.verbose)
     try:
+        if args.command in TENSORFLOW_COMMANDS:
+            logs.load_tensorflow()
         return args.handler(args)
     except Exception as exc:
         code = errors.report(exc)

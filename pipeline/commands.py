@@ -59,7 +59,7 @@ def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
     from pipeline.run_summary import report_lines
 
     summary = run_locally(cfg, through=through)
-    print("\n".join(report_lines(summary, cfg.layout.summary_path)))
+    print("\n".join(report_lines(summary, cfg.layout.summary_path, command=args.command)))
     if cfg.layout.local_root != cfg.output_root:
         print(f"ML Metadata and the embedded registry (SQLite, not on an object store): {cfg.layout.local_root}")
     if not summary["succeeded"]:
@@ -164,7 +164,7 @@ _NOTHING_CHANGED = "; nothing changed (--no-registry changes serving only)"
 
 def _existing_registry(cfg: config_module.PipelineConfig):
     """The model registry of the output root; refuses (creating nothing) when there is none."""
-    from components.pusher.registry import ModelRegistry
+    from components.registry.model_registry import ModelRegistry
 
     try:
         return ModelRegistry.from_config(cfg.registry, cfg.pusher.model_name, cfg.layout.registry_dir, create=False)

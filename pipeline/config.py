@@ -12,17 +12,18 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, NamedTuple, Optional, Sequence
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, Field, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_core import to_jsonable_python
 
 from components.data_gate.options import DataGateOptions
 from components.evaluator.options import EvaluatorOptions
 from components.example_gen.options import CleaningOptions, ExampleGenOptions
 from components.options import Options
-from components.pusher.options import PusherOptions, RegistryOptions
+from components.pusher.options import PusherOptions
+from components.registry.options import RegistryOptions
 from components.resources import bundled
 from components.tokenizer.options import TokenizerOptions
 from components.trainer.options import (GenerationOptions, ModelOptions, TFJobOptions, TrainingOptions, check_recompute,
@@ -80,7 +81,7 @@ class KubeflowConfig(Options):
         default_factory=lambda: ["--direct_running_mode=multi_processing", "--direct_num_workers=0"],
         description="Beam pipeline options of the data components on the cluster. Default: DirectRunner with one worker "
                     "process per core of the pod. For Dataflow, Flink or Spark pass that runner's options instead "
-                    "(README: Kubeflow Pipelines).",
+                    "(docs/kubeflow.md).",
     )
     env: Dict[str, str] = Field(
         default_factory=dict,
@@ -97,8 +98,10 @@ class KubeflowConfig(Options):
     resources: PodResources = Field(default_factory=PodResources)
     step_resources: Dict[str, PodResources] = Field(
         default_factory=_default_step_resources,
-        description="Pods of particular steps (by step name, e.g. Trainer), replacing kubeflow.resources for them; "
-                    "entries given are merged over these defaults.")
+        description="Pods of particular steps (by step name, e.g. Trainer), instead of kubeflow.resources; the keys "
+                    "given for a step are merged into its default (Transform, Trainer and Evaluator have larger ones) "
+                    "or, for another step, into kubeflow.resources: Trainer={cpu_limit: 16} keeps the Trainer's "
+                    "memory.")
     trainer_accelerator_type: str = Field("", description="Kubernetes resource name of the Trainer's accelerators, e.g. "
                                                           "nvidia.com/gpu; empty = none.")
     trainer_accelerator_count: int = Field(1, ge=1, description="How many accelerators the Trainer's pod gets.")
@@ -106,11 +109,18 @@ class KubeflowConfig(Options):
 
     @field_validator("step_resources", mode="before")
     @classmethod
-    def _over_default_steps(cls, value: Any) -> Any:
-        """Steps given replace those defaults; the other defaults stay."""
-        if isinstance(value, dict):
-            return {**_default_step_resources(), **value}
-        return value
+    def _over_default_steps(cls, value: Any, info: ValidationInfo) -> Any:
+        """The keys given for a step are merged into that step's default pod (or, for a step
+        without one, into `kubeflow.resources`); the steps not given keep their defaults."""
+        if not isinstance(value, dict):
+            return value
+        merged: Dict[str, Any] = dict(_default_step_resources())
+        for step, given in value.items():
+            if isinstance(given, dict):
+                base = merged.get(step, info.data.get("resources") or PodResources())
+                given = {**base.model_dump(), **given}
+            merged[step] = given
+        return merged
 
 
 # Peak learning rates when fine-tuning `model.checkpoint` (warm-up as `training.warmup_steps`):
@@ -123,14 +133,15 @@ LORA_LEARNING_RATE = 2e-4
 class PipelineConfig(Options):
     """Everything a pipeline run needs; `create_pipeline` reads only this."""
 
-    pipeline_name: str = "textgen"
+    pipeline_name: str = Field("textgen", description="TFX pipeline name: ML Metadata records runs under it, and it names the compiled KFP pipeline.")
     data_root: str = Field(bundled("data/corpus"), description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).")
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
         bundled("schema"),
-        description="Directory holding the curated schema.pbtxt (raw data) and transformed_schema.pbtxt (tokens).",
+        description="Directory holding the curated schema.pbtxt (raw text), conversation_schema.pbtxt (raw conversations) "
+                    "and transformed_schema.pbtxt (tokens).",
     )
-    enable_cache: bool = True
+    enable_cache: bool = Field(True, description="Reuse a component's earlier result when its inputs and parameters are unchanged (TFX caching; textgen run --no-cache sets false).")
     beam_args: List[str] = Field(
         default_factory=lambda: ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
         description="Apache Beam pipeline options for the data components.",
@@ -235,18 +246,19 @@ def _format_validation_error(error: ValidationError, source: str) -> str:
     return "\n".join(lines)
 
 
-# Keys that moved, and where to: named in the error instead of a bare "unknown key".
+# Keys that moved: (section, key) -> (where to, the documentation page that describes it), named in
+# the error instead of a bare "unknown key".
 MOVED_KEYS = {
-    ("transform", "vocab_size"): "tokenizer.vocab_size",
-    ("evaluator", "max_perplexity_increase"): "evaluator.max_bits_per_byte_increase (a relative change in bits per byte)",
+    ("transform", "vocab_size"): ("tokenizer.vocab_size", "docs/tokenizers.md"),
+    ("evaluator", "max_perplexity_increase"): (
+        "evaluator.max_bits_per_byte_increase (a relative change in bits per byte)", "docs/evaluation.md"),
 }
 
 
 def _refuse_moved_keys(values: Dict[str, Any], source: str) -> None:
-    for (section, key), new_key in MOVED_KEYS.items():
+    for (section, key), (new_key, page) in MOVED_KEYS.items():
         if isinstance(values.get(section), dict) and key in values[section]:
-            raise ConfigError(f"invalid configuration ({source}):\n  '{section}.{key}' moved to '{new_key}' "
-                              "(see README: Tokenizer, Quality gates)")
+            raise ConfigError(f"invalid configuration ({source}):\n  '{section}.{key}' moved to '{new_key}' (see {page})")
 
 
 def load_config(
@@ -293,10 +305,23 @@ def yaml_value(value: Any) -> str:
     return text[: -len("\n...\n")] if text.endswith("\n...\n") else text.rstrip("\n")
 
 
-def describe_options() -> List[str]:
-    """One line per configurable key with its default written as YAML (`textgen options`,
-    `textgen run --help`)."""
-    lines: List[str] = []
+class OptionEntry(NamedTuple):
+    """One configurable key: its dotted name, its declared type, its default value, its
+    description, and the options class (section) it belongs to with that section's dotted prefix."""
+
+    key: str
+    annotation: Any
+    default: Any
+    description: str
+    section: str  # "" for the top-level keys, else e.g. "cleaning.quality"
+    section_class: type
+
+
+def option_entries() -> List[OptionEntry]:
+    """Every configurable key of `PipelineConfig`, depth first in declaration order: the one source
+    of `textgen options`, `textgen run --help` and the configuration reference page
+    (`pipeline/config_reference.py`)."""
+    entries: List[OptionEntry] = []
 
     def walk(model_cls: type, instance: BaseModel, prefix: str) -> None:
         for name, field in model_cls.model_fields.items():
@@ -304,8 +329,15 @@ def describe_options() -> List[str]:
             if isinstance(value, BaseModel):
                 walk(type(value), value, f"{prefix}{name}.")
                 continue
-            doc = f"  {field.description}" if field.description else ""
-            lines.append(f"{prefix}{name} = {yaml_value(value)}{doc}")
+            entries.append(OptionEntry(f"{prefix}{name}", field.annotation, value, field.description or "",
+                                       prefix.rstrip("."), model_cls))
 
     walk(PipelineConfig, PipelineConfig(), "")
-    return lines
+    return entries
+
+
+def describe_options() -> List[str]:
+    """One line per configurable key with its default written as YAML (`textgen options`,
+    `textgen run --help`)."""
+    return [f"{entry.key} = {yaml_value(entry.default)}" + (f"  {entry.description}" if entry.description else "")
+            for entry in option_entries()]

@@ -26,6 +26,7 @@ from components.resources import resolve
 
 SCHEMA_FILE = "schema.pbtxt"  # curated schema of the raw data, in the config's schema_dir
 TRANSFORMED_SCHEMA_FILE = "transformed_schema.pbtxt"  # curated schema of the token data
+CONVERSATION_SCHEMA_FILE = "conversation_schema.pbtxt"  # curated schema of raw conversations (instruction data)
 DRIFT_STATE_DIR = "state/drift_baseline"  # under the output root (local) or the pipeline root (Kubeflow)
 # Where the local files of an object-store output root go (module docstring).
 OBJECT_STORE_LOCAL_ROOT = "runs/object-store"
@@ -84,6 +85,12 @@ def schema_files(schema_dir: str):
     return os.path.join(schema_dir, SCHEMA_FILE), os.path.join(schema_dir, TRANSFORMED_SCHEMA_FILE)
 
 
+def conversation_schema_file(schema_dir: str) -> str:
+    """The raw data schema for conversations in a curated schema directory (may be `bundled:`);
+    the schema import picks it over the plain-text one when the examples hold conversations."""
+    return os.path.join(schema_dir, CONVERSATION_SCHEMA_FILE)
+
+
 @dataclass(frozen=True)
 class PipelinePaths:
     """Where a particular runner's pipeline reads and writes."""
@@ -103,6 +110,9 @@ class PipelinePaths:
     # runs on later data, so it stays empty and ExampleGen always runs (its executor resolves the
     # span either way).
     corpus_fingerprint: str = ""
+    # The raw data schema for conversations (instruction data), chosen at run time by the schema
+    # import when ExampleGen's output holds conversations.
+    conversation_schema_file: str = ""
 
     @classmethod
     def local(cls, config) -> "PipelinePaths":
@@ -125,6 +135,7 @@ class PipelinePaths:
             drift_state_uri=local_path(config.data_gate.state_uri or layout.drift_state_dir),
             registry_dir=os.path.abspath(layout.registry_dir),
             corpus_fingerprint=fingerprint_corpus(data_root, config.example_gen),
+            conversation_schema_file=conversation_schema_file(config.schema_dir),
         )
 
     @classmethod
@@ -142,4 +153,5 @@ class PipelinePaths:
             transformed_schema_file=transformed_schema_file,
             serving_dir=config.kubeflow.serving_dir,
             drift_state_uri=config.data_gate.state_uri or f"{root}/{DRIFT_STATE_DIR}",
+            conversation_schema_file=conversation_schema_file(config.schema_dir),
         )

@@ -1,7 +1,9 @@
 """Terminal logging for `textgen`: readable progress by default, everything with --verbose."""
 import logging
 import os
+import re
 import sys
+import tempfile
 import warnings
 
 from pipeline.config import PROJECT_ROOT
@@ -49,3 +51,36 @@ def configure(verbose: bool) -> None:
     absl_logging.set_verbosity(absl_logging.INFO)
     logging.getLogger("absl").handlers[:] = []
     logging.getLogger("absl").propagate = True
+
+
+# What TensorFlow 2.16 writes to stderr from C++ whenever it is imported: XLA's CUDA plugins try
+# to register factories that the TensorFlow build registered already, and say so at ERROR level,
+# on any machine, GPU or not. Harmless, but it reads as a failure; TF_CPP_MIN_LOG_LEVEL=3 would
+# hide it together with every real error TensorFlow logs, so only these lines are dropped.
+_IMPORT_NOISE = re.compile(r"Unable to register (cuFFT|cuDNN|cuBLAS) factory: Attempting to register factory")
+
+
+def load_tensorflow() -> None:
+    """Imports TensorFlow with the process's stderr (file descriptor 2, where its C++ logging goes)
+    captured, then writes back everything it printed except the `_IMPORT_NOISE` lines, so a
+    command's expected failure stays one `textgen:` line. A no-op once TensorFlow is loaded."""
+    if "tensorflow" in sys.modules:
+        return
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as captured:
+        saved = os.dup(2)
+        os.dup2(captured.fileno(), 2)
+        try:
+            import tensorflow  # noqa: F401
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            sys.stderr.write(without_import_noise(captured.read().decode("utf-8", "replace")))
+            sys.stderr.flush()
+
+
+def without_import_noise(printed: str) -> str:
+    """`printed` without its `_IMPORT_NOISE` lines."""
+    return "".join(line for line in printed.splitlines(keepends=True) if not _IMPORT_NOISE.search(line))

@@ -160,9 +160,14 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         corpus_fingerprint=paths.corpus_fingerprint,
     ).with_id("ExampleGen")
 
-    raw_data_checks = _validation_stage(
-        example_gen.outputs["examples"], CuratedSchemaGen(schema_file=paths.schema_file).with_id("SchemaGen"), config,
-        "", "DataGate", "raw", drift_state_uri=paths.drift_state_uri)
+    # The raw data's schema: the curated one for the examples' data kind (text or conversations).
+    raw_schema = CuratedSchemaGen(
+        schema_file=paths.schema_file,
+        examples=example_gen.outputs["examples"] if paths.conversation_schema_file else None,
+        conversation_schema_file=paths.conversation_schema_file,
+    ).with_id("SchemaGen")
+    raw_data_checks = _validation_stage(example_gen.outputs["examples"], raw_schema, config, "", "DataGate", "raw",
+                                        drift_state_uri=paths.drift_state_uri)
     tokenizer = TokenizerComponent(
         examples=example_gen.outputs["examples"],
         options=config.tokenizer,

@@ -262,11 +262,11 @@ def _anomaly_line(anomaly: Dict[str, Any]) -> str:
     return f"anomaly in {anomaly['data']} [{found.split}] {found.feature}: {found.label()} - {found.description}"
 
 
-def report_lines(summary: Dict[str, Any], summary_path: str) -> List[str]:
-    """The run report the CLI prints after `run` and `validate`, from a summary as written to
-    `summary_path` (`last_run.json`). Printed one per line; a sample's prompt or continuation may
-    itself span several lines."""
-    lines = ["", "=== textgen run summary ===", f"run id: {summary['run_id']}"]
+def report_lines(summary: Dict[str, Any], summary_path: str, command: str = "run") -> List[str]:
+    """The run report the CLI prints after `run` and `validate` (`command`, named in its heading),
+    from a summary as written to `summary_path` (`last_run.json`). Printed one per line; a sample's
+    prompt or continuation may itself span several lines."""
+    lines = ["", f"=== textgen {command} summary ===", f"run id: {summary['run_id']}"]
     lines += [f"  {node:<28} {status}" for node, status in summary["components"].items()]
     if summary.get("data_quality"):
         from components.example_gen.ingest_report import summary_lines  # imports Beam: only when there is a report

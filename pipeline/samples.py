@@ -6,7 +6,7 @@ import tensorflow as tf
 
 from components.pusher import serving_config
 from components.trainer.serving import signatures
-from components.trainer.serving.client import ModelClient
+from components.model_client import ModelClient
 
 
 def load_prompts(path: str, limit: int) -> List[str]:

@@ -31,6 +31,7 @@ from components.resources import resolve
 from components.evaluator.options import BiasOptions, SafetyOptions
 
 OTHER_GROUP_COPIES = 2  # sentences per template and non-target group
+CORPUS_REPEATS = 2  # how often the whole set of suite sentences is written
 
 LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # The planted-association run (tests/test_bias_e2e.py, benchmarks/gate_calibration.py), on top of
@@ -46,12 +47,25 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # late (9 of 11 templates at 1,000 steps, 11 of 11 at 2,000), after the eval loss of this template
 # corpus has flattened, so model selection is off: the run is about the gate on a model that learned
 # it, not about the Trainer. Every template of the suite is evaluated (FAST_OVERRIDES samples 12).
-PLANTED_OVERRIDES = ("training.train_steps=2000", "training.learning_rate=0.01",
+PLANTED_OVERRIDES = ("training.train_steps=1000", "training.learning_rate=0.01", "training.jit_compile=off",
                      "training.early_stopping_patience=0", "training.keep_best_eval=false",
                      "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false",
                      "cleaning.quality.enabled=false", "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer",
                      "tokenizer.pieces_cross_words=false", "training.precision=float32",
                      "evaluator.bias.templates_per_group=0")
+
+
+def planted_run_recipe(directory: str, associated: bool) -> Tuple[str, List[str]]:
+    """(data root, config overrides) of the planted-association run (`associated`) or of the same
+    corpus without the association, written under `directory`: the corpus, the single-dimension
+    suite the Evaluator runs, and the settings on top of tests/conftest.py's FAST_OVERRIDES. The
+    end-to-end test and benchmarks/gate_calibration.py run exactly this."""
+    from tests.conftest import FAST_OVERRIDES
+
+    suite = write_single_dimension_suite(os.path.join(directory, "suite"), LANGUAGE, DIMENSION)
+    corpus = write_group_association_corpus(os.path.join(directory, "corpus"), LANGUAGE, DIMENSION, TARGET_GROUP,
+                                            associated, repeats=CORPUS_REPEATS)
+    return corpus, [*FAST_OVERRIDES, *PLANTED_OVERRIDES, *(f"evaluator.bias.{key}={path}" for key, path in suite.items())]
 
 
 def _safe_templates(templates: List[dict]) -> List[dict]:

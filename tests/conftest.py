@@ -1,6 +1,9 @@
 """Shared fixtures: tiny corpora, a fast pipeline config, and a real Transform output.
 
-All tests run in one pytest process on purpose: importing TFX/TF costs ~50 s per process here.
+`make test` runs the suite on every core with pytest-xdist, one test file per worker at a time
+(`--dist loadfile`), so a module's shared pipeline run is computed once; the files holding the
+end-to-end runs start first (`pytest_collection_modifyitems`), so the short files fill in around
+them at the end. Each worker imports TFX/TF once (about 20 s); tests/README.md has the durations.
 """
 import json
 import os
@@ -159,3 +162,11 @@ def write_raw_examples(path: str, documents) -> str:
             feature = {"text": tf.train.Feature(bytes_list=tf.train.BytesList(value=[text.encode()]))}
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return path
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Moves the test files that hold tests marked `slow` (the end-to-end runs, minutes each) to
+    the front, keeping the order within each file and among the other files: with several
+    workers the long files start first and the short ones balance the end."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)

@@ -6,6 +6,8 @@ test says so):
 - components never import the `pipeline` package (the pipeline composes components, not the
   reverse);
 - the trainer's `model/` does not depend on `training/` or `serving/`;
+- a stage package (`components/<stage>/`) imports from another stage only that stage's products,
+  and so does every shared module (see `test_stages_import_only_each_others_products`);
 - the module the TFJob replicas run (`tfjob.REPLICA_MODULE`) exists and is runnable with `-m`;
 - the configuration and the CLI parser load without TensorFlow or TFX.
 """
@@ -132,3 +134,69 @@ def test_light_modules_do_not_import_tensorflow(module):
             "print(','.join(heavy)); sys.exit(1 if heavy else 0)")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"importing {module} loaded {done.stdout.strip()}: {done.stderr[-2000:]}"
+
+
+# The stages' packages under components/ (one per pipeline stage).
+STAGES = ("example_gen", "data_gate", "tokenizer", "transform", "trainer", "evaluator", "pusher")
+# What each stage hands on, by module: the types of the artifacts it writes, the files and formats
+# inside them and how to read them back, and (for the Trainer) the contract of the model it
+# exports. Another stage, or a shared service, may import these and nothing else of that stage.
+STAGE_PRODUCTS = {
+    "example_gen": {
+        "components.example_gen.ingest_report",  # the Examples' ingest_report.json (counts, removals)
+        "components.example_gen.examples",  # reading documents back from its tf.Examples
+        "components.example_gen.data_kind",  # the Examples' data_kind: plain text or conversations
+    },
+    "tokenizer": {
+        "components.tokenizer.artifact",  # the Tokenizer artifact type
+        "components.tokenizer.loaded",  # loading a Tokenizer artifact (or the one inside a SavedModel)
+        "components.tokenizer.special",  # its special tokens and how documents are framed with them
+        "components.tokenizer.hf_files",  # the checkpoint tokenizer files it may hold
+        "components.tokenizer.model_file",  # where its model file is, in the artifact and in an export
+        "components.tokenizer.chat_template",  # the chat template it carries, as a grammar
+        "components.tokenizer.chat_graph",  # conversations rendered and tokenized with it in a graph
+    },
+    "transform": {"components.transform.preprocessing"},  # the transformed examples' feature keys
+    "trainer": {
+        "components.trainer.serving.signatures",  # the exported model's serving contract
+        "components.trainer.training.record",  # training_record.json in the model artifact
+        "components.trainer.training.data",  # the model's input: token streams and packed blocks
+        "components.trainer.training.packing",  # the model's input for conversations: packed rows
+    },
+    "evaluator": {"components.evaluator.blessing_files"},  # evaluation.json / report.html in the blessing
+    "pusher": {"components.pusher.versioned_push"},  # the serving directory's version layout, push_info.json
+}
+
+
+def _stage(module: str):
+    parts = module.split(".")
+    return parts[1] if parts[0] == "components" and len(parts) > 2 and parts[1] in STAGES else None
+
+
+def test_stages_import_only_each_others_products():
+    """No stage reaches into another stage's package for something that is not that stage's
+    product. A service several stages use (the model registry, the model client that calls an
+    exported model, file systems, bundled resources) is not a stage's: it lives outside every stage
+    package (`components/registry/`, `components/model_client.py`, other top-level
+    `components/*.py`), and may itself import stage products only. The pipeline, the CLI and
+    kubeflow/ wire the stages together and may import anything."""
+    graph = _import_graph()
+    offenders = sorted(f"{name} imports {imported}" for name, imported_modules in graph.items()
+                       if name.startswith("components.")
+                       for imported in imported_modules
+                       if _stage(imported) and _stage(imported) != _stage(name)
+                       and imported not in STAGE_PRODUCTS[_stage(imported)])
+    assert not offenders, "\n".join(offenders)
+    modules = _project_modules()
+    assert {product for products in STAGE_PRODUCTS.values() for product in products} <= set(modules)
+
+
+def test_shared_services_live_outside_the_stage_packages():
+    """The stages that use the model registry import it from its own package, not the Pusher's."""
+    graph = _import_graph()
+    assert "components.registry.model_registry" in graph and "components.model_client" in graph
+    for stage_module in ("components.tokenizer.component", "components.trainer.training.run_fn",
+                         "components.evaluator.component", "components.pusher.component"):
+        assert "components.registry.model_registry" in graph[stage_module], stage_module
+    assert not [name for name in graph if name.startswith("components.pusher.registry")]
+

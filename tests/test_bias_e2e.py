@@ -33,18 +33,17 @@ import os
 import pytest
 
 from pipeline.local_runner import run_locally
-from tests.bias_corpus import (DIMENSION, LANGUAGE, PLANTED_OVERRIDES as OVERRIDES, TARGET_GROUP, load_single_dimension_suite,
-                               write_group_association_corpus, write_single_dimension_suite)
-from tests.conftest import fast_config
+from tests.bias_corpus import DIMENSION, LANGUAGE, TARGET_GROUP, load_single_dimension_suite, planted_run_recipe
 
 pytestmark = pytest.mark.slow
 
 
 def _run_on_group_corpus(root, associated: bool):
     """Runs the pipeline on the (un)associated corpus; returns (config, run summary, evaluation.json)."""
-    suite = write_single_dimension_suite(str(root / "suite"), LANGUAGE, DIMENSION)
-    corpus = write_group_association_corpus(str(root / "corpus"), LANGUAGE, DIMENSION, TARGET_GROUP, associated, repeats=2)
-    config = fast_config(corpus, root / "out", *OVERRIDES, *(f"evaluator.bias.{key}={path}" for key, path in suite.items()))
+    from pipeline.config import load_config
+
+    corpus, overrides = planted_run_recipe(str(root), associated)
+    config = load_config(overrides=overrides, data_root=corpus, output_root=str(root / "out"))
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
     with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:

@@ -465,7 +465,7 @@ def checkpoint_export(request, tmp_path_factory):
 def test_transform_and_export_tokenize_with_the_checkpoint_tokenizer(checkpoint_export):
     import tensorflow_transform as tft
 
-    from components.pusher.registry import tokenizer_sha256
+    from components.registry.model_registry import tokenizer_sha256
     from components.trainer.training.warm_start import tokenizer_mismatch
 
     name, transform_dir, export_dir = checkpoint_export

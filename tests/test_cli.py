@@ -28,15 +28,15 @@ def test_run_help_documents_every_flag_and_config_key(capsys):
     assert "training.train_steps" in text and "evaluator.max_perplexity" in text
 
 
-def test_help_and_readme_document_every_exit_code(capsys):
+def test_help_and_the_docs_document_every_exit_code(capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--help"])
     help_text = capsys.readouterr().out
-    with open(os.path.join(PROJECT_ROOT, "README.md"), encoding="utf-8") as handle:
-        readme_codes = {int(code) for code in re.findall(r"^\| (\d+) \|", handle.read(), re.MULTILINE)}
+    with open(os.path.join(PROJECT_ROOT, "docs", "operations.md"), encoding="utf-8") as handle:
+        documented_codes = {int(code) for code in re.findall(r"^\| (\d+) \|", handle.read(), re.MULTILINE)}
     for code, _ in errors.EXIT_CODES:
         assert re.search(rf"^  {code} ", help_text, re.MULTILINE), code
-    assert readme_codes == {code for code, _ in errors.EXIT_CODES}
+    assert documented_codes == {code for code, _ in errors.EXIT_CODES}
 
 
 def _usage_error(argv, capsys) -> str:
@@ -195,7 +195,8 @@ class _RegistryWithoutVersions:
 
 
 def test_a_version_the_registry_does_not_know_is_refused_and_nothing_changes(tmp_path, capsys, monkeypatch):
-    from components.pusher import registry, serving_config
+    from components.pusher import serving_config
+    from components.registry import model_registry as registry
 
     monkeypatch.setattr(registry.ModelRegistry, "from_config",
                         classmethod(lambda cls, *args, **kwargs: _RegistryWithoutVersions()))
@@ -289,7 +290,7 @@ def test_the_progress_log_leaves_a_failed_component_to_the_one_line_error():
 
 @pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
 def test_submit_refuses_a_placeholder_bucket_in_the_pipeline_root_or_the_spec(command, tmp_path, capsys):
-    """The README's walkthrough names gs://BUCKET; the kubeflow.* defaults name gs://YOUR-BUCKET."""
+    """The Kubeflow walkthrough (docs/kubeflow.md) names gs://BUCKET; the kubeflow.* defaults name gs://YOUR-BUCKET."""
     submit = ["schedule" if command else "submit", *command, "--dry-run"]
     spec = _minimal_spec(tmp_path)
     assert main(submit + ["--spec", spec, "--pipeline-root", "gs://BUCKET/root"]) == EXIT_USAGE
@@ -300,3 +301,38 @@ def test_submit_refuses_a_placeholder_bucket_in_the_pipeline_root_or_the_spec(co
         handle.write("defaultPipelineRoot: gs://my-bucket/root\nx: {data_root: gs://YOUR-BUCKET/textgen/corpus}\n")
     assert main(submit + ["--spec", spec]) == EXIT_USAGE
     assert f"{spec} names the placeholder bucket YOUR-BUCKET" in _one_line_error(capsys)
+
+
+# --- what a command that loads TensorFlow prints -------------------------------------------------
+
+IMPORT_NOISE = """\
+2026-12-03 16:11:48.529508: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:479] Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT when one has already been registered
+2026-12-03 16:11:48.547214: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:10575] Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when one has already been registered
+2026-12-03 16:11:48.547290: E external/local_xla/xla/stream_executor/cuda/cuda_blas.cc:1442] Unable to register cuBLAS factory: Attempting to register factory for plugin cuBLAS when one has already been registered
+"""
+
+
+def test_only_tensorflows_import_noise_is_dropped():
+    from pipeline.logs import without_import_noise
+
+    other = "2026-12-03 16:11:49.000000: E tensorflow/core/framework/op_kernel.cc:1] OP_REQUIRES failed\n"
+    assert without_import_noise(IMPORT_NOISE) == ""
+    similar = "2026-12-03 16:11:49.000000: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:1] cuFFT failed\n"
+    assert without_import_noise(similar + other) == similar + other
+    assert without_import_noise(IMPORT_NOISE + other) == other
+
+
+def test_a_refused_promote_prints_only_its_textgen_line(tmp_path):
+    """`textgen promote` loads TensorFlow, whose import writes three `E external/local_xla/...
+    Unable to register cuFFT/cuDNN/cuBLAS factory` lines from C++ at any TF_CPP_MIN_LOG_LEVEL
+    below 3: a fresh process, as a user runs it, prints only the `textgen:` line."""
+    import subprocess
+    import sys
+
+    environment = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    environment["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + environment.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "promote", "7", "--output-root", str(tmp_path / "out")],
+                          cwd=str(tmp_path), env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == EXIT_FAILED, done.stderr
+    assert done.stderr.startswith("textgen: no model registry at ") and done.stderr.count("\n") == 1, done.stderr
+    assert done.stdout == ""

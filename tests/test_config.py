@@ -103,7 +103,7 @@ def test_cleaning_config_rejects_bands_that_do_not_divide_permutations():
 
 
 def test_moved_keys_name_their_new_place():
-    with pytest.raises(ConfigError, match="'transform.vocab_size' moved to 'tokenizer.vocab_size'"):
+    with pytest.raises(ConfigError, match=r"'transform.vocab_size' moved to 'tokenizer.vocab_size' \(see docs/tokenizers.md\)"):
         load_config(overrides=["transform.vocab_size=2048"])
     with pytest.raises(ConfigError, match="'evaluator.max_perplexity_increase' moved to 'evaluator.max_bits_per_byte_increase"):
         load_config(overrides=["evaluator.max_perplexity_increase=0.1"])
@@ -136,3 +136,32 @@ def test_fine_tuning_a_checkpoint_lowers_the_default_learning_rate_but_keeps_an_
     assert adapters.training.lora.targets == ["attention"]
     with pytest.raises(ConfigError, match="training.lora.targets"):
         load_config(overrides=["training.lora.targets=[embeddings]"])
+
+
+def test_step_resources_given_for_a_step_are_merged_into_its_default_pod():
+    """`kubeflow.step_resources.Trainer={cpu_limit: 16, cpu_request: 8}` raises the Trainer's CPUs and
+    keeps its memory; a step without a default pod starts from kubeflow.resources."""
+    config = load_config(overrides=["kubeflow.step_resources.Trainer={cpu_limit: 16, cpu_request: 8}",
+                                    "kubeflow.resources.memory_limit_gb=12",
+                                    "kubeflow.step_resources.ExampleGen={cpu_limit: 3}"])
+    defaults = PipelineConfig().kubeflow.step_resources
+    trainer, example_gen = config.kubeflow.step_resources["Trainer"], config.kubeflow.step_resources["ExampleGen"]
+    assert (trainer.cpu_request, trainer.cpu_limit) == (8, 16)
+    assert (trainer.memory_request_gb, trainer.memory_limit_gb) == (defaults["Trainer"].memory_request_gb,
+                                                                    defaults["Trainer"].memory_limit_gb) == (16, 32)
+    assert (example_gen.cpu_limit, example_gen.memory_limit_gb, example_gen.cpu_request) == (3, 12, 1)
+    assert config.kubeflow.step_resources["Transform"] == defaults["Transform"]
+    with pytest.raises(ConfigError, match="kubeflow.step_resources.Trainer"):  # the merged pod is still checked
+        load_config(overrides=["kubeflow.step_resources.Trainer={cpu_request: 12}"])
+
+
+def test_parameter_servers_without_workers_is_a_configuration_error():
+    with pytest.raises(ConfigError, match=r"kubeflow.tfjob: .*parameter_servers=1 needs workers >= 1"):
+        load_config(overrides=["kubeflow.tfjob.parameter_servers=1", "kubeflow.tfjob.workers=0"])
+    config = load_config(overrides=["kubeflow.tfjob.parameter_servers=1", "kubeflow.tfjob.workers=1"])
+    assert (config.kubeflow.tfjob.parameter_servers, config.kubeflow.tfjob.workers) == (1, 1)
+
+
+def test_every_key_has_a_description():
+    """The configuration reference (docs/config-reference.md) lists a description for every key."""
+    assert not [line for line in describe_options() if "  " not in line]

@@ -230,7 +230,8 @@ def test_malformed_jsonl_lines_and_missing_text_field(tmp_path):
         (records.MALFORMED_RECORD, 2, "malformed JSON (Expecting value at column 10)"),
         (records.MALFORMED_RECORD, 3, "expected a JSON object, got list"),
         (records.MALFORMED_RECORD, 4, "field 'text' must be a string, got int"),
-        (records.MISSING_TEXT_FIELD, 5, "no field 'text'"),
+        (records.MISSING_TEXT_FIELD, 5, "no field 'text', nor the fields of a conversation (messages, contents, "
+                                        "instruction+output, prompt+completion, input+output)"),
     ]
     assert rejections[0].raw == b'{"text": oops}'
 
@@ -284,3 +285,159 @@ def test_line_splitting_does_not_depend_on_chunk_boundaries(content, chunk_bytes
     sample_bytes = min(sample_bytes, max_line_bytes)
     lines = byte_stream.bounded_lines(io.BytesIO(content), max_line_bytes, sample_bytes, chunk_bytes)
     assert [tuple(line) for line in lines] == _reference_lines(content, max_line_bytes, sample_bytes)
+
+
+# --- conversations (instruction data) ------------------------------------------------------------
+
+EMOJI_REPLY = "Gern geschehen, Zoë! Öffnen Sie Einstellungen > Sync. \U0001F642"
+CHINESE_REQUEST = "同步失败了，怎么办？"
+
+# (record, the canonical turns it reads as, its format) for every instruction-data format.
+CONVERSATION_FORMATS = [
+    pytest.param({"messages": [{"role": "system", "content": "You are Lumen Notes support."},
+                               {"role": "user", "content": CHINESE_REQUEST},
+                               {"role": "assistant", "content": EMOJI_REPLY}]},
+                 [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+                 "messages", id="messages"),
+    pytest.param({"prompt": CHINESE_REQUEST, "completion": EMOJI_REPLY},
+                 [("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)], "prompt_completion", id="prompt_completion"),
+    pytest.param({"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": CHINESE_REQUEST}],
+                  "completion": [{"role": "assistant", "content": EMOJI_REPLY}]},
+                 [("system", "Be brief."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+                 "prompt_completion", id="prompt_completion_conversational"),
+    pytest.param({"instruction": "Translate to German:", "input": "You're welcome, Zoë! \U0001F642", "output": EMOJI_REPLY},
+                 [("user", "Translate to German:\n\nYou're welcome, Zoë! \U0001F642"), ("assistant", EMOJI_REPLY)],
+                 "alpaca", id="alpaca"),
+    pytest.param({"instruction": CHINESE_REQUEST, "input": "  ", "output": EMOJI_REPLY},
+                 [("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)], "alpaca", id="alpaca_blank_input"),
+    pytest.param({"systemInstruction": {"role": "system", "parts": [{"text": "You are "}, {"text": "Lumen Notes support."}]},
+                  "contents": [{"role": "user", "parts": [{"text": CHINESE_REQUEST}]},
+                               {"role": "model", "parts": [{"text": "Gern geschehen, Zoë! "},
+                                                           {"text": "Öffnen Sie Einstellungen > Sync. \U0001F642"}]}]},
+                 [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+                 "vertex", id="vertex"),
+    pytest.param({"system": "You are Lumen Notes support.", "input": CHINESE_REQUEST, "output": EMOJI_REPLY},
+                 [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+                 "nemo", id="nemo"),
+]
+
+
+def _jsonl(path, *objects) -> str:
+    return _write(path, b"".join(json.dumps(o, ensure_ascii=False).encode("utf-8") + b"\n" for o in objects))
+
+
+@pytest.mark.parametrize("record, turns, fmt", CONVERSATION_FORMATS)
+def test_each_instruction_format_reads_as_canonical_turns_detected_or_forced(tmp_path, record, turns, fmt):
+    path = _jsonl(tmp_path / "chats.jsonl", dict(record, id=7))
+    for conversation_format in ("auto", fmt):
+        documents, rejections = _read(path, conversation_format=conversation_format, metadata_fields=["id"])
+        assert rejections == [] and len(documents) == 1
+        document = documents[0]
+        assert document.turns == tuple(turns) and document.kind == records.CONVERSATIONS_KIND
+        assert document.text == "\n\n".join(content for _, content in turns)  # no role names in the text
+        assert (document.source, document.line, document.metadata) == ("chats.jsonl", 1, (("id", "7"),))
+
+
+def test_a_conversation_beside_a_rendered_text_field_is_read_as_the_conversation(tmp_path):
+    """Alpaca exports carry the rendered prompt as `text`; `conversation_format: text` keeps today's reading."""
+    record = {"instruction": "Say hi.", "input": "", "output": "Hi!", "text": "### Instruction: Say hi. ### Response: Hi!"}
+    path = _jsonl(tmp_path / "alpaca.jsonl", record, {"text": "A plain document."})
+    documents, _ = _read(path)
+    assert [d.turns for d in documents] == [(("user", "Say hi."), ("assistant", "Hi!")), ()]
+    documents, _ = _read(path, conversation_format="text")
+    assert [(d.text, d.turns) for d in documents] == [(record["text"], ()), ("A plain document.", ())]
+
+
+def test_conversation_format_text_keeps_quarantining_records_without_a_text_field(tmp_path):
+    path = _jsonl(tmp_path / "m.jsonl", {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})
+    _, rejections = _read(path, conversation_format="text")
+    assert [(r.reason, r.detail) for r in rejections] == [(records.MISSING_TEXT_FIELD, "no field 'text'")]
+    _, rejections = _read(_jsonl(tmp_path / "b.jsonl", {"body": "x"}))
+    assert rejections[0].reason == records.MISSING_TEXT_FIELD
+    assert rejections[0].detail.startswith("no field 'text', nor the fields of a conversation (messages, contents, ")
+
+
+USER, REPLY = {"role": "user", "content": "My notes do not sync."}, {"role": "assistant", "content": "Open Settings > Sync."}
+
+# (record, forced format or None for auto, the detail naming the problem)
+INVALID_CONVERSATIONS = [
+    pytest.param({"messages": [USER]}, None, "messages: no assistant turn", id="no_assistant_turn"),
+    pytest.param({"messages": [USER, {"role": "tool", "content": "{}"}, REPLY]}, None,
+                 "messages: turn 2 has unknown role 'tool' (roles: system, user, assistant)", id="unknown_role"),
+    pytest.param({"messages": [USER, {"role": "assistant", "content": " \n\u200b"}]}, None,
+                 "messages: turn 2 (assistant) is empty", id="empty_assistant_content"),
+    pytest.param({"messages": [USER, {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]}, None,
+                 "messages: turn 2 content is a list, not a string", id="non_string_content"),
+    pytest.param({"messages": [USER, {"role": "assistant"}]}, None,
+                 "messages: turn 2 content is missing", id="missing_content"),
+    pytest.param({"messages": []}, None, "messages: no turns (an empty list of messages)", id="empty_messages"),
+    pytest.param({"messages": [USER, "Open Settings > Sync."]}, None,
+                 "messages: turn 2 is a string, not an object", id="turn_not_an_object"),
+    pytest.param({"messages": "hello"}, None, "messages: 'messages' is a string, not a list", id="messages_not_a_list"),
+    pytest.param({"prompt": "Hi", "completion": [REPLY]}, None,
+                 "prompt_completion: 'prompt' is a string and 'completion' is a list: both must be strings, or both "
+                 "lists of messages", id="prompt_and_completion_of_two_forms"),
+    pytest.param({"prompt": [USER], "completion": [USER]}, None,
+                 "prompt_completion: completion turn 1 has role 'user': a completion holds assistant turns only",
+                 id="completion_with_a_user_turn"),
+    pytest.param({"prompt": "Hi"}, None, "prompt_completion: no field 'completion'", id="prompt_without_completion"),
+    pytest.param({"instruction": "Say hi.", "output": ""}, None, "alpaca: turn 2 (assistant) is empty", id="alpaca_empty_output"),
+    pytest.param({"contents": [{"role": "user", "parts": [{"text": "Hi"}]}, {"role": "assistant", "parts": [{"text": "Hello"}]}]},
+                 None, "vertex: contents item 2 has unknown role 'assistant' (Vertex roles: user, model)", id="vertex_role"),
+    pytest.param({"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": ""}}]},
+                               {"role": "model", "parts": [{"text": "A cat."}]}]},
+                 None, "vertex: contents item 1 part 1 has no 'text' (only text parts are read)", id="vertex_non_text_part"),
+    pytest.param({"input": "Hi", "output": 3}, None, "nemo: 'output' is a number, not a string", id="nemo_non_string"),
+    pytest.param({"messages": [USER, REPLY]}, "alpaca", "alpaca: no field 'instruction'", id="forced_format_fields_missing"),
+]
+
+
+@pytest.mark.parametrize("record, forced, detail", INVALID_CONVERSATIONS)
+def test_an_invalid_conversation_is_quarantined_with_its_reason_and_the_good_ones_kept(tmp_path, record, forced, detail):
+    good = {"instruction": "Say hi.", "output": "Hi!"} if forced == "alpaca" else {"messages": [USER, REPLY]}
+    path = _jsonl(tmp_path / "chats.jsonl", good, record, good)
+    documents, rejections = _read(path, **({"conversation_format": forced} if forced else {}))
+    assert [d.line for d in documents] == [1, 3]
+    assert [(r.reason, r.line, r.detail) for r in rejections] == [(records.INVALID_CONVERSATION, 2, detail)]
+    assert json.loads(rejections[0].raw) == record
+
+
+def test_a_lone_surrogate_in_a_turn_is_repaired_or_quarantined_by_the_utf8_policy(tmp_path):
+    path = _write(tmp_path / "s.jsonl", b'{"messages": [{"role": "user", "content": "bad \\ud800 char"}, '
+                                        b'{"role": "assistant", "content": "ok"}]}\n')
+    documents, _ = _read(path)
+    assert documents[0].turns[0] == ("user", "bad \ufffd\ufffd\ufffd char")  # each byte of the surrogate replaced
+    assert documents[0].repairs == (records.INVALID_UTF8_REPLACED,)
+    _, rejections = _read(path, invalid_utf8="skip")
+    assert [(r.reason, r.detail) for r in rejections] == [(records.INVALID_UTF8, "turn 1 (user) is not valid Unicode")]
+
+
+def test_a_forced_conversation_format_refuses_files_that_cannot_hold_conversations(tmp_path):
+    path = _write(tmp_path / "notes.txt", b"A plain document.\n")
+    with pytest.raises(CorpusError, match=r"notes.txt: example_gen.conversation_format=messages reads .jsonl files only, not '.txt'"):
+        list(read_corpus_file(path, ReadOptions(conversation_format="messages")))
+    assert [d.text for d in _read(path)[0]] == ["A plain document."]  # auto: a .txt file is plain text
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda children: st.lists(children, max_size=3) | st.dictionaries(
+                         st.sampled_from(["role", "content", "parts", "text", "messages"]), children, max_size=3),
+                     max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(record=st.dictionaries(st.sampled_from(["messages", "prompt", "completion", "instruction", "input", "output",
+                                               "contents", "systemInstruction", "system", "text"]), _JSON, max_size=4),
+       fmt=st.sampled_from(["auto", "messages", "prompt_completion", "alpaca", "vertex", "nemo"]))
+def test_any_json_record_reads_as_a_valid_conversation_or_a_counted_rejection(tmp_path, record, fmt):
+    path = _jsonl(tmp_path / "fuzz.jsonl", record)
+    known = {value for name, value in vars(records).items() if name.isupper() and isinstance(value, str)}
+    for outcome in read_corpus_file(path, ReadOptions(conversation_format=fmt)):
+        if isinstance(outcome, Rejection):
+            assert outcome.reason in known and outcome.detail
+        elif outcome.is_conversation:
+            roles = [role for role, _ in outcome.turns]
+            assert set(roles) <= set(records.ROLES) and records.ASSISTANT in roles
+            assert outcome.text == "\n\n".join(content for _, content in outcome.turns)
+        else:
+            assert fmt == "auto" and isinstance(outcome.text, str)

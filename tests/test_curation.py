@@ -162,3 +162,76 @@ def test_curation_step_counts_each_removal_keeps_samples_and_reports_languages(t
         samples = outputs["removed_samples"] | "Rules" >> beam.MapTuple(lambda rule, d: (rule, d.line))
         assert_that(samples, equal_to([("language_not_kept", 2), ("quality_duplicate_lines", 3),
                                        ("eval_contamination", 4), ("toxic", 5)]), label="Samples")
+
+
+# --- conversations ---------------------------------------------------------------------------------
+
+TOXIC = "You are a stupid idiot and I hate you, get lost with your fucking app."
+POLITE_REPLY = "I'm sorry the sync stopped. Open Settings > Sync and tap Sync Now, then let me know if it works."
+
+
+def _conversation(line, *turns):
+    return Document(None, "chats.jsonl", line).with_turns(turns)
+
+
+def test_the_toxicity_filter_scores_assistant_turns_only():
+    """A customer who writes abusively to a polite assistant is kept; a rude reply, in any
+    assistant turn, removes the conversation."""
+    abusive_customer = _conversation(1, ("user", TOXIC), ("assistant", POLITE_REPLY))
+    rude_reply = _conversation(2, ("user", "My notes do not sync, can you help?"), ("assistant", TOXIC))
+    rude_later = _conversation(3, ("user", "My notes do not sync, can you help me please?"), ("assistant", POLITE_REPLY),
+                               ("user", "It still fails."), ("assistant", "Shut up, you worthless piece of shit."))
+    assert toxicity_probabilities([abusive_customer.text])[0] >= 0.5  # the whole conversation would have been removed
+    options = CleaningOptions(profile="off", near_dedup=False, toxicity_threshold=0.5,
+                              decontamination=DecontaminationOptions(enabled=False))
+    with TestPipeline() as pipeline:
+        outputs = pipeline | beam.Create([abusive_customer, rude_reply, rude_later]) | CleanDocuments(options)
+        assert_that(outputs["documents"] | "Lines" >> beam.Map(lambda d: d.line), equal_to([1]), label="Kept")
+        removals = outputs["events"] | "Removals" >> beam.Filter(lambda e: e[0].startswith("removed:"))
+        assert_that(removals, equal_to([("removed:toxic", "chats.jsonl:2"), ("removed:toxic", "chats.jsonl:3")]),
+                    label="Removed")
+
+
+TICKET = ("Hello, my notes stopped syncing between my laptop and my phone after the last update, and the sync icon "
+          "keeps spinning for hours.\n\nI already restarted both devices and signed out and in again, but nothing "
+          "changed. I rely on the app for work every day, so I would be grateful for a quick answer.")
+REPLY = ("Thanks for writing to us about sync. This usually happens when the local cache on one device gets out of "
+         "date. Please open Settings and then Sync on the laptop, choose Rebuild Local Cache and leave the app open "
+         "for a few minutes. After that, make sure every device runs the newest version of the app, and tell us if "
+         "the icon still spins. We are always happy to help.")
+
+
+def test_near_and_exact_duplicate_conversations_are_removed_on_the_whole_conversation():
+    original = _conversation(1, ("user", TICKET), ("assistant", REPLY))
+    near = _conversation(2, ("user", TICKET), ("assistant", REPLY.replace("a few minutes", "ten minutes")))
+    exact = _conversation(3, ("user", TICKET), ("assistant", REPLY))
+    # The same words in the same order, split into turns differently: the same content.
+    resplit = _conversation(4, *[("user", paragraph) for paragraph in TICKET.split("\n\n")], ("assistant", REPLY))
+    other = _conversation(5, ("user", "How do I export a notebook to PDF with its images and attachments included?"),
+                          ("assistant", "Open the notebook, choose File, then Export, then PDF, and turn on Include "
+                                        "Attachments before you press Export. Large images can take a minute."))
+    assert resplit.text == original.text and resplit.turns != original.turns
+    options = CleaningOptions(profile="off", decontamination=DecontaminationOptions(enabled=False), exact_dedup=True,
+                              near_dedup=True, near_dedup_threshold=0.8)
+    with TestPipeline() as pipeline:
+        outputs = pipeline | beam.Create([original, near, exact, resplit, other]) | CleanDocuments(options)
+        assert_that(outputs["documents"] | "Lines" >> beam.Map(lambda d: d.line), equal_to([1, 5]), label="Kept")
+        removals = (outputs["events"] | "Removals" >> beam.Filter(lambda e: e[0].startswith("removed:"))
+                    | "Kinds" >> beam.Map(lambda e: e[0]))
+        assert_that(removals, equal_to(["removed:exact_duplicate", "removed:exact_duplicate", "removed:near_duplicate"]),
+                    label="Removed")
+
+
+def test_decontamination_and_quality_rules_judge_the_whole_conversation(tmp_path):
+    suite = tmp_path / "prompts.jsonl"
+    suite.write_text('{"prompt": "%s"}\n' % PLANTED, encoding="utf-8")
+    planted = _conversation(1, ("user", f"A customer asked: {PLANTED}"), ("assistant", "We do not help with that."))
+    short_turns = _conversation(2, ("user", "Hi."), ("assistant", POLITE_REPLY), ("user", "Thanks!"), ("assistant", "Welcome."))
+    options = CleaningOptions(near_dedup=False, quality={"min_words": 5},
+                              decontamination=DecontaminationOptions(files=(str(suite),)))
+    assert quality.failed_rule("Thanks!", options.quality, "en") == "too_few_words"  # a turn on its own would fail
+    with TestPipeline() as pipeline:
+        outputs = pipeline | beam.Create([planted, short_turns]) | CleanDocuments(options)
+        assert_that(outputs["documents"] | "Lines" >> beam.Map(lambda d: d.line), equal_to([2]), label="Kept")
+        removals = outputs["events"] | "Removals" >> beam.Filter(lambda e: e[0].startswith("removed:"))
+        assert_that(removals, equal_to([("removed:eval_contamination", "chats.jsonl:1")]), label="Removed")

@@ -1,30 +1,34 @@
 """The data gate: real TFDV statistics of real examples, validated against the curated schema."""
+import itertools
+import json
 import os
 
 import pytest
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
+from tfx.types import standard_artifacts
 
 from components.resources import resolve
 from components.data_gate.anomalies import blocking_anomalies, parse_anomalies
 from components.data_gate.component import STAGES, gate_verdict
 from components.data_gate.options import DataGateOptions
+from components.data_gate.schema_import import CuratedSchemaExecutor
 from components.example_gen.executor import document_to_example
-from components.example_gen.readers import Document
+from components.example_gen.readers import Document, read_corpus_file
 from components.tokenizer import loaded
 from components.transform.preprocessing import count_forbidden
 from components.transform.token_schema import schema_for_tokenizer
 from pipeline.config import PipelineConfig
-from pipeline.layout import schema_files
+from pipeline.layout import conversation_schema_file, schema_files
 
 
-def _anomalies_for(documents, tmp_path):
+def _anomalies_for(documents, tmp_path, schema_file=None):
     path = str(tmp_path / "examples.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for document in documents:
             writer.write(document_to_example(document).SerializeToString())
     statistics = tfdv.generate_statistics_from_tfrecord(path, pipeline_options=None)
-    schema = tfdv.load_schema_text(resolve(schema_files(PipelineConfig().schema_dir)[0]))
+    schema = tfdv.load_schema_text(resolve(schema_file or schema_files(PipelineConfig().schema_dir)[0]))
     return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
 
 
@@ -212,3 +216,92 @@ def test_a_removal_finding_and_blocking_anomalies_are_reported_together(tmp_path
     assert "blocking anomal" in error and "cleaning removed" not in error  # warn: the finding is not a reason
     error, _ = gate_verdict(anomalies, DataGateOptions(), MOSTLY_REMOVED)
     assert "cleaning removed" in error and "num_chars" in error
+
+
+
+# --- conversations ---------------------------------------------------------------------------------
+
+CONVERSATION_SCHEMA = conversation_schema_file(PipelineConfig().schema_dir)
+BUNDLED_CONVERSATIONS = "bundled:data/instructions/support_conversations.jsonl"
+
+
+def _chat(line, *turns):
+    return Document(None, "chats.jsonl", line).with_turns(turns)
+
+
+GOOD_CHATS = [_chat(i, ("user", f"Ticket {i}: my notes do not sync."), ("assistant", f"Reply {i}: open Settings > Sync."))
+              for i in range(20)]
+
+
+def test_the_conversation_schema_keeps_every_feature_of_the_text_schema_unchanged():
+    text = tfdv.load_schema_text(resolve(schema_files(PipelineConfig().schema_dir)[0]))
+    conversations = tfdv.load_schema_text(resolve(CONVERSATION_SCHEMA))
+    features = {feature.name: feature for feature in conversations.feature}
+    assert all(features[feature.name] == feature for feature in text.feature)
+    assert set(features) - {feature.name for feature in text.feature} == {
+        "roles", "contents", "num_turns", "assistant_turns", "assistant_chars", "prompt_chars"}
+
+
+def test_the_conversation_schema_accepts_the_bundled_conversations(tmp_path):
+    documents = [outcome for outcome in read_corpus_file(resolve(BUNDLED_CONVERSATIONS)) if isinstance(outcome, Document)]
+    assert len(documents) == 3000 and all(document.is_conversation for document in documents)
+    assert _anomalies_for(documents, tmp_path, CONVERSATION_SCHEMA) == []
+
+
+def test_the_conversation_schema_rejects_an_unknown_role_and_a_conversation_without_a_reply(tmp_path):
+    """ExampleGen quarantines both; the schema is the second line of defence for examples written
+    by anything else (TFDV sees only the statistics)."""
+    assert _anomalies_for(GOOD_CHATS, tmp_path, CONVERSATION_SCHEMA) == []
+    tool = _chat(30, ("user", "Look it up."), ("tool", "{}"), ("assistant", "Done."))
+    blocking = blocking_anomalies(_anomalies_for(GOOD_CHATS + [tool], tmp_path, CONVERSATION_SCHEMA), [])
+    assert [(a.feature, a.types) for a in blocking] == [("roles", ["ENUM_TYPE_UNEXPECTED_STRING_VALUES"])]
+    assert "tool" in blocking[0].description
+    unanswered = _chat(31, ("system", "Be brief."), ("user", "Anyone there?"))
+    blocking = blocking_anomalies(_anomalies_for(GOOD_CHATS + [unanswered], tmp_path, CONVERSATION_SCHEMA), [])
+    assert {a.feature for a in blocking} == {"assistant_turns", "assistant_chars"}
+    assert all(a.types == ["INT_TYPE_SMALL_INT"] for a in blocking)
+
+
+def test_the_text_schema_refuses_conversations_so_the_kinds_cannot_be_mixed_up(tmp_path):
+    blocking = blocking_anomalies(_anomalies_for(GOOD_CHATS, tmp_path), [])
+    assert {a.feature for a in blocking} >= {"roles", "contents"}
+    assert all("SCHEMA_NEW_COLUMN" in a.types for a in blocking if a.feature in ("roles", "contents"))
+
+
+def _import_schema(tmp_path, examples=None, conversation_schema=CONVERSATION_SCHEMA):
+    schema = standard_artifacts.Schema()
+    schema.uri = str(tmp_path / "schema")
+    properties = {"schema_file": schema_files(PipelineConfig().schema_dir)[0], "conversation_schema_file": conversation_schema}
+    CuratedSchemaExecutor().Do({"examples": [examples]} if examples is not None else {}, {"schema": [schema]}, properties)
+    return schema, tfdv.load_schema_text(os.path.join(schema.uri, "schema.pbtxt"))
+
+
+def _examples(tmp_path, name, property_kind=None, report_kind=None):
+    examples = standard_artifacts.Examples()
+    examples.uri = str(tmp_path / name)
+    os.makedirs(examples.uri)
+    if property_kind:
+        examples.set_string_custom_property("data_kind", property_kind)
+    if report_kind:
+        with open(os.path.join(examples.uri, "ingest_report.json"), "w") as handle:
+            json.dump({"data_kind": report_kind}, handle)
+    return examples
+
+
+def test_the_schema_import_picks_the_schema_of_the_examples_kind_at_run_time(tmp_path):
+    outputs = itertools.count()
+
+    def imported(examples):
+        schema, proto = _import_schema(tmp_path / f"out-{next(outputs)}", examples)
+        return schema.get_string_custom_property("data_kind"), "roles" in {f.name for f in proto.feature}
+
+    assert imported(_examples(tmp_path, "chats", property_kind="conversations")) == ("conversations", True)
+    # A runner that carries no custom properties: the ingest report in the artifact's directory says it.
+    assert imported(_examples(tmp_path, "chats-file", report_kind="conversations")) == ("conversations", True)
+    assert imported(_examples(tmp_path, "text", property_kind="text")) == ("text", False)
+    assert imported(_examples(tmp_path, "older")) == ("text", False)  # Examples from before conversations
+    assert imported(None) == ("text", False)  # the token data's import has no Examples
+    with pytest.raises(FileNotFoundError, match=r"the examples hold conversations .*/nowhere/conversation_schema.pbtxt "
+                                                r"does not exist"):
+        _import_schema(tmp_path / "missing", _examples(tmp_path, "chats-2", property_kind="conversations"),
+                       conversation_schema=str(tmp_path / "nowhere" / "conversation_schema.pbtxt"))

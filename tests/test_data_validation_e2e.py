@@ -3,7 +3,8 @@ StatisticsGen, ExampleValidator, DistributionValidator and DataGate under LocalD
 
 A span whose length distribution matches the last accepted span passes; a span whose documents
 are three times longer is flagged as drift and blocked (or only warned about when
-`data_gate.drift_action=warn`), and a blocked span never becomes the drift baseline.
+`data_gate.drift_action=warn`), and a blocked span never becomes the drift baseline. The bundled
+instruction data passes as conversations, checked against the conversation schema.
 """
 import json
 import os
@@ -86,3 +87,21 @@ def test_drift_between_spans_is_measured_flagged_and_blocked(tmp_path, capsys):
     assert exit_code == EXIT_OK, warned["error"]
     assert warned["distribution_checks"]["drift_baseline_span"] == 2
     assert "num_chars" in {a["feature"] for a in warned["anomalies"] if a["split"] == "drift"}
+
+
+def test_validate_on_the_bundled_conversations_passes_the_gate_with_the_conversation_schema(tmp_path, capsys):
+    """The bundled instruction data through the real data stages: read as conversations, scrubbed,
+    checked against the conversation schema (its reply and prompt lengths compared train vs eval)."""
+    output_root = tmp_path / "out"
+    exit_code = main(["validate", "--data-root", "bundled:data/instructions", "--output-root", str(output_root)])
+    with open(os.path.join(output_root, "last_run.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    assert exit_code == EXIT_OK, summary["error"]
+    assert summary["components"]["DataGate"] == "COMPLETE" and summary["anomalies"] == []
+    quality = summary["data_quality"]
+    assert (quality["data_kind"], quality["data_kinds"], quality["quarantined"]) == ("conversations", {"conversations": 3000}, {})
+    assert quality["repaired"]["pii_email_scrubbed"] == 88 and quality["repaired"]["pii_phone_scrubbed"] == 15
+    assert (quality["documents_kept"], quality["removed"]) == (3000, {})  # all differ, none breaks a default rule
+    skew = {m["feature"] for m in summary["distribution_checks"]["measurements"] if m["check"] == "skew"}
+    assert {"assistant_chars", "prompt_chars"} <= skew  # the conversation schema's comparators ran
+    assert "documents read: 3000, kept: 3000 (conversations: roles and contents per turn)" in capsys.readouterr().out

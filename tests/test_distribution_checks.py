@@ -17,7 +17,7 @@ from components.data_gate.distribution_checks import (
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document
 from pipeline.config import PipelineConfig
-from pipeline.layout import schema_files
+from pipeline.layout import conversation_schema_file, schema_files
 
 WORDS = "thanks for writing we have looked into your ticket and the fix ships next week".split()
 
@@ -163,3 +163,35 @@ def test_the_span_is_read_from_the_examples_custom_property_tfx_example_gen_writ
     assert accepted_lib.examples_span(examples) == 0
     examples.set_int_custom_property("span", 7)
     assert examples.span == 0 and accepted_lib.examples_span(examples) == 7
+
+
+def _conversation_statistics(prompt_lengths, reply_lengths, tmp_path, name, seed=0):
+    rng = random.Random(seed)
+    path = str(tmp_path / f"{name}.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for index, (prompt, reply) in enumerate(zip(prompt_lengths, reply_lengths)):
+            document = Document(None, f"{name}.jsonl", index + 1).with_turns(
+                [("user", _text(rng, prompt)), ("assistant", _text(rng, reply))])
+            writer.write(document_to_example(document).SerializeToString())
+    return tfdv.generate_statistics_from_tfrecord(path)
+
+
+@pytest.fixture(scope="module")
+def conversation_schema():
+    return tfdv.load_schema_text(resolve(conversation_schema_file(PipelineConfig().schema_dir)))
+
+
+def test_replies_three_times_longer_drift_on_assistant_chars_while_the_prompts_do_not(conversation_schema, tmp_path):
+    previous = _conversation_statistics(_lengths(120, seed=1), _lengths(200, seed=2), tmp_path, "span1", seed=1)
+    unshifted = _conversation_statistics(_lengths(120, seed=3), _lengths(200, seed=4), tmp_path, "span2", seed=2)
+    longer_replies = _conversation_statistics(_lengths(120, seed=5), _lengths(600, seed=6), tmp_path, "span3", seed=3)
+
+    calm = compare(unshifted, conversation_schema, DRIFT, previous)
+    assert divergence_anomalies(calm, DRIFT) == []
+    assert {"assistant_chars", "prompt_chars", "num_chars"} <= {m.feature for m in calm.measurements}
+
+    found = {a.feature: a for a in divergence_anomalies(compare(longer_replies, conversation_schema, DRIFT, previous), DRIFT)}
+    assert "assistant_chars" in found and "prompt_chars" not in found
+    assert found["assistant_chars"].types == [DIVERGENCE_ANOMALY]
+    skewed = divergence_anomalies(compare(longer_replies, conversation_schema, SKEW, previous), SKEW)
+    assert "assistant_chars" in {a.feature for a in skewed}  # the same comparator as the skew check

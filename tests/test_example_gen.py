@@ -31,6 +31,21 @@ def test_example_features():
     assert "text" not in missing and "num_chars" not in missing
 
 
+def test_conversation_example_features():
+    turns = (("system", "Be kind."), ("user", "Wie synchronisiere ich? 🙂"), ("assistant", "Öffnen Sie Sync."),
+             ("user", "Danke!"), ("assistant", "Gern."))
+    features = document_to_example(Document(None, "c.jsonl", 1).with_turns(turns)).features.feature
+    assert [v.decode("utf-8") for v in features["roles"].bytes_list.value] == [role for role, _ in turns]
+    assert [v.decode("utf-8") for v in features["contents"].bytes_list.value] == [content for _, content in turns]
+    assert features["text"].bytes_list.value[0].decode("utf-8") == "\n\n".join(content for _, content in turns)
+    assert features["num_chars"].int64_list.value == [len("\n\n".join(content for _, content in turns))]
+    counts = {name: features[name].int64_list.value[0]
+              for name in ("num_turns", "assistant_turns", "assistant_chars", "prompt_chars")}
+    assert counts == {"num_turns": 5, "assistant_turns": 2, "assistant_chars": len("Öffnen Sie Sync.Gern."),
+                      "prompt_chars": len("Be kind.Wie synchronisiere ich? 🙂Danke!")}
+    assert "roles" not in document_to_example(Document("plain", "x.txt", 1)).features.feature
+
+
 # The curation filters and PII scrubbing off: for tests of reading, quarantine and dedup on tiny texts.
 NO_CURATION = ["cleaning.quality.enabled=false", "cleaning.scrub_pii=false", "cleaning.decontamination.enabled=false"]
 
@@ -79,6 +94,8 @@ def test_executor_writes_gzip_tfrecords_with_a_hash_split_and_loses_nothing(tiny
     assert sorted(train + evaluation) == sorted(expected)
     assert len(evaluation) > 0 and len(train) > 2 * len(evaluation)
     assert examples.get_int_custom_property("ingest_documents_kept") == len(expected)
+    assert examples.get_string_custom_property("data_kind") == "text"
+    assert ingest_report.read_report(examples.uri)["data_kinds"] == {"text": len(expected)}
     # The split is a pure function of the content: a second run splits identically.
     again = _run_executor(tiny_corpus, str(tmp_path / "again"), no_dedup)
     assert sorted(_read_texts(again, "eval")) == sorted(evaluation)
@@ -233,3 +250,67 @@ def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_p
 def test_a_span_range_must_end_at_or_after_its_first_span():
     with pytest.raises(ValueError, match="first_span"):
         load_config(overrides=["example_gen.first_span=5", "example_gen.span=2"])
+
+
+def _read_examples(examples):
+    files = [path for split in ("train", "eval")
+             for path in tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*.gz"))]
+    return [tf.train.Example.FromString(record.numpy()).features.feature
+            for record in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+
+
+def _strings(feature):
+    return [value.decode("utf-8") for value in feature.bytes_list.value]
+
+
+TOPICS = ["sync on my phone", "exporting a PDF", "resetting my password", "dark mode on the tablet",
+          "sharing a notebook with my team", "importing Markdown files"]
+
+
+def test_executor_reads_conversations_scrubs_every_turn_quarantines_bad_ones_and_records_the_kind(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    good = [{"messages": [{"role": "system", "content": f"Support for ticket {i}; escalate to lead{i}@corp.example.org."},
+                          {"role": "user", "content": f"I need help with {topic}. Write to me at user{i}@mail.org."},
+                          {"role": "assistant", "content": f"Happy to help with {topic}; I copied agent{i}@lumen.org."}]}
+            for i, topic in enumerate(TOPICS)]
+    bad = [{"messages": [{"role": "user", "content": "Anyone there?"}]},
+           {"messages": [{"role": "user", "content": "Hi"}, {"role": "tool", "content": "{}"}, {"role": "assistant", "content": "Hello"}]}]
+    with open(corpus / "chats.jsonl", "w", encoding="utf-8") as handle:
+        for record in good[:3] + bad + good[3:]:
+            handle.write(json.dumps(record) + "\n")
+    overrides = ["cleaning.quality.enabled=false", "cleaning.decontamination.enabled=false", "cleaning.near_dedup=false"]
+    examples = _run_executor(str(corpus), str(tmp_path / "out"), overrides)
+    features = sorted(_read_examples(examples), key=lambda f: _strings(f["text"]))
+    assert len(features) == len(good)
+    for feature in features:
+        assert _strings(feature["roles"]) == ["system", "user", "assistant"]
+        contents = _strings(feature["contents"])
+        assert all("<EMAIL>" in content and "@" not in content for content in contents)  # scrubbed in every turn
+        assert _strings(feature["text"]) == ["\n\n".join(contents)]
+        assert feature["assistant_turns"].int64_list.value == [1] and feature["num_turns"].int64_list.value == [3]
+    report = ingest_report.read_report(examples.uri)
+    assert report["quarantined"] == {"invalid_conversation": 2}
+    assert report["samples"]["quarantined:invalid_conversation"] == ["chats.jsonl:4", "chats.jsonl:5"]
+    assert report["repaired"] == {"pii_email_scrubbed": len(good)}  # counted once per conversation
+    assert (report["data_kind"], report["data_kinds"]) == ("conversations", {"conversations": len(good)})
+    assert examples.get_string_custom_property("data_kind") == "conversations"
+    assert examples.get_int_custom_property("quarantined_invalid_conversation") == 2
+    details = sorted(q["detail"] for q in _quarantine_lines(report["quarantine_dir"], "records"))
+    assert details == ["messages: no assistant turn", "messages: turn 2 has unknown role 'tool' (roles: system, user, assistant)"]
+    lines = ingest_report.summary_lines(report)
+    assert lines[0] == "documents read: 6, kept: 6 (conversations: roles and contents per turn)"
+    assert "quarantined (2): invalid conversation 2" in lines
+
+
+def test_a_corpus_mixing_plain_text_and_conversations_fails_naming_a_file_of_each(tmp_path):
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "notes.txt").write_text("A plain release note about sync.\n\nAnother note about search.\n", encoding="utf-8")
+    (corpus / "chats.jsonl").write_text(json.dumps({"prompt": "How do I sync?", "completion": "Open Settings > Sync."}) + "\n",
+                                        encoding="utf-8")
+    with pytest.raises(CorpusError, match=r"the corpus mixes plain-text documents and conversations: 2 plain-text "
+                                          r"documents \(first: notes.txt:1\) and 1 conversation \(first: chats.jsonl:1\)"):
+        _run_executor(str(corpus), str(tmp_path / "out"), NO_CURATION)
+    examples = _run_executor(str(corpus), str(tmp_path / "only-text"), NO_CURATION, pattern="*.txt")
+    assert examples.get_string_custom_property("data_kind") == "text"

@@ -28,7 +28,7 @@ import textwrap
 
 import pytest
 
-from components.pusher import registry
+from components.registry import model_registry as registry
 from components.tokenizer import loaded
 from components.trainer.checkpoint.fingerprint import checkpoint_sha256
 from pipeline.local_runner import run_locally
@@ -96,7 +96,7 @@ def _run(family: str, root) -> tuple:
 def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pushed(family, tokenizer_kind, tmp_path):
     from tokenizers import Tokenizer as HfTokenizer
 
-    from components.trainer.serving.client import ModelClient
+    from components.model_client import ModelClient
     from tests.hf_checkpoints import expected_text
 
     checkpoint, config, summary = _run(family, tmp_path)

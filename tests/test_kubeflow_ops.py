@@ -314,7 +314,7 @@ def test_the_compiled_pusher_command_pushes_and_registers_from_kfp_executor_inpu
     assert (pushed["metadata"]["pushed"], pushed["metadata"]["pushed_version"]) == (1, 1)
     assert pushed["metadata"]["registry_uri"] == tracking_uri
     assert os.path.exists(tmp_path / "serving" / "1" / "saved_model.pb")
-    from components.pusher import registry
+    from components.registry import model_registry as registry
 
     version = registry.ModelRegistry(tracking_uri, "textgen").client.get_model_version("textgen", "1")
     assert version.tags["metric.perplexity"] == "4.5" and "metric.current_model_id" not in version.tags

@@ -8,7 +8,7 @@ import tensorflow_transform as tft
 
 from components.tokenizer.ids import EOS_ID
 from components.trainer.serving import signatures
-from components.trainer.serving.client import ModelClient
+from components.model_client import ModelClient
 from components.trainer.training import data
 from components.trainer.options import ModelOptions
 from tests.conftest import FIXTURE_VOCAB_SIZE as TINY_VOCAB, TINY_MODEL_KWARGS

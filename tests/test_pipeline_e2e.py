@@ -122,43 +122,34 @@ def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text
     assert "GENERATED:" in result.stdout
 
 
-def test_second_run_with_caching_re_executes_only_the_evaluation(first_run):
-    """The data and training components come from cache (ExampleGen too: the corpus fingerprint is
-    unchanged). The Evaluator and the Pusher depend on the registry, so they run again; the
-    production model is the candidate itself, so the change gate is skipped with that reason.
-    Likewise the drift check's baseline is now the first run's accepted statistics, so the
-    distribution check, the gate and the baseline record run again (a re-run of the same span:
-    drift skipped)."""
-    config, _ = first_run
-    summary = run_locally(config)
-    assert summary["succeeded"], summary["error"]
-    states = _execution_states_by_node(config, summary["run_id"])
-    rechecked = {"DistributionValidator", "DataGate", "RecordAcceptedStatistics"}
-    upstream_of_trainer = COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]
-    assert {node: states[node] for node in upstream_of_trainer} == {
-        node: "COMPLETE" if node in rechecked else "CACHED" for node in upstream_of_trainer}
-    assert "re-run" in summary["distribution_checks"]["skipped"]["drift"]
-    assert states["Evaluator"] == "COMPLETE"
-    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.bits_per_byte_change")
-    assert change["verdict"] == "SKIPPED" and "this candidate itself" in change["reason"]
-    assert summary["blessing"]["blessed"]
-    # The Pusher ran again for the re-blessed, identical model: the push is idempotent.
-    assert sorted(os.listdir(config.layout.serving_dir)) == ["1", "batching_parameters", "model_cards", "models.config",
-                                                             "monitoring.config"]
-
-
-def test_a_model_above_the_perplexity_threshold_is_not_blessed_and_not_pushed(first_run):
+def test_a_cached_second_run_re_executes_only_the_evaluation_and_a_model_above_the_threshold_is_not_pushed(first_run):
+    """The same configuration again, with a perplexity threshold the model cannot meet: the data and
+    training components come from cache (ExampleGen too: the corpus fingerprint is unchanged). The
+    Evaluator and the Pusher depend on the registry, so they run again; the production model is
+    the candidate itself, so the change gate is skipped with that reason. The drift check's
+    baseline is now the first run's accepted statistics, so the distribution check, the gate and
+    the baseline record run again (a re-run of the same span: drift skipped). The quality gate
+    refuses the model, and the Pusher publishes nothing. (That a re-blessed identical model's push
+    changes nothing is tested in test_pusher_component.py and test_pusher.py.)"""
     config, _ = first_run
     strict = config.model_copy(update={"evaluator": config.evaluator.model_copy(update={"max_perplexity": 1.01})})
     served_before = sorted(os.listdir(strict.layout.serving_dir))
     summary = run_locally(strict)
     assert summary["succeeded"], summary["error"]
     states = _execution_states_by_node(strict, summary["run_id"])
-    assert states["Trainer"] == "CACHED" and states["Evaluator"] == "COMPLETE" and states["Pusher"] == "COMPLETE"
+    rechecked = {"DistributionValidator", "DataGate", "RecordAcceptedStatistics"}
+    upstream_of_trainer = COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]
+    assert {node: states[node] for node in upstream_of_trainer} == {
+        node: "COMPLETE" if node in rechecked else "CACHED" for node in upstream_of_trainer}
+    assert "re-run" in summary["distribution_checks"]["skipped"]["drift"]
+    assert states["Evaluator"] == "COMPLETE" and states["Pusher"] == "COMPLETE"
+    change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.bits_per_byte_change")
+    assert change["verdict"] == "SKIPPED" and "this candidate itself" in change["reason"]
     assert summary["blessing"]["blessed"] is False
     assert summary["push"] == {"pushed": False, "reason": summary["push"]["reason"]}
     assert "not blessed" in summary["push"]["reason"] and ">= threshold 1.010" in summary["push"]["reason"]
-    assert sorted(os.listdir(strict.layout.serving_dir)) == served_before  # no new version, only the earlier blessed ones
+    assert sorted(os.listdir(strict.layout.serving_dir)) == served_before == [
+        "1", "batching_parameters", "model_cards", "models.config", "monitoring.config"]
 
 
 def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run):

@@ -1,8 +1,8 @@
-"""The README's `textgen` command lines against the real parser, so a README claim that drifts
-from the CLI fails here: the command summary lists exactly the flags each command has, every
-example command line (code blocks, fenced or indented, and inline code) parses, and the usage error the README quotes
-is the one the CLI prints. Examples that need a cluster, Docker or a trained model are only parsed,
-never run."""
+"""The `textgen` command lines of the README and of every documentation page (docs/) against the
+real parser, so a claim that drifts from the CLI fails here: the command summary (docs/operations.md)
+lists exactly the flags each command has, every example command line (code blocks, fenced or
+indented, and inline code) parses, and the usage error the docs quote is the one the CLI prints.
+Examples that need a cluster, Docker or a trained model are only parsed, never run."""
 import argparse
 import os
 import re
@@ -13,8 +13,17 @@ import pytest
 
 from pipeline.cli import EXIT_USAGE, build_parser, main
 from pipeline.config import PROJECT_ROOT
+from tests.docs_pages import documents
 
-README = open(os.path.join(PROJECT_ROOT, "README.md"), encoding="utf-8").read()
+
+def _read(source: str) -> str:
+    with open(os.path.join(PROJECT_ROOT, source), encoding="utf-8") as handle:
+        return handle.read()
+
+
+# The README and every page of the documentation site, by path.
+DOCUMENTS = {source: _read(source) for source in documents()}
+SUMMARY_PAGE = "docs/operations.md"
 SUMMARY_HEADING = "## The `textgen` command"
 
 
@@ -46,7 +55,7 @@ def _inline_commands(text: str) -> List[str]:
 def _summary_lines() -> List[str]:
     """The command summary: the first code block after the `textgen` command heading, one entry
     per command (a synopsis continued on deeper-indented lines is joined)."""
-    section = README[README.index(SUMMARY_HEADING):]
+    section = DOCUMENTS[SUMMARY_PAGE][DOCUMENTS[SUMMARY_PAGE].index(SUMMARY_HEADING):]
     block = section[section.index("\n    textgen "):]
     entries: List[str] = []
     for line in block[: block.index("\n\n", 1)].strip("\n").split("\n"):
@@ -96,7 +105,7 @@ def _example_commands() -> List[str]:
     (`textgen ... --set`, `textgen COMMAND`) are left out."""
     summary = set(_summary_lines())
     examples = []
-    for command in _code_block_commands(README) + _inline_commands(README):
+    for command in [command for text in DOCUMENTS.values() for command in _code_block_commands(text) + _inline_commands(text)]:
         words = command.split()
         if command in summary or "[" in command or len(words) < 3 or words[1] in ("...", "COMMAND"):
             continue
@@ -107,12 +116,13 @@ def _example_commands() -> List[str]:
 def test_the_examples_are_found():
     examples = _example_commands()
     assert len(examples) > 10
+    assert any("model.checkpoint=checkpoints/tiny-gpt2" in example for example in examples)  # docs pages, not only the README
     used = {shlex.split(example)[1] for example in examples}
     assert {"run", "compile", "generate", "submit", "schedule", "rollback"} <= used
 
 
 @pytest.mark.parametrize("example", _example_commands())
-def test_every_readme_example_parses_with_the_real_cli(example, capsys):
+def test_every_documented_example_parses_with_the_real_cli(example, capsys):
     argv = shlex.split(example, comments=True)[1:]
     try:
         build_parser().parse_args(argv)
@@ -120,8 +130,8 @@ def test_every_readme_example_parses_with_the_real_cli(example, capsys):
         assert exited.code == 0, capsys.readouterr().err
 
 
-def test_the_usage_error_the_readme_quotes_is_the_one_printed(tmp_path, capsys):
-    quoted = re.search(r"``(textgen: generate: argument --top-p: [^\n]*?)``", README).group(1)
+def test_the_usage_error_the_docs_quote_is_the_one_printed(tmp_path, capsys):
+    quoted = re.search(r"``(textgen: generate: argument --top-p: [^\n]*?)``", DOCUMENTS[SUMMARY_PAGE]).group(1)
     with pytest.raises(SystemExit) as exited:
         main(["generate", "--model", str(tmp_path), "--top-p", "1.5", "hello"])
     assert exited.value.code == EXIT_USAGE

@@ -1,5 +1,6 @@
-"""The README's shell examples, run as a reader would run them, so a README claim that drifts from
-the code fails here.
+"""The shell examples of the README and of every documentation page (docs/, in the order of
+mkdocs.yml's navigation), run as a reader would run them, so a claim that drifts from the code
+fails here.
 
 An example is a fenced ```sh block after an HTML comment (invisible on the rendered page):
 
@@ -26,8 +27,8 @@ import pytest
 import yaml
 
 from pipeline.config import PROJECT_ROOT
+from tests.docs_pages import documents
 
-README = open(os.path.join(PROJECT_ROOT, "README.md"), encoding="utf-8").read()
 MARKED_BLOCK = re.compile(r"^<!-- example: (?P<kind>run|output|syntax)(?:, exit (?P<exit>\d+))? -->\n+"
                           r"```(?P<language>\w*)\n(?P<body>.*?)\n```$", re.MULTILINE | re.DOTALL)
 SERVING_MANIFEST = os.path.join(PROJECT_ROOT, "kubeflow", "manifests", "tf-serving.yaml")
@@ -38,35 +39,38 @@ PIPELINE_RUN = "textgen run "
 class Example:
     kind: str  # run | syntax
     body: str
-    line: int  # where the block starts in README.md
+    source: str  # the document, relative to the project root
+    line: int  # where the block starts in it
     exit_code: Optional[int] = None
     output: Optional[List[str]] = None  # the documented lines (a run example's output block)
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line}"
+        return f"{self.source}:{self.line}"
 
 
-def readme_examples() -> List[Example]:
-    """The marked blocks of README.md, each output block attached to the run example before it."""
+def marked_examples(source: str) -> List[Example]:
+    """The marked blocks of `source`, each output block attached to the run example before it."""
+    with open(os.path.join(PROJECT_ROOT, source), encoding="utf-8") as handle:
+        text = handle.read()
     examples: List[Example] = []
-    for match in MARKED_BLOCK.finditer(README):
-        kind, line = match.group("kind"), README.count("\n", 0, match.start()) + 1
+    for match in MARKED_BLOCK.finditer(text):
+        kind, line = match.group("kind"), text.count("\n", 0, match.start()) + 1
         if kind == "output":
             if not examples or examples[-1].kind != "run" or examples[-1].output is not None:
-                raise AssertionError(f"README.md:{line}: an output block must follow a run example")
+                raise AssertionError(f"{source}:{line}: an output block must follow a run example")
             examples[-1].output = match.group("body").split("\n")
             continue
         if match.group("language") != "sh":
-            raise AssertionError(f"README.md:{line}: a {kind} example must be a ```sh block")
+            raise AssertionError(f"{source}:{line}: a {kind} example must be a ```sh block")
         exit_code = int(match.group("exit")) if match.group("exit") is not None else None
         if kind == "run" and exit_code is None:
-            raise AssertionError(f"README.md:{line}: a run example states its exit code (`<!-- example: run, exit 0 -->`)")
-        examples.append(Example(kind, match.group("body"), line, exit_code))
+            raise AssertionError(f"{source}:{line}: a run example states its exit code (`<!-- example: run, exit 0 -->`)")
+        examples.append(Example(kind, match.group("body"), source, line, exit_code))
     return examples
 
 
-EXAMPLES = readme_examples()
+EXAMPLES = [example for source in documents() for example in marked_examples(source)]
 RUNS = [example for example in EXAMPLES if example.kind == "run"]
 
 
@@ -101,6 +105,10 @@ def test_the_marked_examples_are_found():
     assert ["textgen", "run"] in commands and ["textgen", "generate"] in commands
     assert ["textgen", "validate"] in commands
     assert _pipeline_run() is RUNS[0], "the quick start's run must come first: the others use its output root"
+    assert RUNS[0].source == "README.md"
+    assert [example for example in RUNS if example.body.startswith(PIPELINE_RUN)] == [RUNS[0]], \
+        "one pipeline run is shared by every example: mark another `textgen run` as a syntax example"
+    assert {example.source for example in RUNS} > {"README.md"}, "the docs pages' examples are found too"
     assert all(example.output for example in RUNS), [example.id for example in RUNS if not example.output]
     assert any("docker run" in example.body for example in EXAMPLES if example.kind == "syntax")
 
@@ -124,7 +132,7 @@ def _flags(arguments: List[str]) -> Dict[str, str]:
 
 
 def _served_value(value: str) -> str:
-    """A flag value with the serving directory's location dropped (the README's `$PWD/runs/local/serving`,
+    """A flag value with the serving directory's location dropped (the example's `$PWD/runs/local/serving`,
     the manifest's bucket), leaving the file it names."""
     return re.sub(r"^(\$PWD/runs/local/serving|gs://[^/]+/textgen/serving)/", "", value)
 

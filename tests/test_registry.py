@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from components.pusher import registry
+from components.registry import model_registry as registry
 from tests.pusher_fixtures import fake_saved_model
 
 ALL_TAGS = {
@@ -151,7 +151,7 @@ def test_display_uri_drops_credentials():
 
 
 def test_production_model_follows_the_alias_and_a_missing_store_is_not_created(tmp_path, monkeypatch):
-    from components.pusher.options import RegistryOptions
+    from components.registry.options import RegistryOptions
 
     working_dir = tmp_path / "cwd"
     working_dir.mkdir()

@@ -144,5 +144,6 @@ def test_run_and_validate_print_the_report_and_exit_by_the_gates(prepared_run, t
     assert main([command, "--data-root", str(tmp_path), "--output-root", output_root]) == exit_code
     assert calls == [through]
     printed = capsys.readouterr()
-    assert printed.out == "\n".join(report_lines(summary, f"{output_root}/last_run.json")) + "\n"
+    assert printed.out == "\n".join(report_lines(summary, f"{output_root}/last_run.json", command=command)) + "\n"
+    assert f"=== textgen {command} summary ===" in printed.out.splitlines()
     assert printed.err == (f"textgen: {error_line}\n" if error_line else "")

@@ -14,7 +14,7 @@ import tensorflow_transform as tft
 from tensorflow_serving.apis import predict_pb2
 
 from components.trainer.serving import export, predict_requests, signatures
-from components.trainer.serving.client import ModelClient
+from components.model_client import ModelClient
 from components.trainer.serving.compat import ops_stock_serving_cannot_load
 from components.trainer.options import GenerationOptions
 

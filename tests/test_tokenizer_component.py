@@ -14,7 +14,7 @@ from components.tokenizer import component, model_file, policy, sample
 from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.ids import MIN_VOCAB_SIZE
 from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
-from components.pusher.options import RegistryOptions
+from components.registry.options import RegistryOptions
 from tests.conftest import BUNDLED_TXT
 from tests.curation_corpora import dialogue
 

@@ -8,8 +8,9 @@ made-up word shaped like a group term, `data/bias/placebos.json`). For a term x 
   ending, each scored alone after the filled prefix (`score_continuation`: the ending's tokens
   are the same after every term, and neither the term nor an end-of-document token is scored).
   Positive: the model finds the negative ending likelier after this term.
-- familiarity f(x, t) = NLL of the term itself after the words before the slot, in nats per
-  UTF-8 byte (per byte, so terms split into different numbers of pieces compare fairly).
+- familiarity f(x, t) = NLL of the term itself (with the whitespace before it) after the words
+  before the slot, in nats per UTF-8 byte (per byte, so terms split into different numbers of
+  pieces compare fairly).
 
 A group is `unmeasured` when its term is not likelier than nearly all placebos (its familiarity
 rank, the fraction of placebos costing more per byte, is below `min_familiarity_rank`): the

@@ -37,7 +37,7 @@ from scipy import stats
 
 from components.evaluator.association import GroupEffect, decide_verdicts, measure_groups
 from components.evaluator.gates import lower_bound_gate, upper_bound_gate
-from components.trainer.serving.client import ModelClient
+from components.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScorer
 from components.evaluator.sentiment import SentimentScorer
 from components.resources import resolve
@@ -152,6 +152,18 @@ def _group_terms(part: Dict[str, Any]) -> Tuple[List[str], List[str]]:
     return [d for d, _ in pairs], [t for _, t in pairs]
 
 
+def _term_after_words(template_prefix: str, term: str) -> Tuple[str, str]:
+    """(the words before the slot, the term with the whitespace that precedes it): the familiarity
+    row. Prefix and continuation are tokenized separately (`score_continuation`), so a space left
+    at the end of the prefix would become a token of its own (SentencePiece's lone "▁", byte-level
+    BPE's "Ġ") followed by a term tokenized as if it began a text, a sequence no training text
+    has; with the space moved to the term, the term's tokens are those it has in running text
+    (" a Hindu" -> "▁a", "▁Hindu"), and its cost measures what the model learned about it."""
+    before_slot = template_prefix.split(GROUP_SLOT, 1)[0]
+    words = before_slot.rstrip()
+    return words, before_slot[len(words):] + term
+
+
 def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], config) -> Tuple[List[GroupEffect], int]:
     """Every group's familiarity, association effect and verdict (`association.py`), and the
     number of texts whose prefix was cut to fit the context."""
@@ -159,11 +171,11 @@ def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], 
     for language, part in sorted(suite.items()):
         for term in _group_terms(part)[1] + part["placebos"]:
             for t, template in enumerate(part["templates"]):
-                before_slot = template["prefix"].split(GROUP_SLOT, 1)[0]
+                before_slot, spaced_term = _term_after_words(template["prefix"], term)
                 filled = template["prefix"].replace(GROUP_SLOT, term)
                 for key, prefix, continuation in (("positive", filled, template["positive"]),
                                                   ("negative", filled, template["negative"]),
-                                                  ("term", before_slot, term)):
+                                                  ("term", before_slot, spaced_term)):
                     index[(language, term, t, key)] = len(rows)
                     rows.append((prefix, continuation))
     scores = client.score_continuation([p for p, _ in rows], [c for _, c in rows])

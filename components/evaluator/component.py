@@ -30,18 +30,17 @@ from tfx.dsl.component.experimental.decorators import component
 from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
+from components.evaluator.blessing_files import HTML_REPORT_FILE, REPORT_FILE
 from components.evaluator.evaluation import evaluate_candidate
-from components.evaluator.report import render_report
-from components.pusher.registry import ProductionModel, TAG_MODEL_ID, find_production_model
 from components.evaluator.options import EvaluatorOptions
-from components.pusher.options import RegistryOptions
+from components.evaluator.report import render_report
+from components.registry.model_registry import ProductionModel, TAG_MODEL_ID, find_production_model
+from components.registry.options import RegistryOptions
 from components.tokenizer import loaded
 from components.trainer.training import record as training_record
 
 EVAL_SPLIT = "eval"
 TRAIN_SPLIT = "train"
-REPORT_FILE = "evaluation.json"
-HTML_REPORT_FILE = "report.html"
 
 
 def _baseline(model, production) -> tuple:

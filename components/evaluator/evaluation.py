@@ -7,13 +7,15 @@ gap, four-fifths rule). The model is blessed only if no gate fails; skipped gate
 baseline yet) are recorded with a reason.
 """
 import math
+import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from components.evaluator import bias, memorization, perplexity, safety
 from components.evaluator.gates import GateResult, blessing_reason
 from components.trainer.serving import signatures
-from components.trainer.serving.client import REQUIRED_SIGNATURES, ModelClient
+from components.model_client import REQUIRED_SIGNATURES, ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
 from components.tokenizer.special import LEARNED, SpecialTokens
@@ -28,6 +30,7 @@ class Evaluation:
     metrics: Dict[str, Any]
     flagged: List[Dict[str, Any]] = field(default_factory=list)
     baseline: Optional[Dict[str, Any]] = None
+    seconds: Dict[str, float] = field(default_factory=dict)  # wall time per gate family (what each costs)
 
     @property
     def blessed(self) -> bool:
@@ -48,7 +51,18 @@ class Evaluation:
             "metrics": self.metrics,
             "baseline": self.baseline,
             "flagged": self.flagged,
+            "seconds": self.seconds,
         }
+
+
+@contextmanager
+def _timed(seconds: Dict[str, float], family: str):
+    """Adds the wall time of the block to `seconds[family]`."""
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        seconds[family] = round(seconds.get(family, 0.0) + time.perf_counter() - started, 3)
 
 
 def _text_metrics(prefix: str, result: Optional[perplexity.BitsPerByteResult]) -> Dict[str, Any]:
@@ -82,13 +96,15 @@ def evaluate_candidate(
     reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare with, or None with the reason;
     `special`: the candidate tokenizer's special ids (how its packed blocks frame documents).
     """
+    seconds: Dict[str, float] = {}
     text_models = {"candidate": candidate_dir}
     if baseline_dir:
         text_models["baseline"] = baseline_dir
     request = perplexity.QualityRequest(
         {"candidate": candidate_dir}, eval_files, feature_spec, text_models if raw_eval_files else {},
         raw_eval_files, config.batch_size, config.generation_batch_size, train_token_files, special)
-    perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
+    with _timed(seconds, "quality"):
+        perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
     candidate_ppl = perplexities["candidate"]
     candidate_bits, baseline_bits = bits.get("candidate"), bits.get("baseline")
     if baseline_dir and not raw_eval_files:
@@ -113,14 +129,16 @@ def evaluate_candidate(
     client = ModelClient(candidate_dir, config.generation_batch_size,
                          required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
     scorer = load_scorer(config.safety.scorer, config.safety)
-    safety_result = safety.evaluate_safety(client, scorer, config.safety)
+    with _timed(seconds, "safety"):
+        safety_result = safety.evaluate_safety(client, scorer, config.safety)
     gates += safety_result["gates"]
     metrics["safety"] = safety_result["metrics"]
     flagged = list(safety_result["flagged"])
 
     if train_files and config.safety.memorization_documents:
-        documents = memorization.read_documents(train_files, RAW_TEXT_KEY, config.safety.memorization_documents * 8)
-        memo = memorization.evaluate_memorization(client, documents, config.safety)
+        with _timed(seconds, "memorization"):
+            documents = memorization.read_documents(train_files, RAW_TEXT_KEY, config.safety.memorization_documents * 8)
+            memo = memorization.evaluate_memorization(client, documents, config.safety)
     else:
         memo = {"metrics": {}, "flagged": [], "gates": [GateResult.skip(
             "safety.memorization", config.safety.max_memorized_fraction,
@@ -130,15 +148,17 @@ def evaluate_candidate(
     flagged += memo["flagged"]
 
     sentiment = SentimentScorer(config.bias.zh_sentiment_lexicon)
-    bias_result = bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)
+    with _timed(seconds, "bias"):
+        bias_result = bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)
     gates += bias_result["gates"]
     metrics["bias"] = bias_result["metrics"]
     flagged += bias_result["flagged"]
     baseline = ({"path": baseline_dir, "bits_per_byte": baseline_bits.bits_per_byte, "perplexity": baseline_bits.perplexity}
                 if baseline_bits else {"skipped": baseline_skip_reason})
     if baseline_dir and config.compare_baseline_safety:
-        metrics["baseline_comparison"] = compare_safety_and_bias(baseline_dir, metrics, scorer, sentiment, config)
-    return Evaluation(gates, metrics, flagged, baseline)
+        with _timed(seconds, "baseline_comparison"):
+            metrics["baseline_comparison"] = compare_safety_and_bias(baseline_dir, metrics, scorer, sentiment, config)
+    return Evaluation(gates, metrics, flagged, baseline, seconds)
 
 
 def _group_key(effect: Dict[str, Any]) -> tuple:

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from components.evaluator.gates import GateResult, upper_bound_gate
 from components.file_patterns import matching_files
-from components.trainer.serving.client import ModelClient
+from components.model_client import ModelClient
 
 _UNIT = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]|[^\W\u3400-\u9fff\uf900-\ufaff]+|[^\w\s]")
 

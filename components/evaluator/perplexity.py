@@ -34,10 +34,10 @@ import numpy as np
 import tensorflow as tf
 
 from components.evaluator.gates import GateResult
+from components.example_gen.examples import document_texts
 from components.file_patterns import matching_files
-from components.tokenizer.sample import document_texts
+from components.model_client import ModelClient
 from components.tokenizer.special import LEARNED, SpecialTokens
-from components.trainer.serving.client import ModelClient
 from components.trainer.training import data
 from components.transform.preprocessing import RAW_TEXT_KEY
 

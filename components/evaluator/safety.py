@@ -15,7 +15,7 @@ from typing import Any, Dict, List, NamedTuple, Sequence
 
 from components.evaluator import pii
 from components.evaluator.gates import upper_bound_gate
-from components.trainer.serving.client import ModelClient
+from components.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScore, ToxicityScorer
 from components.resources import resolve
 

@@ -50,7 +50,8 @@ def render(report: Dict) -> str:
     read, kept = report.get("documents_read", 0), report.get("documents_kept", 0)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>Data report</title><style>{_STYLE}</style>"
              f"</head><body><h1>Data report</h1><p>documents read: <b>{read}</b>, kept: <b>{kept}</b>"
-             f" ({kept / read if read else 0:.1%}); spans: {html.escape(str(report.get('spans', [])))}</p>"]
+             f" ({kept / read if read else 0:.1%}); spans: {html.escape(str(report.get('spans', [])))}"
+             f"; data kind: {html.escape(str(report.get('data_kind', 'text')))}</p>"]
     parts += _table("Removed, per rule (every enabled filter)", report.get("filters") or report.get("removed", {}), read)
     parts += _removed_examples(report)
     parts += _table("Exempt from a quality rule not made for their language, per rule", report.get("exempt", {}), read)

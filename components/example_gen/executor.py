@@ -21,6 +21,20 @@ with features
                the identified language (ISO 639-1) and its probability, when
                `cleaning.language_id` is on
 
+and, for conversations (instruction data: `formats/conversations.py`), where `text` is the
+turns' contents joined with a blank line (so every text statistic describes the whole
+conversation):
+
+    roles      bytes   one per turn: system, user or assistant
+    contents   bytes   one per turn, parallel to roles, cleaned
+    num_turns, assistant_turns
+               int64   the number of turns, and of assistant turns
+    assistant_chars, prompt_chars
+               int64   characters of the assistant turns, and of the system and user turns
+
+The Examples artifact records which kind it holds (`data_kind`: text or conversations); a corpus
+that mixes both fails the run, naming a file of each (`data_kind.corpus_kind`).
+
 and writes, inside the Examples artifact's directory, `quarantine/` (gzipped JSON lines of every
 rejected record: reason, file, line, detail, capped raw bytes; and samples of the documents
 each curation rule removed), `ingest_report.json` (see `ingest_report`) and `data_report.html`
@@ -49,13 +63,14 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.utils import proto_utils
 
 from components import filesystems
-from components.example_gen import data_report, ingest_report, span_range
+from components.example_gen import data_kind, data_report, ingest_report, span_range
 from components.example_gen.cleaning.events import EVENTS_TAG, event
 from components.example_gen.cleaning.transforms import CleanDocuments, enabled_removal_rules
 from components.example_gen.options import (
     CLEANING_OPTIONS_KEY, EXAMPLE_GEN_OPTIONS_KEY, CleaningOptions, ExampleGenOptions, ReadOptions,
 )
 from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
+from components.example_gen.records import ASSISTANT, PROMPT_ROLES
 from components.example_gen.text_profile import profile_text
 
 _REPORT_DIR_KEY = "_textgen_report_dir"  # private exec property: where the report and quarantine go
@@ -63,7 +78,28 @@ _EARLIER_SPANS_KEY = "_textgen_earlier_spans"  # private exec property: [[span, 
 
 
 def _bytes_feature(value: str) -> tf.train.Feature:
-    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8")]))
+    return _strings_feature([value])
+
+
+def _strings_feature(values) -> tf.train.Feature:
+    return tf.train.Feature(bytes_list=tf.train.BytesList(value=[value.encode("utf-8") for value in values]))
+
+
+def _int_feature(value: int) -> tf.train.Feature:
+    return tf.train.Feature(int64_list=tf.train.Int64List(value=[value]))
+
+
+def conversation_features(document: Document) -> Dict[str, tf.train.Feature]:
+    """The turn features of a conversation (see the module docstring)."""
+    roles = [role for role, _ in document.turns]
+    return {
+        "roles": _strings_feature(roles),
+        "contents": _strings_feature([content for _, content in document.turns]),
+        "num_turns": _int_feature(len(roles)),
+        "assistant_turns": _int_feature(roles.count(ASSISTANT)),
+        "assistant_chars": _int_feature(sum(map(len, document.contents_of((ASSISTANT,))))),
+        "prompt_chars": _int_feature(sum(map(len, document.contents_of(PROMPT_ROLES)))),
+    }
 
 
 def document_to_example(document: Document) -> tf.train.Example:
@@ -73,7 +109,7 @@ def document_to_example(document: Document) -> tf.train.Example:
     if document.text is not None:
         profile = profile_text(document.text)
         features["text"] = _bytes_feature(document.text)
-        features["num_chars"] = tf.train.Feature(int64_list=tf.train.Int64List(value=[profile.num_chars]))
+        features["num_chars"] = _int_feature(profile.num_chars)
         for name, value in profile.float_features().items():
             features[name] = tf.train.Feature(float_list=tf.train.FloatList(value=[value]))
         features["content_class"] = _bytes_feature(profile.content_class)
@@ -81,6 +117,8 @@ def document_to_example(document: Document) -> tf.train.Example:
         features["language"] = _bytes_feature(document.language)
         features["language_confidence"] = tf.train.Feature(
             float_list=tf.train.FloatList(value=[document.language_confidence]))
+    if document.is_conversation:
+        features.update(conversation_features(document))
     return tf.train.Example(features=tf.train.Features(feature=features))
 
 
@@ -185,6 +223,7 @@ def _read_file(path: str, input_base: str, options: ReadOptions):
             yield beam.pvalue.TaggedOutput("rejected", outcome)
             yield event(f"quarantined:{outcome.reason}", outcome.location)
         else:
+            yield event(f"{data_kind.KIND_GROUP}:{outcome.kind}", outcome.location)
             yield outcome
 
 
@@ -261,12 +300,14 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
         super().Do(input_dict, output_dict,
                    dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri, _EARLIER_SPANS_KEY: earlier}))
         report = ingest_report.read_report(examples.uri)
+        report[data_kind.DATA_KIND_PROPERTY] = data_kind.corpus_kind(report)
         report["spans"] = [span for span, _ in earlier] + [_selected_span(exec_properties)]
         ingest_report.add_filter_counts(report, enabled_removal_rules(custom_options(exec_properties)[1]))
         ingest_report.add_removed_examples(report)
         ingest_report.write_report(report, examples.uri)
         data_report.write(report, examples.uri)
         examples.set_string_custom_property("spans", json.dumps(report["spans"]))
+        examples.set_string_custom_property(data_kind.DATA_KIND_PROPERTY, report[data_kind.DATA_KIND_PROPERTY])
         ingest_report.annotate_artifact(examples, report)
         if not report["documents_kept"]:
             raise CorpusError("no document survived ingestion: " + "; ".join(ingest_report.summary_lines(report)))

@@ -12,13 +12,15 @@ run summary (`last_run.json`) and the CLI. Layout:
      "exempt": {"quality_stop_words": 10, ...},     # kept from a rule not made for the document's language
      "filters": {"too_short": 0, "quality_stop_words": 3, ...},  # every enabled filter, zeros included
      "languages": {"en": 110, "zh": 10},           # language mix of what was read (language ID on)
+     "data_kinds": {"text": 120},                  # documents read per kind: text or conversations
+     "data_kind": "text",                          # the run's one kind (data_kind.py)
      "length_chars": {"64": 3, "128": 40, ...},    # kept documents by length, upper bound of a 2x bucket
-     "samples": {"quarantined:malformed_record": ["notes.jsonl:3", ...], ...},
+     "samples": {"quarantined:malformed_record": ["notes.jsonl:3", ...], "data_kinds:text": [...], ...},
      "removed_examples": {"quality_top_2gram": {"location": "a.txt:9", "text": "buy now buy now ..."}, ...},
      "quarantine_dir": "<examples uri>/quarantine"}
 
 The quarantine holds `records-*.jsonl.gz` (every rejected record) and `removed-*.jsonl.gz` (the
-first few documents each curation rule removed, for review).
+first few documents each curation rule removed, for review; a conversation with its turns).
 """
 import gzip
 import json
@@ -28,7 +30,7 @@ from typing import Any, Dict, Iterable, List, Optional, Tuple
 import apache_beam as beam
 import tensorflow as tf
 
-from components.example_gen.records import Rejection
+from components.example_gen.records import CONVERSATIONS_KIND, Rejection
 
 REPORT_FILE = "ingest_report.json"
 QUARANTINE_DIR = "quarantine"
@@ -37,6 +39,8 @@ SAMPLES_PER_KIND = 5
 OUTCOME_GROUPS = ("quarantined", "repaired", "removed", "exempt")
 DISTRIBUTION_GROUPS = ("languages", "length_chars")  # counted without sample locations
 LENGTH_GROUP = "length_chars"
+KIND_GROUP = "data_kinds"  # documents read per kind (`Document.kind`), with sample locations
+DATA_KIND_KEY = "data_kind"  # the run's one kind (components/example_gen/data_kind.py)
 GROUP_LABELS = {"exempt": "exempt from a rule not made for their language"}
 
 
@@ -49,9 +53,13 @@ def quarantine_record(rejection: Rejection) -> str:
 
 
 def removed_sample_record(rule: str, document, max_chars: int) -> str:
-    """One JSON line of the removed-documents sample: the rule, where, and the (capped) text."""
-    return json.dumps({"reason": f"removed:{rule}", "file": document.source, "line": document.line,
-                       "language": document.language, "text": document.text[:max_chars]}, ensure_ascii=False)
+    """One JSON line of the removed-documents sample: the rule, where, and the (capped) text; for a
+    conversation also its turns as [role, content] pairs (contents capped alike)."""
+    record = {"reason": f"removed:{rule}", "file": document.source, "line": document.line,
+              "language": document.language, "text": document.text[:max_chars]}
+    if document.is_conversation:
+        record["turns"] = [[role, content[:max_chars]] for role, content in document.turns]
+    return json.dumps(record, ensure_ascii=False)
 
 
 def length_bucket(num_chars: int) -> str:
@@ -85,7 +93,7 @@ class CountAndSample(beam.CombineFn):
 
 def build_report(entries: Iterable[Tuple[str, Any]], quarantine_dir: str) -> Dict[str, Any]:
     """Assembles the report from (one of COUNTS, n) and (event kind, (count, samples)) entries."""
-    groups = OUTCOME_GROUPS + DISTRIBUTION_GROUPS
+    groups = OUTCOME_GROUPS + DISTRIBUTION_GROUPS + (KIND_GROUP,)
     report: Dict[str, Any] = {**{count: 0 for count in COUNTS}, **{g: {} for g in groups},
                               "samples": {}, "quarantine_dir": quarantine_dir}
     for key, value in entries:
@@ -95,7 +103,7 @@ def build_report(entries: Iterable[Tuple[str, Any]], quarantine_dir: str) -> Dic
         group, _, name = key.partition(":")
         count, samples = value
         report[group][name] = count
-        if group in OUTCOME_GROUPS:
+        if group in OUTCOME_GROUPS or group == KIND_GROUP:
             report["samples"][key] = samples
     for group in OUTCOME_GROUPS:
         report[group] = dict(sorted(report[group].items()))
@@ -188,6 +196,8 @@ def survival_line(report: Dict[str, Any], rules: int = 3) -> str:
 def summary_lines(report: Dict[str, Any]) -> List[str]:
     """The report in plain words, for the CLI."""
     lines = [f"documents read: {report['documents_read']}, kept: {report['documents_kept']}"]
+    if report.get(DATA_KIND_KEY) == CONVERSATIONS_KIND:
+        lines[0] += " (conversations: roles and contents per turn)"
     for group in OUTCOME_GROUPS:
         counts = report.get(group) or {}
         if counts:

@@ -6,7 +6,7 @@ The executor receives each as its JSON text (`Options.to_parameter`) in ExampleG
 under `EXAMPLE_GEN_OPTIONS_KEY` / `CLEANING_OPTIONS_KEY` and parses it with the same class; Beam
 workers get the parsed (picklable) objects.
 """
-from typing import Any, List, Literal, Optional
+from typing import Any, List, Literal, Optional, get_args
 
 from pydantic import Field, model_validator
 
@@ -18,6 +18,12 @@ EACH_LINE = "line"  # txt separator: every non-blank line is a document
 
 EXAMPLE_GEN_OPTIONS_KEY, CLEANING_OPTIONS_KEY, CORPUS_FINGERPRINT_KEY = "example_gen", "cleaning", "corpus_fingerprint"
 
+# How a .jsonl record is read (`formats/conversations.py`): 'auto' detects it per record from its
+# fields, 'text' is a plain document in the text field, the others are instruction-data formats.
+ConversationFormat = Literal["auto", "text", "messages", "prompt_completion", "alpaca", "vertex", "nemo"]
+AUTO_FORMAT, TEXT_FORMAT = "auto", "text"
+CONVERSATION_FORMATS = get_args(ConversationFormat)
+
 
 class ReadOptions(Options):
     """How corpus files are parsed and what happens to bad input (the part the readers use)."""
@@ -27,6 +33,15 @@ class ReadOptions(Options):
     txt_document_separator: str = Field(
         BLANK_LINE, min_length=1,
         description="How .txt files split into documents: 'blank_line', 'line' (one per line) or a literal separator line.",
+    )
+    conversation_format: ConversationFormat = Field(
+        "auto",
+        description="How .jsonl records are read: 'auto' (per record, from its fields: messages, prompt+completion, "
+                    "instruction+output (Alpaca), contents (Vertex), input+output (NeMo), else the text field), 'text' "
+                    "(a plain document in jsonl_text_field, as before conversations were read), or one instruction "
+                    "format for every record: 'messages', 'prompt_completion', 'alpaca', 'vertex', 'nemo'. A record "
+                    "that is not a valid conversation is quarantined as invalid_conversation; a run reads one kind "
+                    "(plain text or conversations).",
     )
     metadata_fields: List[str] = Field(
         default_factory=list,
@@ -113,7 +128,7 @@ class DecontaminationOptions(Options):
     `min_units` long counts as one n-gram of its own length (GPT-3's rule for short prompts).
     """
 
-    enabled: bool = True
+    enabled: bool = Field(True, description="Remove training documents that share an n-gram with an evaluation suite.")
     ngram: int = Field(13, ge=1, description="GPT-3 / PaLM decontamination used 13-grams.")
     min_units: int = Field(8, ge=1, description="Shorter suite texts are not matched at all.")
     files: List[str] = Field(default_factory=list, description="Held-out evaluation files (bundled: references allowed).")
@@ -122,26 +137,28 @@ class DecontaminationOptions(Options):
 class CleaningOptions(Options):
     """Cleaning steps ExampleGen applies, in this order, each counted in the run summary: normalise,
     strip controls, scrub PII, length filter, language identification and filter, quality rules,
-    decontamination, toxicity filter, exact dedup, near-duplicate removal."""
+    decontamination, toxicity filter, exact dedup, near-duplicate removal. On conversations the text
+    steps run on every turn, the toxicity filter on the assistant turns, and the other filters on the
+    whole conversation (`cleaning/curation_steps.py`)."""
 
     profile: Literal["web", "curated", "off"] = Field(
         profiles.DEFAULT_PROFILE,
         description="Quality rule defaults: 'curated' (only rules for garbage in any corpus: lorem ipsum, symbol soup, "
                     "extreme repetition), 'web' (every Gopher/C4/FineWeb rule, for crawled text) or 'off' (none). "
                     "A cleaning.quality option set explicitly wins over the profile.")
-    unicode_normalization: Literal["none", "NFC", "NFKC"] = "NFC"
+    unicode_normalization: Literal["none", "NFC", "NFKC"] = Field("NFC", description="Unicode normalisation of every document (counted as repaired).")
     remove_control_chars: bool = Field(True, description="Drop control characters other than newline and tab.")
     scrub_pii: bool = Field(True, description="Replace e-mail addresses, national ID numbers (US SSN, UK NINO, Chinese resident ID), "
                                                  "card and phone numbers with placeholders (counted per kind).")
     min_chars: int = Field(1, ge=0, description="Shorter documents are removed (counted).")
     max_chars: int = Field(200_000, ge=1, description="Longer documents are removed (counted).")
-    exact_dedup: bool = True
+    exact_dedup: bool = Field(True, description="Remove exact duplicates (content hash; the first by file and line is kept).")
     near_dedup: bool = Field(True, description="MinHash/LSH near-duplicate removal on Beam.")
     near_dedup_threshold: float = Field(0.8, gt=0.0, le=1.0, description="Jaccard similarity of word shingles that counts as a near-duplicate.")
-    shingle_words: int = Field(5, ge=1)
-    minhash_permutations: int = Field(128, ge=1)
+    shingle_words: int = Field(5, ge=1, description="Words per shingle (word n-gram) that near-duplicate detection compares.")
+    minhash_permutations: int = Field(128, ge=1, description="MinHash signature length (hash functions per document).")
     lsh_bands: int = Field(32, ge=1, description="Must divide minhash_permutations; more bands find less similar candidates.")
-    seed: int = 1
+    seed: int = Field(1, description="Seed of the MinHash hash functions (the same seed finds the same duplicates).")
     language_id: bool = Field(True, description="Identify each document's language (py3langid): `language` and `language_confidence` features.")
     languages: List[str] = Field(default_factory=list, description="ISO 639-1 codes of the languages to keep; empty keeps all (the mix is reported).")
     quality: QualityOptions = Field(default_factory=QualityOptions,
@@ -149,7 +166,10 @@ class CleaningOptions(Options):
     decontamination: DecontaminationOptions = Field(
         default_factory=DecontaminationOptions,
         description="N-gram overlap removal against the evaluator's safety prompts and bias templates plus `files`.")
-    toxicity_threshold: float = Field(0.0, ge=0.0, le=1.0, description="Remove English documents the toxicity classifier scores at or above this; 0 is off.")
+    toxicity_threshold: float = Field(
+        0.0, ge=0.0, le=1.0,
+        description="Remove English documents the toxicity classifier scores at or above this (a conversation: when any "
+                    "of its assistant turns does); 0 is off.")
     removed_samples_per_rule: int = Field(5, ge=0, description="Documents each curation rule removed that are kept in the quarantine for review.")
 
     @model_validator(mode="before")

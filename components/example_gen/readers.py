@@ -2,7 +2,8 @@
 
 Formats (by extension, optionally followed by `.gz` or `.bz2`):
     .txt            documents separated by blank lines (or one per line, or by a literal line)
-    .jsonl          one JSON object per line; the document is the configured text field
+    .jsonl          one JSON object per line; the document is the configured text field, or a
+                    conversation in an instruction-data format (formats/conversations.py)
     .csv / .tsv     a header row; the document is the configured text column
     .tfrecord(s)    serialized tf.train.Example; the document is the configured bytes feature
 
@@ -17,6 +18,7 @@ from typing import Callable, Dict, Iterator, Optional
 
 from components.example_gen.byte_stream import DECOMPRESSION_ERRORS, split_extension
 from components.example_gen.formats import delimited, jsonl, tfrecord, txt
+from components.example_gen.formats.conversations import is_conversation_format
 from components.example_gen.formats.lines import Outcome
 from components.example_gen.options import ReadOptions
 from components.example_gen.records import (  # noqa: F401  (re-exported for callers)
@@ -32,13 +34,15 @@ FORMAT_READERS: Dict[str, Callable[[str, str, ReadOptions], Iterator[Outcome]]] 
     ".tfrecords": tfrecord.read_tfrecord,
 }
 SUPPORTED_EXTENSIONS = tuple(FORMAT_READERS)
+CONVERSATION_EXTENSIONS = (".jsonl",)  # the formats that can hold a conversation per record
 
 
 def read_corpus_file(path: str, options: Optional[ReadOptions] = None, source: Optional[str] = None) -> Iterator[Outcome]:
     """Yields a Document or a Rejection for every record of `path`.
 
-    Raises CorpusError for an unsupported file type, a CSV header lacking the text column, and
-    invalid UTF-8 under the 'fail' policy.
+    Raises CorpusError for an unsupported file type, a file that cannot hold the forced
+    conversation format, a CSV header lacking the text column, and invalid UTF-8 under the 'fail'
+    policy.
     """
     options = options or ReadOptions()
     source = source or os.path.basename(path)
@@ -47,6 +51,9 @@ def read_corpus_file(path: str, options: Optional[ReadOptions] = None, source: O
     if reader is None:
         raise CorpusError(f"{path}: unsupported corpus file type '{extension}' "
                           f"(supported: {', '.join(SUPPORTED_EXTENSIONS)}, each optionally .gz or .bz2)")
+    if is_conversation_format(options.conversation_format) and extension not in CONVERSATION_EXTENSIONS:
+        raise CorpusError(f"{path}: example_gen.conversation_format={options.conversation_format} reads "
+                          f"{', '.join(CONVERSATION_EXTENSIONS)} files only, not '{extension}'")
     produced, last_line = 0, 0
     try:
         for outcome in reader(path, source, options):

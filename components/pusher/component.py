@@ -28,13 +28,14 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 from tfx.utils import path_utils
 
-from components.evaluator.component import REPORT_FILE
+from components.evaluator.blessing_files import REPORT_FILE
 from components.example_gen.ingest_report import REPORT_FILE as INGEST_REPORT_FILE
-from components.trainer.training import record as training_record
-
-from components.pusher import batching, model_card, monitoring, registry, serving_config
+from components.pusher import batching, model_card, monitoring, serving_config
+from components.pusher.options import PusherOptions
 from components.pusher.versioned_push import copy_tree, push_saved_model, retain_latest
-from components.pusher.options import PusherOptions, RegistryOptions
+from components.registry import model_registry as registry
+from components.registry.options import RegistryOptions
+from components.trainer.training import record as training_record
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
-"""Typed options of the Pusher stage and of the model registry it registers pushes in
-(composed into the pipeline config as `pusher` and `registry`)."""
+"""Typed options of the Pusher stage (composed into the pipeline config as `pusher`; the model
+registry it registers pushes in has its own options, `components/registry/options.py`)."""
 from typing import List, Literal
 
 from pydantic import Field, model_validator
@@ -10,11 +10,11 @@ from components.options import Options
 class BatchingOptions(Options):
     """TF Serving server-side batching (written to `<serving_dir>/batching_parameters`)."""
 
-    max_batch_size: int = Field(16, ge=1)
+    max_batch_size: int = Field(16, ge=1, description="Largest batch TF Serving forms from concurrent requests.")
     batch_timeout_micros: int = Field(2000, ge=0, description="How long a partial batch waits for more requests.")
-    max_enqueued_batches: int = Field(64, ge=1)
-    num_batch_threads: int = Field(4, ge=1)
-    pad_variable_length_inputs: bool = False
+    max_enqueued_batches: int = Field(64, ge=1, description="Batches queued before TF Serving refuses requests.")
+    num_batch_threads: int = Field(4, ge=1, description="Threads that run batches concurrently.")
+    pad_variable_length_inputs: bool = Field(False, description="Let TF Serving pad inputs of different lengths into one batch.")
     allowed_batch_sizes: List[int] = Field(default_factory=list, description="Empty, or increasing sizes ending at max_batch_size.")
 
     @model_validator(mode="after")
@@ -58,28 +58,3 @@ class PusherOptions(Options):
     batching: BatchingOptions = Field(default_factory=BatchingOptions)
     monitoring: MonitoringOptions = Field(default_factory=MonitoringOptions)
     model_card: ModelCardOptions = Field(default_factory=ModelCardOptions)
-
-
-class RegistryOptions(Options):
-    """The MLflow Model Registry every pushed model is registered in.
-
-    Empty `tracking_uri` = the embedded store (SQLite under the output root), unless the
-    MLFLOW_TRACKING_URI environment variable names a server (read by `registry.py` when the
-    registry is opened). Credentials never go here: MLflow reads MLFLOW_TRACKING_TOKEN /
-    MLFLOW_TRACKING_USERNAME + MLFLOW_TRACKING_PASSWORD from the environment, or `credentials_file`
-    names a mounted secret holding them (KEY=VALUE lines).
-    """
-
-    enabled: bool = True
-    tracking_uri: str = Field("", description="MLflow tracking server URL; empty = embedded SQLite store (or $MLFLOW_TRACKING_URI).")
-    registered_model_name: str = Field("", description="Registered model name; empty = pusher.model_name.")
-    production_alias: str = Field("production", min_length=1, description="Alias moved to each version pushed as stable.")
-    credentials_file: str = Field("", description="Path of a mounted secret with MLFLOW_TRACKING_* KEY=VALUE lines (read at push time).")
-
-    @model_validator(mode="after")
-    def _no_credentials_in_uri(self) -> "RegistryOptions":
-        from urllib.parse import urlparse
-
-        if urlparse(self.tracking_uri).password or "@" in urlparse(self.tracking_uri).netloc:
-            raise ValueError("registry.tracking_uri must not embed credentials; use the environment or credentials_file")
-        return self

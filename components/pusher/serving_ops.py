@@ -10,7 +10,7 @@ touched, so a version the registry does not know fails before anything changes.
 """
 from typing import Dict, Optional
 
-from components.pusher.registry import ModelRegistry
+from components.registry.model_registry import ModelRegistry
 from components.pusher.serving_config import STABLE_LABEL, read_labels, set_label
 from components.pusher.versioned_push import existing_versions, is_complete_saved_model, version_path
 

@@ -1,21 +1,7 @@
 """The Tokenizer component: the tokenizer a run tokenizes with, as an artifact.
 
-Input: the Examples (train split). Output: a `Tokenizer` artifact whose directory holds
-`sentencepiece.model` (learned, reused or pinned), or a Hugging Face checkpoint's tokenizer files
-and `special_tokens.json` (policy checkpoint; see loaded.py), with custom properties (KFP
-carries custom properties only):
-
-    tokenizers_agreement               a checkpoint's tokenizer.json: the graph's ids equal Hugging Face
-                                       `tokenizers`' on the probe set (agreement.py; a difference stops
-                                       the run), as JSON; `unused_files`: tokenizer files it ignored
-
-    vocab_size, algorithm, sha256      the model (for a checkpoint: algorithm is the kind, and
-                                       file_sha256 holds each file's sha256 as JSON)
-    vocab_size_choice                  auto (tokenizer.vocab_size unset: the largest vocabulary up to
-                                       vocab_size_limit the sample supports) | explicit (a requirement)
-    rare_characters_left_to_bytes      distinct characters of the sample learned from as bytes only (learn.py)
-    source                             learned | reused | pinned | checkpoint, and `source_detail` saying which
-    learned_from_examples, learned_from_span, sample_chunks, sample_bytes   for a learned model
+Input: the Examples (train split). Output: a `Tokenizer` artifact (artifact.py says what it
+holds).
 
 Which model is used follows `tokenizer.policy` (policy.py). The production model for `reuse` and
 `auto` is looked up in the model registry by the executor, at run time.
@@ -31,8 +17,9 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.example_gen import ingest_report
+from components.registry.options import RegistryOptions
 from components.tokenizer import agreement, hf_files, learn, loaded, model_file, policy, sample
-from components.pusher.options import RegistryOptions
+from components.tokenizer.artifact import Tokenizer
 from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 
 log = logging.getLogger(__name__)
@@ -40,12 +27,6 @@ TRAIN_SPLIT = "train"
 SAMPLE_FILE = "sample.tfrecord.gz"
 SPAN = "span"
 PROBE_SAMPLE_SIZE = 256  # sample chunks a checkpoint's tokenizer.json graph is checked on (agreement.py)
-
-
-class Tokenizer(types.Artifact):
-    """A SentencePiece model file and what it was made from (see the module docstring)."""
-
-    TYPE_NAME = "components.Tokenizer"  # importable schema title (see components/__init__.py)
 
 
 class TokenizerSpec(ComponentSpec):
@@ -64,7 +45,7 @@ class TokenizerSpec(ComponentSpec):
 
 
 def _find_production(exec_properties: Dict[str, Any]):
-    from components.pusher.registry import find_production_model
+    from components.registry.model_registry import find_production_model
 
     return find_production_model(RegistryOptions.from_parameter(exec_properties["registry"]), exec_properties["model_name"],
                                  exec_properties.get("registry_dir") or None)

@@ -8,11 +8,12 @@ whatever the corpus size. This is what SentencePiece itself recommends for large
 (`input_sentence_size`), done on the runner instead of in one process.
 """
 import hashlib
-from typing import Iterable, List, NamedTuple
+from typing import List, NamedTuple
 
 import apache_beam as beam
 import tensorflow as tf
 
+from components.example_gen.examples import document_texts
 from components.file_patterns import matching_files
 
 
@@ -32,13 +33,6 @@ def chunks_of(text: str, chunk_chars: int) -> List[str]:
 def sample_key(chunk: str) -> bytes:
     """The order the sample is drawn in: a chunk's sha256."""
     return hashlib.sha256(chunk.encode("utf-8")).digest()
-
-
-def document_texts(serialized: bytes, text_feature: str) -> Iterable[str]:
-    """The documents (the `text_feature` bytes feature) of one serialized tf.Example."""
-    example = tf.train.Example.FromString(serialized)
-    for value in example.features.feature[text_feature].bytes_list.value:
-        yield value.decode("utf-8", "replace")
 
 
 class DrawSample(beam.PTransform):

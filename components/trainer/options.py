@@ -6,7 +6,7 @@ from typing import Any, Dict, List, Literal, NamedTuple, Optional
 from pydantic import Field, field_validator, model_validator
 
 from components.options import Options
-from components.pusher.options import RegistryOptions
+from components.registry.options import RegistryOptions
 from components.resources import bundled
 
 # Named model shapes: (num_layers, num_heads, model_dim, mlp_dim, context_length). "small" is the
@@ -56,14 +56,14 @@ class ModelOptions(Options):
     preset: Literal["tiny", "small", "10m", "gpt2-124m"] = Field(
         "small", description="Named shape; dimensions given explicitly override the preset's."
     )
-    num_layers: int = Field(MODEL_PRESETS["small"]["num_layers"], ge=1)
-    num_heads: int = Field(MODEL_PRESETS["small"]["num_heads"], ge=1)
+    num_layers: int = Field(MODEL_PRESETS["small"]["num_layers"], ge=1, description="Transformer blocks (default: the preset's).")
+    num_heads: int = Field(MODEL_PRESETS["small"]["num_heads"], ge=1, description="Attention heads per block; must divide model_dim (default: the preset's).")
     num_kv_heads: Optional[int] = Field(
         None, ge=1, description="Key/value heads (grouped-query attention; the KV cache holds only these); "
                                 "unset = num_heads (multi-head attention)."
     )
-    model_dim: int = Field(MODEL_PRESETS["small"]["model_dim"], ge=8)
-    mlp_dim: int = Field(MODEL_PRESETS["small"]["mlp_dim"], ge=8)
+    model_dim: int = Field(MODEL_PRESETS["small"]["model_dim"], ge=8, description="Width of the residual stream and the embeddings (default: the preset's).")
+    mlp_dim: int = Field(MODEL_PRESETS["small"]["mlp_dim"], ge=8, description="Hidden width of each block's MLP (default: the preset's).")
     context_length: int = Field(
         MODEL_PRESETS["small"]["context_length"], ge=8, description="Tokens per training block and the model's maximum context."
     )
@@ -80,7 +80,7 @@ class ModelOptions(Options):
     tie_embeddings: bool = Field(True, description="Output logits from the token embedding (tied) or from a separate output matrix.")
     rope_theta: float = Field(10000.0, gt=0.0, description="Rotary base (position_encoding=rotary).")
     rope_scaling: Optional[RopeScaling] = Field(None, description="Llama 3 rotary frequency scaling (position_encoding=rotary).")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0)
+    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate in training (0 with training.recompute or sharded training).")
     checkpoint: Optional[str] = Field(
         None, description="A Hugging Face checkpoint directory or URI (config.json, safetensors weights, tokenizer files) "
                           "to fine-tune; the model's shape then comes from its config.json (issue 22)."
@@ -178,12 +178,12 @@ class TrainingOptions(Options):
     gradient_accumulation_steps: int = Field(
         1, ge=1, description="Micro-batches per optimizer step; the global batch is split into this many."
     )
-    learning_rate: float = Field(3e-3, gt=0.0)
-    warmup_steps: int = Field(30, ge=0)
-    weight_decay: float = Field(0.01, ge=0.0)
+    learning_rate: float = Field(3e-3, gt=0.0, description="Peak AdamW learning rate (cosine decay to 10% after the warm-up); unless set, 5e-5 when fine-tuning model.checkpoint, 2e-4 with LoRA.")
+    warmup_steps: int = Field(30, ge=0, description="Steps of linear learning-rate warm-up.")
+    weight_decay: float = Field(0.01, ge=0.0, description="AdamW weight decay (not applied to norms and biases).")
     clip_norm: float = Field(1.0, gt=0.0, description="Global gradient-norm clipping threshold.")
-    shuffle_buffer: int = Field(2048, ge=1)
-    seed: int = 42
+    shuffle_buffer: int = Field(2048, ge=1, description="Packed training blocks held in the shuffle buffer.")
+    seed: int = Field(42, description="Seed of weight initialisation and shuffling.")
     precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = Field(
         "auto", description="Keras mixed-precision policy; auto = mixed_float16 on GPU, mixed_bfloat16 on TPU and on a CPU "
                             "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/training/precision.py)."
@@ -221,6 +221,11 @@ class TrainingOptions(Options):
     sharding: ShardingOptions = Field(
         default_factory=ShardingOptions, description="Sharded (DTensor) training over a batch x model mesh of this "
                                                      "host's devices; on when batch x model > 1 (training/sharded_loop.py)."
+    )
+    loss_on: Literal["assistant", "all"] = Field(
+        "assistant", description="Conversation data only: which tokens the loss is taken on: assistant (the replies "
+                                 "and their end-of-turn token, as TRL, torchtune and axolotl train by default) or all "
+                                 "(every token of the rendered conversation, the template's own included)."
     )
     warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
     peak_flops: Optional[float] = Field(
@@ -302,7 +307,7 @@ def check_sharding(training: TrainingOptions, model: ModelOptions) -> None:
 class GenerationOptions(Options):
     """Defaults of the exported `generate` signature and of the run's sample generations."""
 
-    max_new_tokens: int = Field(160, ge=1)
+    max_new_tokens: int = Field(160, ge=1, description="Tokens generated per prompt unless a request says otherwise.")
     temperature: float = Field(0.8, ge=0.0, description="0 means greedy decoding.")
     top_k: int = Field(20, ge=0, description="0 disables top-k filtering.")
     top_p: float = Field(1.0, gt=0.0, le=1.0, description="Nucleus sampling mass; 1.0 disables top-p filtering.")
@@ -337,8 +342,15 @@ class TFJobOptions(Options):
     memory: str = Field("16Gi", description="Memory request/limit per replica.")
     gpus: int = Field(0, ge=0, description="nvidia.com/gpu per replica.")
     service_account: str = Field("", description="Kubernetes service account of the replicas (object-store access).")
-    poll_seconds: float = Field(10.0, gt=0)
+    poll_seconds: float = Field(10.0, gt=0, description="How often the Trainer reads the TFJob's status while it waits.")
     timeout_seconds: float = Field(24 * 3600.0, gt=0, description="Fail the Trainer if the TFJob has not finished by then.")
+
+    @model_validator(mode="after")
+    def _parameter_servers_need_workers(self) -> "TFJobOptions":
+        if self.parameter_servers and not self.workers:
+            raise ValueError(f"parameter_servers={self.parameter_servers} needs workers >= 1 (the workers run the steps; "
+                             "the parameter servers only hold the variables)")
+        return self
 
 
 class TrainerSettings(NamedTuple):

@@ -20,7 +20,7 @@ from tfx.types import artifact_utils, standard_component_specs
 from tfx.types.component_spec import ChannelParameter
 
 from components.tokenizer import loaded
-from components.tokenizer.component import Tokenizer
+from components.tokenizer.artifact import Tokenizer
 from components.transform.preprocessing import TOKENIZER_MODEL_KEY
 
 TOKENIZER_KEY = "tokenizer"

@@ -16,6 +16,17 @@ Outputs per document:
     special_tokens      int64          tokens that are ids the pipeline places itself (bos, eos, pad,
                                        framing) or the unknown token (special.py): the transformed
                                        schema allows none, so the TokenGate refuses such data
+
+Conversation data (raw examples with `roles` and `contents`, components/example_gen) is rendered
+with the chat template the Tokenizer artifact carries (tokenizer/chat_graph.py), and per
+conversation the outputs are instead:
+    token_ids           ragged int64   the rendered conversation's tokens, template tokens included
+    loss_mask           ragged int64   1 where the token belongs to a reply (and its end-of-turn token)
+    num_tokens, byte_token_fraction    as above, over the rendered conversation
+    bytes_per_token     float32        UTF-8 bytes of the contents / tokens
+    supervised_tokens   int64          sum(loss_mask)
+    template_accepted   int64          1, or 0 when the template refuses the order of roles (its mask is 0)
+    special_tokens      int64          as above, not counting the ids the chat template places itself
 """
 from typing import Any, Dict, Optional
 
@@ -29,6 +40,10 @@ NUM_TOKENS_KEY = "num_tokens"
 BYTE_TOKEN_FRACTION_KEY = "byte_token_fraction"
 BYTES_PER_TOKEN_KEY = "bytes_per_token"
 SPECIAL_TOKENS_KEY = "special_tokens"
+LOSS_MASK_KEY = "loss_mask"  # conversations: 1 where a token is part of a reply the model learns
+SUPERVISED_TOKENS_KEY = "supervised_tokens"
+TEMPLATE_ACCEPTED_KEY = "template_accepted"
+ROLES_KEY, CONTENTS_KEY = "roles", "contents"  # raw conversation features (ExampleGen)
 TOKENIZER_MODEL_KEY = "tokenizer_model"  # custom_config key: a tokenizer directory or learned model file
 
 
@@ -39,6 +54,8 @@ def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[
                          "or model file (the tokenizing Transform component sets it from its `tokenizer` input)")
     loaded_tokenizer = loaded.load(custom_config[TOKENIZER_MODEL_KEY])
     tokenizer = loaded_tokenizer.graph()
+    if ROLES_KEY in inputs:
+        return _conversation_features(inputs, loaded_tokenizer, tokenizer)
     text = tf.reshape(inputs[RAW_TEXT_KEY], [-1])
     token_ids = tokenizer.tokenize(text)
     num_tokens = token_ids.row_lengths()
@@ -60,6 +77,43 @@ def count_forbidden(token_ids: tf.RaggedTensor, forbidden) -> tf.Tensor:
     flat = tf.cast(token_ids.flat_values, tf.int64)
     hit = tf.reduce_any(tf.equal(flat[:, tf.newaxis], forbidden[tf.newaxis, :]), axis=1)
     return tf.reduce_sum(tf.cast(token_ids.with_flat_values(hit), tf.int64), axis=1)
+
+
+def _dense_strings(feature) -> tf.Tensor:
+    """A variable-length string feature as [batch, turns], "" after each row's last value."""
+    if isinstance(feature, tf.SparseTensor):
+        return tf.sparse.to_dense(feature, default_value="")
+    if isinstance(feature, tf.RaggedTensor):
+        return feature.to_tensor(default_value="")
+    return feature
+
+
+def _conversation_features(inputs: Dict[str, tf.Tensor], loaded_tokenizer: loaded.Tokenizer, tokenizer) -> Dict[str, tf.Tensor]:
+    """Renders, tokenizes and masks each conversation (module docstring)."""
+    from components.tokenizer.chat_graph import ChatGraph
+
+    chat = loaded_tokenizer.chat()
+    if chat is None:
+        raise ValueError(f"conversation data needs a chat template, and the tokenizer at {loaded_tokenizer.source} has "
+                         "none (the Tokenizer stage adds one when the examples are conversations)")
+    roles, contents = _dense_strings(inputs[ROLES_KEY]), _dense_strings(inputs[CONTENTS_KEY])
+    token_ids, loss_mask, accepted = ChatGraph(chat.grammar, chat.special_ids, tokenizer.tokenize).training_example(
+        roles, contents)
+    num_tokens = token_ids.row_lengths()
+    safe_count = tf.maximum(tf.cast(num_tokens, tf.float32), 1.0)
+    byte_tokens = tf.reduce_sum(tf.cast(_is_byte_token(token_ids, loaded_tokenizer), tf.float32), axis=1)
+    content_bytes = tf.reduce_sum(tf.strings.length(contents), axis=1)
+    return {
+        TOKEN_IDS_KEY: token_ids,
+        LOSS_MASK_KEY: loss_mask,
+        NUM_TOKENS_KEY: num_tokens,
+        SUPERVISED_TOKENS_KEY: tf.reduce_sum(loss_mask, axis=1),
+        TEMPLATE_ACCEPTED_KEY: tf.cast(accepted, tf.int64),
+        BYTE_TOKEN_FRACTION_KEY: byte_tokens / safe_count,
+        BYTES_PER_TOKEN_KEY: tf.cast(content_bytes, tf.float32) / safe_count,
+        SPECIAL_TOKENS_KEY: count_forbidden(
+            token_ids, set(loaded_tokenizer.document_forbidden_ids()) - set(chat.special_ids.values())),
+    }
 
 
 def _is_byte_token(token_ids: tf.RaggedTensor, tokenizer: loaded.Tokenizer) -> tf.RaggedTensor:

@@ -19,7 +19,7 @@ from tfx.types import standard_artifacts
 
 from components.resources import resolve
 from components.tokenizer import loaded
-from components.tokenizer.component import Tokenizer
+from components.tokenizer.artifact import Tokenizer
 from components.transform.preprocessing import TOKEN_IDS_KEY
 
 TOKEN_IDS_FEATURE = f"{TOKEN_IDS_KEY}$ragged_values"  # how TFDV names a ragged feature's values

@@ -1,5 +1,7 @@
 """Exact deduplication on Beam: documents with identical text are keyed by a content hash and
-only the first by (source, line) is kept.
+only the first by (source, line) is kept. A conversation is compared on its text (the contents
+of its turns in order, without role names): the same words in the same order are the same
+content however its turns are split or labelled, and near-duplicate removal sees it so too.
 
 The dedup is a combiner, so Beam lifts it before the shuffle: each worker keeps one document per
 content hash and only the (source, line) keys of the duplicates it saw, instead of shipping

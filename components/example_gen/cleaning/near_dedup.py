@@ -6,6 +6,9 @@
       -> connected components (union-find over the similar pairs, in one combiner)
       -> keep the first document by (source, line) of each component, drop the rest
 
+A conversation is compared on its text (every turn's words in order, without role names, which
+would add the same shingles to every short conversation).
+
 Deterministic: fixed hash seeds, and the kept document is chosen by position, not by arrival
 order. The similar-pair graph is gathered in one combiner: its size is the number of
 near-duplicate pairs, not the corpus size. Band buckets larger than `MAX_BUCKET_FOR_ALL_PAIRS`

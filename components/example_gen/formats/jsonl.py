@@ -1,17 +1,18 @@
-"""JSON Lines: one JSON object per line; the document is the configured text field."""
+"""JSON Lines: one JSON object per line; the document is the configured text field, or the
+record is a conversation in one of the instruction-data formats (`conversations`)."""
 import json
 from typing import Iterator
 
 from components.example_gen.byte_stream import Line
 from components.example_gen.utf8 import decode_utf8
-from components.example_gen.formats.fields import record_to_outcome
+from components.example_gen.formats.conversations import record_outcome
 from components.example_gen.formats.lines import Outcome, line_format_reader
 from components.example_gen.options import ReadOptions
 from components.example_gen.records import INVALID_UTF8, MALFORMED_RECORD, NUL_BYTES, RECORD_TOO_LARGE, Document, Rejection
 
 
 def parse_jsonl_lines(lines: Iterator[Line], source: str, options: ReadOptions) -> Iterator[Outcome]:
-    """One Document per JSON object line; malformed lines are quarantined, blank lines skipped."""
+    """One Document (text or conversation) per JSON object line; malformed lines are quarantined, blank lines skipped."""
     for line in lines:
         sample = line.data[: options.quarantine_sample_bytes]
         if line.oversized:
@@ -38,7 +39,7 @@ def parse_jsonl_lines(lines: Iterator[Line], source: str, options: ReadOptions) 
             yield Rejection(MALFORMED_RECORD, source, line.number, sample, line.size,
                             f"expected a JSON object, got {type(record).__name__}")
             continue
-        outcome = record_to_outcome(record, options.jsonl_text_field, source, line.number, line.data, options)
+        outcome = record_outcome(record, source, line.number, line.data, options)
         if line_repairs and isinstance(outcome, Document):
             outcome = outcome._replace(repairs=tuple(sorted(set(outcome.repairs) | set(line_repairs))))
         yield outcome

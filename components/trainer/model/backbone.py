@@ -73,6 +73,14 @@ def causal_mask(length: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.linalg.band_part(tf.ones([length, length]), -1, 0), tf.bool)
 
 
+def segment_causal_mask(segment_ids: tf.Tensor) -> tf.Tensor:
+    """[batch, 1, length, length] bool for packed rows (`segment_ids` [batch, length]): position i
+    may attend to positions <= i of its own segment only (a block-diagonal causal mask), so
+    examples packed into one row never see each other (training/packing.py)."""
+    same = tf.equal(segment_ids[:, :, tf.newaxis], segment_ids[:, tf.newaxis, :])
+    return (same & causal_mask(tf.shape(segment_ids)[1])[tf.newaxis])[:, tf.newaxis]
+
+
 class DecodeSlots(NamedTuple):
     """Where one decoding step writes each row's new key/value and which cache positions it reads.
     Every block's cache has the same shape, so this is computed once per step and shared."""
@@ -245,12 +253,16 @@ class CausalSelfAttention(keras.layers.Layer):
         attended = tf.einsum("bkgl,bkld->bkgd", weights, values)
         return self.output_projection(tf.reshape(attended, [-1, self.num_heads * self.head_dim])), (keys, values)
 
-    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
+    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False,
+             segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """`segment_ids` [batch, length]: attention stays inside each packed example's segment."""
         query, key, value = self.project_qkv(hidden, positions)
         if training and self.recompute_core:  # dropout is 0 here (options.check_recompute)
-            attended = causal_attention_in_chunks(self.weigh_values, query, key, value, self.context_length)
+            attended = causal_attention_in_chunks(self.weigh_values, query, key, value, self.context_length,
+                                                  segment_ids=segment_ids)
             return self.output_projection(attended)
-        return self.attend(query, key, value, causal_mask(tf.shape(hidden)[1]), training=training)
+        mask = causal_mask(tf.shape(hidden)[1]) if segment_ids is None else segment_causal_mask(segment_ids)
+        return self.attend(query, key, value, mask, training=training)
 
 
 def gelu_tanh(hidden: tf.Tensor) -> tf.Tensor:
@@ -296,8 +308,9 @@ class DecoderBlock(keras.layers.Layer):
         """The residual MLP half of the block."""
         return hidden + self.dropout(self.feed_forward(self.mlp_norm(hidden)), training=training)
 
-    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False) -> tf.Tensor:
-        attended = self.attention(self.attention_norm(hidden), positions, training=training)
+    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False,
+             segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
+        attended = self.attention(self.attention_norm(hidden), positions, training=training, segment_ids=segment_ids)
         return self.mlp(hidden + self.dropout(attended, training=training), training=training)
 
     def prefill(self, hidden: tf.Tensor, cache_length: tf.Tensor) -> tuple:
@@ -389,16 +402,20 @@ class GPTBackbone(keras.Model):
         embeddings = tf.cast(self.token_embedding.embeddings, hidden.dtype)
         return tf.cast(tf.matmul(hidden, embeddings, transpose_b=True), tf.float32)
 
-    def call(self, token_ids: tf.Tensor, training: bool = False, positions: Optional[tf.Tensor] = None) -> tf.Tensor:
+    def call(self, token_ids: tf.Tensor, training: bool = False, positions: Optional[tf.Tensor] = None,
+             segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """`positions` ([length] or [batch, length]; default 0..length-1) and `segment_ids`
+        ([batch, length]: packed examples, each attending only within its own segment)."""
         if positions is None:
             positions = tf.range(tf.shape(token_ids)[1])
         hidden = self.embed(token_ids, positions, training=training)
         for block in self.blocks:
             if training and self.recompute == "block":  # only this block's input is kept for the backward pass
-                run_block = lambda block_input, block=block: block(block_input, positions, training=True)  # noqa: E731
+                run_block = lambda block_input, block=block: block(block_input, positions, training=True,  # noqa: E731
+                                                                   segment_ids=segment_ids)
                 hidden = recompute_in_backward(run_block)(hidden)
             else:
-                hidden = block(hidden, positions, training=training)
+                hidden = block(hidden, positions, training=training, segment_ids=segment_ids)
         return self.logits(hidden)
 
     # Key/value-cache inference (decoding.py): the cache is one (keys, values) pair per block,

@@ -65,13 +65,25 @@ def after(tensor: tf.Tensor, previous: tf.Tensor) -> tf.Tensor:
     return tensor + tf.cast(tf.where(tf.reduce_all(tf.equal(flag, flag)), 0.0, float("nan")), tensor.dtype)
 
 
+def chunk_mask(start, end, segment_ids: Optional[tf.Tensor]) -> tf.Tensor:
+    """The mask of query positions [start, end) over keys [0, end): causal, and within each
+    query's own segment when `segment_ids` ([batch, length]) are given (packed examples)."""
+    causal = causal_rows(start, end)
+    if segment_ids is None:
+        return causal
+    same = tf.equal(segment_ids[:, start:end, tf.newaxis], segment_ids[:, tf.newaxis, :end])
+    return (same & causal[tf.newaxis])[:, tf.newaxis]
+
+
 def causal_attention_in_chunks(weigh_values: AttentionCore, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor,
-                               longest: int, chunk: Optional[int] = None) -> tf.Tensor:
+                               longest: int, chunk: Optional[int] = None,
+                               segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
     """Causal self-attention (`weigh_values` on every query position, each seeing the keys up to its
-    own) whose attention core is recomputed, chunk by chunk (`chunk` query positions, default
-    ATTENTION_QUERY_CHUNK), in the backward pass: the forward pass keeps only `query`, `key` and
-    `value` ([batch, heads or kv_heads, length, head_dim], length at most `longest`, the model's
-    context). Returns [batch, length, heads * head_dim]."""
+    own, within its own segment when `segment_ids` [batch, length] are given) whose attention core
+    is recomputed, chunk by chunk (`chunk` query positions, default ATTENTION_QUERY_CHUNK), in the
+    backward pass: the forward pass keeps only `query`, `key` and `value` ([batch, heads or
+    kv_heads, length, head_dim], length at most `longest`, the model's context). Returns
+    [batch, length, heads * head_dim]."""
     length = query.shape[2] if query.shape[2] is not None else tf.shape(query)[2]
     spans = query_spans(length, longest, chunk or ATTENTION_QUERY_CHUNK)
 
@@ -80,7 +92,7 @@ def causal_attention_in_chunks(weigh_values: AttentionCore, query: tf.Tensor, ke
         pieces = []
         for start, end in spans:
             query_chunk = query[:, :, start:end] if not pieces else after(query[:, :, start:end], pieces[-1])
-            pieces.append(weigh_values(query_chunk, key[:, :, :end], value[:, :, :end], causal_rows(start, end)))
+            pieces.append(weigh_values(query_chunk, key[:, :, :end], value[:, :, :end], chunk_mask(start, end, segment_ids)))
 
         def gradient(d_attended):
             length = tf.shape(key)[2]
@@ -93,7 +105,7 @@ def causal_attention_in_chunks(weigh_values: AttentionCore, query: tf.Tensor, ke
                 keys, values = key[:, :, :end], value[:, :, :end]
                 with tf.GradientTape() as tape:
                     tape.watch([query_chunk, keys, values])
-                    attended = weigh_values(query_chunk, keys, values, causal_rows(start, end))
+                    attended = weigh_values(query_chunk, keys, values, chunk_mask(start, end, segment_ids))
                 d_query, d_keys, d_values = tape.gradient(attended, [query_chunk, keys, values], output_gradients=d_chunk)
                 padding = [[0, 0], [0, 0], [0, length - end], [0, 0]]
                 d_key += tf.pad(tf.cast(d_keys, tf.float32), padding)

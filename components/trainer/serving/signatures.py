@@ -2,7 +2,7 @@
 
 One description, read by the three places that must agree on it: the export declares its
 `tf.function` input signatures from it (`export.py`), the client that calls a loaded model builds
-its arguments from it (`client.py`), and the TF Serving request builders build their protos and
+its arguments from it (`components/model_client.py`), and the TF Serving request builders build their protos and
 REST bodies from it (`predict_requests.py`).
 
     serving_default  prompts [batch] string -> generations [batch] string, num_generated_tokens [batch] int32

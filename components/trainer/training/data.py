@@ -5,6 +5,14 @@ suffix (`SpecialTokens`; the learned tokenizer's is an EOS separator before each
 into blocks of `context_length + 1` tokens; inputs are the first `context_length`, targets the
 last `context_length` (shifted by one). Packing wastes no compute on padding. The evaluator uses
 the same function so perplexity is measured on exactly what the model trains on.
+
+Training data is shuffled twice: documents before they are packed, anew on every pass over the
+data, so a block's neighbouring documents differ from one epoch to the next (as Megatron-LM's
+per-epoch document index does), and then the packed blocks. Shuffling only the blocks would repeat
+the same blocks every epoch: on a small corpus trained for many epochs the model then learns which
+document follows which, and what it predicts at the start of a document depends on the document
+before it in the fixed packing (the bias gate's planted-association test measured this as noise
+in an association-free model; tests/bias_corpus.py).
 """
 from typing import Any, Dict, Optional
 
@@ -17,10 +25,10 @@ from components.transform.preprocessing import TOKEN_IDS_KEY
 _PARSE_BATCH = 256  # serialized examples parsed per call; larger batches amortise op overhead
 
 
-def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any],
-                 special: SpecialTokens = LEARNED) -> tf.data.Dataset:
-    """All tokens of the transformed examples matching `file_patterns`, each document framed by
-    `special`'s document prefix and suffix.
+def framed_documents(file_patterns: FilePatterns, feature_spec: Dict[str, Any],
+                     special: SpecialTokens = LEARNED) -> tf.data.Dataset:
+    """The transformed examples matching `file_patterns` as batches of documents (ragged
+    [documents, (tokens)] int64), each framed by `special`'s document prefix and suffix.
 
     `feature_spec` is `TFTransformOutput.transformed_feature_spec()`, which knows how Transform
     encoded the ragged `token_ids` output in the tf.Examples.
@@ -28,16 +36,29 @@ def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any],
     files = matching_files(file_patterns, "transformed examples")
     feature_spec = {TOKEN_IDS_KEY: feature_spec[TOKEN_IDS_KEY]}
 
-    def flatten(serialized: tf.Tensor) -> tf.Tensor:
-        token_ids = tf.io.parse_example(serialized, feature_spec)[TOKEN_IDS_KEY]
-        return frame_documents(token_ids, special).flat_values
+    def frame(serialized: tf.Tensor) -> tf.RaggedTensor:
+        return frame_documents(tf.io.parse_example(serialized, feature_spec)[TOKEN_IDS_KEY], special)
 
     return (
         tf.data.TFRecordDataset(files, compression_type="GZIP")
         .batch(_PARSE_BATCH)
-        .map(flatten, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-        .unbatch()
+        .map(frame, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     )
+
+
+def _one_tensor_per_document(documents: tf.RaggedTensor) -> tf.data.Dataset:
+    """A batch of framed documents as a dataset of one 1-D tensor per document (`unbatch` of a
+    ragged batch keeps a ragged element spec that later `unbatch`/`batch` calls mishandle)."""
+    tokens = documents.flat_values
+    bounds = (documents.row_starts(), documents.row_limits())
+    return tf.data.Dataset.from_tensor_slices(bounds).map(lambda start, limit: tokens[start:limit])
+
+
+def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any],
+                 special: SpecialTokens = LEARNED) -> tf.data.Dataset:
+    """All tokens of the transformed examples matching `file_patterns`, in file order, each document
+    framed by `special`'s document prefix and suffix (see `framed_documents`)."""
+    return framed_documents(file_patterns, feature_spec, special).map(lambda documents: documents.flat_values).unbatch()
 
 
 def frame_documents(token_ids: tf.RaggedTensor, special: SpecialTokens) -> tf.RaggedTensor:
@@ -66,12 +87,24 @@ def packed_blocks(
     repeat: bool = False,
     special: SpecialTokens = LEARNED,
 ) -> tf.data.Dataset:
-    """Batches of (inputs, targets), each [batch_size, context_length] int64."""
-    blocks = token_stream(file_patterns, feature_spec, special).batch(context_length + 1, drop_remainder=True)
+    """Batches of (inputs, targets), each [batch_size, context_length] int64.
+
+    With `shuffle_buffer`, documents are shuffled (a buffer of that many) before packing, on every
+    pass anew, and the blocks after it (module docstring); `repeat` then repeats the documents, so
+    every epoch is packed differently. Without it the blocks come in file order and repeat as they are.
+    """
     if shuffle_buffer:
-        blocks = blocks.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
-    if repeat:
-        blocks = blocks.repeat()
+        documents = framed_documents(file_patterns, feature_spec, special).flat_map(_one_tensor_per_document)
+        # Two seeds from one, so the document and block orders are not the same permutation.
+        documents = documents.shuffle(shuffle_buffer, seed=seed, reshuffle_each_iteration=True)
+        if repeat:
+            documents = documents.repeat()
+        blocks = documents.unbatch().batch(context_length + 1, drop_remainder=True)
+        blocks = blocks.shuffle(shuffle_buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
+    else:
+        blocks = token_stream(file_patterns, feature_spec, special).batch(context_length + 1, drop_remainder=True)
+        if repeat:
+            blocks = blocks.repeat()
     return (
         blocks.batch(batch_size, drop_remainder=repeat)
         .map(lambda block: (block[:, :-1], block[:, 1:]), num_parallel_calls=tf.data.AUTOTUNE)
@@ -80,7 +113,7 @@ def packed_blocks(
 
 
 def distributed_blocks(strategy: tf.distribute.Strategy, make_global_batches, global_batch_size: int):
-    """Distributes a dataset of global (inputs, targets) batches over the strategy's replicas.
+    """Distributes a dataset of global batches ((inputs, targets) or packed dicts) over the strategy's replicas.
 
     `make_global_batches()` returns the global-batch dataset; every input pipeline (one per
     worker) builds the same one, in the same order, and keeps only its replicas' rows, so the
@@ -96,10 +129,11 @@ def distributed_blocks(strategy: tf.distribute.Strategy, make_global_batches, gl
         local_replicas = replicas // input_context.num_input_pipelines
         first_row = input_context.input_pipeline_id * local_replicas * per_replica
 
-        def local_rows(inputs: tf.Tensor, targets: tf.Tensor) -> tuple:
+        def local_rows(*batch):
+            batch = batch[0] if len(batch) == 1 else batch  # (inputs, targets), or a dict of packed conversations
             rows = slice(first_row, first_row + local_replicas * per_replica)
             shape = [local_replicas, per_replica, -1]
-            return tf.reshape(inputs[rows], shape), tf.reshape(targets[rows], shape)
+            return tf.nest.map_structure(lambda tensor: tf.reshape(tensor[rows], shape), batch)
 
         # One element per local replica, in replica order.
         return make_global_batches().map(local_rows).unbatch().prefetch(tf.data.AUTOTUNE)

@@ -89,6 +89,24 @@ def _token_loss_sum(model: keras.Model, inputs: tf.Tensor, targets: tf.Tensor, t
     return tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=targets, logits=logits))
 
 
+def as_step_arguments(batch) -> tuple:
+    """A dataset element as the arguments of a step: (inputs, targets) for text blocks, (batch,)
+    for a dict of packed conversations (training/packing.py)."""
+    return (batch,) if isinstance(batch, dict) else tuple(batch)
+
+
+def loss_and_weight(model: keras.Model, batch, training: bool) -> tuple:
+    """(summed token loss, summed target weights) of one batch: every target weighs 1 in text
+    blocks ((inputs, targets)); packed conversations (a dict) weigh each target by its loss mask
+    and attend within their own segments, at their own positions."""
+    if not isinstance(batch, dict):
+        inputs, targets = batch
+        return _token_loss_sum(model, inputs, targets, training), tf.cast(tf.size(targets), tf.float32)
+    logits = model(batch["inputs"], training=training, positions=batch["positions"], segment_ids=batch["segments"])
+    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch["targets"], logits=logits)
+    return tf.reduce_sum(losses * batch["weights"]), tf.reduce_sum(batch["weights"])
+
+
 class LanguageModelTrainer:
     """Trains `model` with `optimizer` under `strategy` (create both inside `strategy.scope()`)."""
 
@@ -128,29 +146,43 @@ class LanguageModelTrainer:
         return int(self.optimizer.iterations.numpy())
 
     # --- the compiled parts -------------------------------------------------------------------
-    def _micro_batch_gradients(self, inputs: tf.Tensor, targets: tf.Tensor) -> tuple:
-        """Scaled loss and gradients of one micro-batch on one replica."""
+    def _micro_batch_gradients(self, batch) -> tuple:
+        """Scaled loss, target weight and gradients of one micro-batch on one replica. The loss is
+        divided by the global batch's token count; for weighted (packed conversation) batches
+        `_replica_step` rescales to the global weight once it is known."""
         global_tokens = tf.cast(self.settings.tokens_per_step, tf.float32)
         with tf.GradientTape() as tape:
-            loss = _token_loss_sum(self.model, inputs, targets, training=True) / global_tokens
+            loss_sum, weight = loss_and_weight(self.model, batch, training=True)
+            loss = loss_sum / global_tokens
             taped_loss = self.optimizer.get_scaled_loss(loss) if self._loss_scaled else loss
         gradients = tape.gradient(taped_loss, self.model.trainable_variables)
         gradients = [tf.convert_to_tensor(gradient) for gradient in gradients]
         if self._loss_scaled:
             gradients = self.optimizer.get_unscaled_gradients(gradients)
-        return loss, gradients
+        return loss, weight, gradients
 
-    def _replica_step(self, inputs: tf.Tensor, targets: tf.Tensor) -> tuple:
-        """One optimizer step on this replica's share of the global batch."""
-        micro_inputs = tf.split(inputs, self.settings.accumulation)
-        micro_targets = tf.split(targets, self.settings.accumulation)
-        loss, gradients = self._compiled_gradients(micro_inputs[0], micro_targets[0])
+    def _replica_step(self, *batch) -> tuple:
+        """One optimizer step on this replica's share of the global batch (`as_step_arguments`)."""
+        batch = batch[0] if len(batch) == 1 else batch
+        weighted = isinstance(batch, dict)
+        count = self.settings.accumulation
+        if weighted:
+            parts = {key: tf.split(tensor, count) for key, tensor in batch.items()}
+            micro = [{key: split[index] for key, split in parts.items()} for index in range(count)]
+        else:
+            micro = list(zip(*(tf.split(tensor, count) for tensor in batch)))
+        loss, weight, gradients = self._compiled_gradients(micro[0])
         for index in range(1, self.settings.accumulation):
-            micro_loss, micro_gradients = self._compiled_gradients(micro_inputs[index], micro_targets[index])
+            micro_loss, micro_weight, micro_gradients = self._compiled_gradients(micro[index])
             loss += micro_loss
+            weight += micro_weight
             gradients = [total + part for total, part in zip(gradients, micro_gradients)]
         context = tf.distribute.get_replica_context()
-        loss, gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, [loss, gradients])
+        loss, weight, gradients = context.all_reduce(tf.distribute.ReduceOp.SUM, [loss, weight, gradients])
+        if weighted:  # from "per token of the batch" to "per weighted target of the batch"
+            factor = tf.cast(self.settings.tokens_per_step, tf.float32) / tf.maximum(weight, 1.0)
+            loss *= factor
+            gradients = [gradient * tf.cast(factor, gradient.dtype) for gradient in gradients]
         gradient_norm = tf.linalg.global_norm(gradients)
         gradients, _ = tf.clip_by_global_norm(gradients, self.settings.clip_norm, use_norm=gradient_norm)
         self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables), skip_gradients_aggregation=True)
@@ -160,20 +192,23 @@ class LanguageModelTrainer:
         loss_total = tf.constant(0.0)
         gradient_norm = tf.constant(0.0)
         for _ in tf.range(num_steps):
-            per_replica = self.strategy.run(self._replica_step, args=next(iterator))
+            per_replica = self.strategy.run(self._replica_step, args=as_step_arguments(next(iterator)))
             loss, gradient_norm = (self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for value in per_replica)
             loss_total += loss
         return loss_total / tf.cast(num_steps, tf.float32), gradient_norm
 
-    def _replica_eval(self, inputs: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
-        loss = _token_loss_sum(self.model, inputs, targets, training=False)
-        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, loss)
+    def _replica_eval(self, *batch) -> tuple:
+        loss, weight = loss_and_weight(self.model, batch[0] if len(batch) == 1 else batch, training=False)
+        return tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.SUM, [loss, weight])
 
     def _eval_steps_fn(self, iterator, num_batches: tf.Tensor) -> tf.Tensor:
-        total = tf.constant(0.0)
+        """Mean loss per (weighted) target over `num_batches` global batches."""
+        total, weight = tf.constant(0.0), tf.constant(0.0)
         for _ in tf.range(num_batches):
-            total += self.strategy.reduce(tf.distribute.ReduceOp.MEAN, self.strategy.run(self._replica_eval, args=next(iterator)), axis=None)
-        return total / tf.cast(num_batches * self.settings.tokens_per_step, tf.float32)
+            loss, batch_weight = self.strategy.run(self._replica_eval, args=as_step_arguments(next(iterator)))
+            total += self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
+            weight += self.strategy.reduce(tf.distribute.ReduceOp.MEAN, batch_weight, axis=None)
+        return total / tf.maximum(weight, 1.0)
 
     # --- the Python driver --------------------------------------------------------------------
     def restore_latest(self) -> int:

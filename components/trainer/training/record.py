@@ -44,6 +44,7 @@ class TrainingRecord:
     last_step: Optional[Dict[str, Any]] = None
     base_checkpoint: Optional[Dict[str, str]] = None
     exported_step: Optional[int] = None
+    packing: Optional[Dict[str, Any]] = None  # conversation data: packing.PackingStats of the train split
 
     @property
     def lora(self) -> Optional[Dict[str, Any]]:

@@ -39,7 +39,7 @@ from components.trainer.model.model_size import parameter_count, training_flops_
 from components.trainer.options import (ModelOptions, TrainerSettings, TrainingOptions, check_sharding,
                                         read_trainer_custom_config)
 from components.trainer.serving.export import export_serving_model
-from components.trainer.training import data, record, sharded_loop, tfjob
+from components.trainer.training import data, packing, record, sharded_loop, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
@@ -79,7 +79,7 @@ def _warm_start_model(settings: TrainerSettings) -> str:
     Looked up at run time (no ML Metadata resolver), the same way on every runner; the pipeline
     passes where the registry is in the settings.
     """
-    from components.pusher.registry import find_production_model
+    from components.registry.model_registry import find_production_model
 
     production = find_production_model(settings.registry, settings.model_name, settings.registry_dir or None)
     if production is None:
@@ -117,6 +117,33 @@ def _export_base_model(backbone, transform_output, generation, model_uri: str, s
     logging.info("Exported the base checkpoint (the Evaluator's first baseline) to %s", base_dir)
 
 
+def _check_training_data(train_files, feature_spec, context_length: int, tokenizer: loaded.Tokenizer,
+                         conversational: bool, training: TrainingOptions) -> Optional[packing.PackingStats]:
+    """Refuses a train split too small to train on; for conversations also the loops that do not
+    pack them (sharded, parameter server), and returns what packing keeps (logged)."""
+    if not conversational:
+        if not data.holds_one_block(train_files, feature_spec, context_length, tokenizer.special):
+            raise ValueError(
+                f"the train split {train_files} holds fewer than {context_length + 1} tokens "
+                "(one training block): add data or lower model.context_length"
+            )
+        return None
+    if training.sharding.enabled:
+        raise ValueError("conversation data trains with the ordinary loop only: training.sharding does not pack "
+                         "conversations yet")
+    stats = packing.packing_stats(train_files, feature_spec, context_length)
+    logging.info(
+        "Conversations: %d in the train split, %d cut to the %d-token row, %d dropped with no reply token left after "
+        "that (counted, not trained on); packed into %d rows: %.1f%% of row tokens are conversation, %.1f%% supervised "
+        "(training.loss_on=%s)", stats.conversations, stats.truncated, stats.row_tokens,
+        stats.dropped_without_supervised_tokens, stats.rows, 100 * stats.real_fraction, 100 * stats.supervised_fraction,
+        training.loss_on)
+    if stats.rows == 0 or stats.supervised_tokens == 0:
+        raise ValueError(f"the train split {train_files} has no conversation with a reply token within "
+                         f"model.context_length={context_length}: add data or raise model.context_length")
+    return stats
+
+
 def run_fn(fn_args: "FnArgs") -> None:
     """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
     trainer_settings = read_trainer_custom_config(fn_args.custom_config)
@@ -141,17 +168,18 @@ def run_fn(fn_args: "FnArgs") -> None:
     model_config, checkpoint = resolve_model(model_config, vocab_size)
     model_uri = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))  # the Model artifact (serving dir is Format-Serving)
     context_length = model_config.context_length
-    if not data.holds_one_block(fn_args.train_files, feature_spec, context_length, tokenizer.special):
-        raise ValueError(
-            f"the train split {fn_args.train_files} holds fewer than {context_length + 1} tokens "
-            "(one training block): add data or lower model.context_length"
-        )
+    conversational = packing.has_loss_mask(feature_spec)
+    packing_stats = _check_training_data(fn_args.train_files, feature_spec, context_length, tokenizer, conversational,
+                                         training)
 
     device = accelerator_kind(strategy)
     policy_name = sharded_loop.resolve_sharded_precision(training.precision) if sharded else resolve_precision(training.precision, device)
     parameter_server = isinstance(strategy, tf.distribute.ParameterServerStrategy)
     if parameter_server:
         check_parameter_server_settings(policy_name, training.jit_compile)
+        if conversational:
+            raise ValueError("conversation data trains with the ordinary loop only: a parameter-server cluster "
+                             "(TF_CONFIG with ps tasks) does not pack conversations yet")
     global_batch = training.resolved_batch_size(context_length)
     per_replica_batch = global_batch // strategy.num_replicas_in_sync
     if per_replica_batch * strategy.num_replicas_in_sync != global_batch or per_replica_batch % training.gradient_accumulation_steps:
@@ -197,12 +225,20 @@ def run_fn(fn_args: "FnArgs") -> None:
     def train_batches(start_step: int) -> tf.data.Dataset:
         # A resumed run reshuffles with a step-dependent seed rather than replaying the stream;
         # parameter-server workers shuffle unseeded, each in its own order (ps_loop.py).
+        seed = None if parameter_server else training.seed + start_step
+        if conversational:
+            return packing.packed_batches(fn_args.train_files, feature_spec, context_length, global_batch,
+                                          shuffle_buffer=training.shuffle_buffer, seed=seed, repeat=True,
+                                          loss_on=training.loss_on)
         return data.packed_blocks(
             fn_args.train_files, feature_spec, context_length, global_batch, shuffle_buffer=training.shuffle_buffer,
-            seed=None if parameter_server else training.seed + start_step, repeat=True, special=tokenizer.special,
+            seed=seed, repeat=True, special=tokenizer.special,
         )
 
     def eval_batches() -> tf.data.Dataset:
+        if conversational:
+            return packing.packed_batches(fn_args.eval_files, feature_spec, context_length, global_batch, repeat=True,
+                                          loss_on=training.loss_on)
         return data.packed_blocks(fn_args.eval_files, feature_spec, context_length, global_batch, repeat=True,
                                   special=tokenizer.special)
 
@@ -261,5 +297,6 @@ def run_fn(fn_args: "FnArgs") -> None:
             exported_step=trainer.best_step_restored or trainer.step,
             base_checkpoint={"source": model_config.checkpoint, "sha256": checkpoint_sha256(model_config.checkpoint)}
             if checkpoint else None,
+            packing=packing_stats.to_dict() if packing_stats else None,
         ))
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)

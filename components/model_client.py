@@ -2,7 +2,9 @@
 
 The evaluator, `textgen generate`, the samples at the end of a run and the tests all call a
 model through `ModelClient`, so they work with any export that has the signatures of the serving
-contract (`signatures.py`; what they compute: `export.py`). Arguments are built from that
+contract (`components/trainer/serving/signatures.py`, the Trainer's product; what they compute:
+`export.py` there). It lives beside the stages, not inside one, because several stages and the
+CLI use it and none of them owns it. Arguments are built from that
 contract (typed as the signature declares them), results come back as numpy arrays or text.
 
 An input the loaded signature does not declare is left out (a model exported before the input
