@@ -37,17 +37,16 @@ TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"
 
 
 class GateStage(NamedTuple):
-    """Where a gate stands, for its messages: its name, what it stops, and what data it checks."""
+    """Where a gate stands, for its messages: what it says when it stops the run, and what data it checks."""
 
-    gate: str
-    stops_before: str
+    stopping: str
     data: str
 
 
 # DataGate's `stage` parameter -> where that gate stands in the pipeline.
 STAGES = {
-    "raw": GateStage("data gate", "the Tokenizer and Transform", "input data"),
-    "tokens": GateStage("token gate (after Transform)", "the Trainer", "token data"),
+    "raw": GateStage("data gate: stopping before the Tokenizer and Transform", "input data"),
+    "tokens": GateStage("token gate (after Transform): stopping before the Trainer", "token data"),
 }
 
 
@@ -142,7 +141,7 @@ def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Op
         problems.append(f"{len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} in the {stage.data}:\n{listing}")
     if not problems:
         return None, finding
-    return f"{stage.gate}: stopping before {stage.stops_before}: " + "\n".join(problems), finding
+    return f"{stage.stopping}: " + "\n".join(problems), finding
 
 
 @component

@@ -91,7 +91,7 @@ def check(graph: tf.Module, tokenizer_json: bytes, sample: Sequence[str], source
             at = next((i for i, (a, b) in enumerate(zip(ours, theirs)) if a != b), min(len(ours), len(theirs)))
             quoted = json.dumps(text if len(text) <= 120 else text[:120] + "...", ensure_ascii=False)
             raise TokenizerMismatch(
-                f"{source}: the tokenizer graph's ids differ from Hugging Face tokenizers' ({hf_files.TOKENIZER_JSON}) "
-                f"on {quoted} (first difference at token {at}): graph {_window(ours, at)}, tokenizers {_window(theirs, at)}; "
+                f"{source}: the tokenizer graph's ids differ from Hugging Face tokenizers' (tokenizer.json) on {quoted} "
+                f"(first difference at token {at}): graph {_window(ours, at)}, tokenizers {_window(theirs, at)}; "
                 "the checkpoint was trained on tokenizers' ids, so the run stops")
     return Agreement(len(sample), len(FIXED_PROBES), tokenizers.__version__)
