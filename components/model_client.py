@@ -10,7 +10,7 @@ contract (typed as the signature declares them), results come back as numpy arra
 An input the loaded signature does not declare is left out (a model exported before the input
 was added, e.g. `generate` without `top_p`, still answers).
 """
-from typing import Any, Dict, List, NamedTuple, Sequence, Union
+from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
 
 import numpy as np
 import tensorflow as tf
@@ -45,6 +45,24 @@ class ContinuationScores(NamedTuple):
         """NLL per continuation token (NaN for an empty continuation)."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.where(self.num_tokens > 0, self.nll_sum / np.maximum(self.num_tokens, 1), np.nan)
+
+
+class ChatReply(NamedTuple):
+    """A generated reply: its text, tokens, and whether it ended with a stop token within the limit."""
+
+    text: str
+    num_tokens: int
+    stopped: bool
+
+
+class ReplyScores(NamedTuple):
+    """Per conversation: summed NLL (nats) and count of its reply tokens, the replies' UTF-8
+    bytes, and whether it was cut to fit the context."""
+
+    nll_sum: np.ndarray
+    num_tokens: np.ndarray
+    reply_bytes: np.ndarray
+    truncated: np.ndarray
 
 
 class ModelClient:
@@ -133,6 +151,45 @@ class ModelClient:
         return ContinuationScores(np.concatenate(parts["nll_sum"]).astype(np.float64),
                                   np.concatenate(parts["num_tokens"]).astype(np.int64),
                                   np.concatenate(parts["truncated"]).astype(bool))
+
+    @property
+    def has_chat(self) -> bool:
+        """Whether the model answers conversations (its tokenizer carries a chat template)."""
+        return all(name in self._model.signatures for name in signatures.CHAT_SIGNATURES)
+
+    @staticmethod
+    def _conversation_matrix(conversations: Sequence[Sequence[Tuple[str, str]]]) -> Tuple[list, list]:
+        """(roles, contents) [batch, turns] lists, "" padding after each conversation's last turn."""
+        width = max((len(c) for c in conversations), default=0)
+        roles = [[role for role, _ in c] + [""] * (width - len(c)) for c in conversations]
+        contents = [[content for _, content in c] + [""] * (width - len(c)) for c in conversations]
+        return roles, contents
+
+    def chat(self, conversations: Sequence[Sequence[Tuple[str, str]]], max_new_tokens: int, temperature: float,
+             top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> List[ChatReply]:
+        """The assistant's reply to each conversation ((role, content) turns) through the model's
+        own chat template (`chat` signature); the n-th batch is sampled with `seed + n`."""
+        replies: List[ChatReply] = []
+        for index, batch in enumerate(self._batches(conversations)):
+            roles, contents = self._conversation_matrix(batch)
+            result = self.call(signatures.CHAT, roles=roles, contents=contents, max_new_tokens=max_new_tokens,
+                               temperature=temperature, top_k=top_k, top_p=top_p, seed=seed + index)
+            replies += [ChatReply(text, int(count), bool(stopped)) for text, count, stopped in
+                        zip(signatures.decode_texts(result["generations"]), result["num_generated_tokens"], result["stopped"])]
+        return replies
+
+    def score_replies(self, conversations: Sequence[Sequence[Tuple[str, str]]]) -> ReplyScores:
+        """NLL of each conversation's assistant turns given the rest (`score_replies` signature)."""
+        parts: Dict[str, List[np.ndarray]] = {"nll_sum": [], "num_tokens": [], "reply_bytes": [], "truncated": []}
+        for batch in self._batches(conversations):
+            roles, contents = self._conversation_matrix(batch)
+            result = self.call(signatures.SCORE_REPLIES, roles=roles, contents=contents)
+            for key in parts:
+                parts[key].append(result[key])
+        if not parts["nll_sum"]:
+            return ReplyScores(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
+        return ReplyScores(np.concatenate(parts["nll_sum"]).astype(np.float64), np.concatenate(parts["num_tokens"]).astype(np.int64),
+                           np.concatenate(parts["reply_bytes"]).astype(np.int64), np.concatenate(parts["truncated"]).astype(bool))
 
     def score_tokens(self, blocks: np.ndarray):
         """(summed NLL, token count) over a [B, L+1] int64 array of packed blocks."""

@@ -26,7 +26,7 @@ from pydantic.fields import FieldInfo
 from components.trainer.options import GenerationOptions
 from pipeline import commands, errors, logs
 from pipeline import config as config_module
-from pipeline.errors import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use pipeline.cli.EXIT_*)
+from pipeline.errors import EXIT_BLOCKED, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use pipeline.cli.EXIT_*)
 
 
 # The commands that load TensorFlow (the others answer without it): it is imported first, through
@@ -118,7 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = subcommands.add_parser(
         "run", help="Run the whole pipeline locally.",
         description="Run ExampleGen -> validation -> data gate -> Transform -> Trainer -> Evaluator -> Pusher "
-                    "locally, then write OUTPUT_ROOT/last_run.json and print sample generations.",
+                    "locally, then write the run's summary to OUTPUT_ROOT/runs/RUN_ID.json and OUTPUT_ROOT/last_run.json "
+                    "and print sample generations. One run or validate at a time holds an output root (exit 75 "
+                    "when another does).",
         epilog="Configuration keys (for --config files and --set):\n  " + "\n  ".join(config_module.describe_options()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -126,7 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
         "validate", help="Ingest and validate a data drop, without training.",
         description="Run ExampleGen -> statistics -> schema, drift and skew checks -> data gate locally, print the "
                     "data-quality summary and the anomalies, and (when the gate passes) record this span as the next "
-                    "drift baseline. Exit status 2 when the data gate blocks.",
+                    "drift baseline. Exit status 2 when the data gate blocks, 75 when another run holds the output root.",
     )
     for command in (run, validate):
         command.add_argument("--data-root", help="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; "
@@ -172,7 +174,16 @@ def build_parser() -> argparse.ArgumentParser:
                                "or a pushed version number (looked up under OUTPUT_ROOT/serving).")
     generate.add_argument("--output-root", default=config_module.PipelineConfig().output_root,
                           help="Run output root whose serving/ holds pushed versions (default: runs/local).")
-    generate.add_argument("prompts", nargs="+", help="One or more prompts.")
+    generate.add_argument("prompts", nargs="*", help="One or more prompts (with --chat: user messages, each "
+                                                     "answered as a conversation of its own).")
+    generate.add_argument("--chat", action="store_true",
+                          help="Send each prompt as a user turn through the model's chat template and print the "
+                               "assistant's reply (a model trained on conversations).")
+    generate.add_argument("--system", metavar="TEXT", default=None,
+                          help="With --chat: a system turn before each user message.")
+    generate.add_argument("--messages", metavar="FILE.json", default=None,
+                          help="A JSON list of {role, content} turns (roles system, user, assistant): the model's "
+                               "reply to that conversation, through its chat template.")
     generate.add_argument("--max-new-tokens", type=_generation_value("max_new_tokens"),
                           default=GenerationOptions().max_new_tokens,
                           help="Tokens to generate per prompt, >= 1 (default: %(default)s).")

@@ -48,17 +48,22 @@ def _check_locations(cfg: config_module.PipelineConfig) -> None:
         raise FileNotFoundError(f"data root {data_root} is not a directory")
 
 
-def _local_run(args: argparse.Namespace, through: Optional[str]) -> int:
-    """`run` (the whole pipeline) and `validate` (a partial run `through` the data validation):
+def _local_run(args: argparse.Namespace, validation_only: bool) -> int:
+    """`run` (the whole pipeline) and `validate` (a partial run through the data validation):
     runs locally, prints the report, and exits 0, or reports the run's error in one line and
-    exits 2 (a gate blocked) or 1 (any other failure)."""
+    exits 2 (a gate blocked) or 1 (any other failure); exits 75 at once, changing nothing, when
+    another run holds the output root (pipeline/run_lock.py)."""
     cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
                        enable_cache=False if args.no_cache else None)
+    from pipeline import run_lock
+
+    run_lock.check_free(cfg.layout)  # before the slow checks; run_locally holds the lock itself
     _check_locations(cfg)
-    from pipeline.local_runner import run_locally
+    from pipeline.local_runner import run_locally  # imports TFX: after the fast refusals
+    from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
     from pipeline.run_summary import report_lines
 
-    summary = run_locally(cfg, through=through)
+    summary = run_locally(cfg, through=DATA_VALIDATION_LAST_NODE if validation_only else None)
     print("\n".join(report_lines(summary, cfg.layout.summary_path, command=args.command)))
     if cfg.layout.local_root != cfg.output_root:
         print(f"ML Metadata and the embedded registry (SQLite, not on an object store): {cfg.layout.local_root}")
@@ -76,13 +81,11 @@ def _run_failure(summary: Dict[str, Any]) -> errors.CommandError:
 
 
 def run(args: argparse.Namespace) -> int:
-    return _local_run(args, through=None)
+    return _local_run(args, validation_only=False)
 
 
 def validate(args: argparse.Namespace) -> int:
-    from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
-
-    return _local_run(args, through=DATA_VALIDATION_LAST_NODE)
+    return _local_run(args, validation_only=True)
 
 
 def compile_(args: argparse.Namespace) -> int:
@@ -142,6 +145,10 @@ def generate(args: argparse.Namespace) -> int:
     serving_dir = _location(config_module.PipelineConfig(output_root=args.output_root).layout.serving_dir)
     _location(args.model)
     model_dir = samples.resolve_model_dir(args.model, serving_dir)  # FileNotFoundError: no such model
+    if args.chat or args.messages or args.system is not None:
+        return _chat(args, model_dir)
+    if not args.prompts:
+        raise errors.UsageError("generate: give one or more prompts (or --messages FILE.json)")
     try:
         continuations = samples.generate(
             model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
@@ -151,6 +158,40 @@ def generate(args: argparse.Namespace) -> int:
     for prompt, continuation in zip(args.prompts, continuations):
         print(json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False) if args.json
               else f"{prompt}{continuation}\n")
+    return EXIT_OK
+
+
+def _chat(args: argparse.Namespace, model_dir: str) -> int:
+    """`generate --chat/--messages`: replies through the model's chat template (`chat` signature)."""
+    from pipeline import samples
+
+    if args.messages:
+        if args.prompts:
+            raise errors.UsageError("generate: --messages takes the whole conversation; give no prompts with it")
+        try:
+            conversations = [samples.read_messages(args.messages)]
+        except ValueError as exc:
+            raise errors.UsageError(f"generate: --messages {exc}") from exc
+    elif not args.prompts:
+        raise errors.UsageError("generate: --chat needs one or more user messages")
+    else:
+        system = [("system", args.system)] if args.system is not None else []
+        conversations = [system + [("user", prompt)] for prompt in args.prompts]
+    try:
+        samples.check_conversations(model_dir, conversations)
+    except ValueError as exc:
+        raise errors.UsageError(f"generate: {exc}") from exc
+    try:
+        replies = samples.chat(model_dir, conversations, args.max_new_tokens, args.temperature, args.top_k, args.seed,
+                               top_p=args.top_p)
+    except samples.UnusableModel as exc:
+        raise errors.CommandError(str(exc)) from exc
+    for conversation, reply in zip(conversations, replies):
+        if args.json:
+            print(json.dumps({"messages": [{"role": r, "content": c} for r, c in conversation], "reply": reply.text,
+                              "stopped": reply.stopped, "num_tokens": reply.num_tokens}, ensure_ascii=False))
+        else:
+            print(reply.text + ("" if reply.stopped else "  [cut at --max-new-tokens]") + "\n")
     return EXIT_OK
 
 

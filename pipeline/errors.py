@@ -16,6 +16,9 @@ from typing import Optional, TextIO
 from pipeline.config import ConfigError, redact_credentials
 
 EXIT_OK, EXIT_FAILED, EXIT_BLOCKED, EXIT_USAGE = 0, 1, 2, 64
+# sysexits.h EX_TEMPFAIL (as 64 is EX_USAGE): nothing failed and nothing was changed, and the same
+# command will work later, so a scheduler can tell "skipped, the output root was busy" from a failure.
+EXIT_BUSY = 75
 
 EXIT_CODES = (
     (EXIT_OK, "success (`run`: the run completed, whether or not the model was blessed and pushed)"),
@@ -28,6 +31,8 @@ EXIT_CODES = (
     (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
                  "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host), a pipeline "
                  "root of a scheme other than gs:// or s3:// or naming a placeholder bucket"),
+    (EXIT_BUSY, "busy: another `run` or `validate` holds the output root (the message names it: run id, pid, host, "
+                "start time); nothing was changed, run again when it has finished"),
 )
 
 
@@ -45,6 +50,12 @@ class Blocked(CommandError):
     """A data gate (DataGate or TokenGate) stopped a `run` or `validate`: the data was refused."""
 
     exit_code = EXIT_BLOCKED
+
+
+class Busy(CommandError):
+    """The command needs something another process holds now, e.g. an output root a run is using."""
+
+    exit_code = EXIT_BUSY
 
 
 class UsageError(CommandError):

@@ -10,11 +10,13 @@
       serving/               TF Serving base path: <version>/, models.config, batching_parameters
       registry/              the embedded MLflow model registry (mlflow.db and its artifacts)
       state/drift_baseline/  the data gate's drift baseline (unless data_gate.state_uri is set)
-      last_run.json          the summary of the latest run
+      runs/<run id>.json     the summary of each run
+      last_run.json          a copy of the newest completed run's summary
+      run.lock               held by the `run` or `validate` using this output root (pipeline/run_lock.py)
 
 An output root on an object store (`s3://bucket/runs`, `gs://...`) keeps the pipeline root, the
 serving directory and the drift state there; ML Metadata's and the embedded registry's SQLite
-files and `last_run.json` cannot live on an object store, so they go to `local_root`, a local
+files, the summaries and the run lock cannot live on an object store, so they go to `local_root`, a local
 directory named after the output root: `runs/object-store/<scheme>/<bucket>/<path>` (relative to
 the working directory, like the default output root).
 """
@@ -77,7 +79,17 @@ class OutputLayout:
 
     @property
     def summary_path(self) -> str:
+        """`last_run.json`: the newest completed run's summary."""
         return self._local("last_run.json")
+
+    def run_summary_path(self, run_id: str) -> str:
+        """`runs/<run id>.json`: the summary of one run."""
+        return self._local("runs", f"{run_id}.json")
+
+    @property
+    def lock_path(self) -> str:
+        """The run lock: held while a `run` or `validate` uses this output root."""
+        return self._local("run.lock")
 
 
 def schema_files(schema_dir: str):

@@ -1,9 +1,9 @@
-"""The summary of the latest pipeline run: built from ML Metadata, written as `last_run.json`,
-and put in plain words for the terminal (`report_lines`).
+"""The summary of one pipeline run: built from ML Metadata, written as `runs/<run id>.json` and
+`last_run.json`, and put in plain words for the terminal (`report_lines`).
 
-Everything in `last_run.json` comes from what the components recorded in MLMD (execution
-states, output artifacts and their custom properties), so the summary reports what happened,
-not what the runner expected.
+Everything in the summary comes from what the components of that run recorded in MLMD (execution
+states, output artifacts and their custom properties), so it reports what happened, not what
+the runner expected, and never what another run of the same pipeline did.
 """
 import json
 import os
@@ -27,34 +27,27 @@ def _custom_properties(artifact: metadata_store_pb2.Artifact) -> Dict[str, Any]:
 
 
 class RunRecord:
-    """The executions and output artifacts of one pipeline run, keyed by component id."""
+    """The executions and output artifacts of one pipeline run, keyed by component id: those
+    ML Metadata associates with the run's `pipeline_run` context, whatever other runs of the same
+    pipeline (before, during or after it) recorded in the same store."""
 
-    def __init__(self, store: metadata_store.MetadataStore, pipeline_name: str):
+    def __init__(self, store: metadata_store.MetadataStore, pipeline_name: str, run_id: str):
         self.store = store
-        self.run_id: Optional[str] = None
+        self.run_id = run_id
         self.executions: Dict[str, metadata_store_pb2.Execution] = {}
         self.outputs: Dict[str, Dict[str, List[metadata_store_pb2.Artifact]]] = {}
-        self._load_latest_run(pipeline_name)
+        self._load_run(pipeline_name)
 
-    def _load_latest_run(self, pipeline_name: str) -> None:
-        pipeline_context = self.store.get_context_by_type_and_name("pipeline", pipeline_name)
-        if pipeline_context is None:
+    def _load_run(self, pipeline_name: str) -> None:
+        run = self.store.get_context_by_type_and_name("pipeline_run", self.run_id)
+        if run is None:  # the run stopped before its first component was registered
             return
-        pipeline_executions = {e.id for e in self.store.get_executions_by_context(pipeline_context.id)}
-        runs = [
-            context for context in self.store.get_contexts_by_type("pipeline_run")
-            if any(e.id in pipeline_executions for e in self.store.get_executions_by_context(context.id))
-        ]
-        if not runs:
-            return
-        latest = max(runs, key=lambda context: (context.create_time_since_epoch, context.id))
-        self.run_id = latest.name
         node_prefix = f"{pipeline_name}."
-        node_type_id = self.store.get_context_type("node").id
-        for execution in self.store.get_executions_by_context(latest.id):
+        node_type = self.store.get_context_type("node")
+        for execution in self.store.get_executions_by_context(run.id):
             node_contexts = [
                 context for context in self.store.get_contexts_by_execution(execution.id)
-                if context.name.startswith(node_prefix) and context.type_id == node_type_id
+                if context.name.startswith(node_prefix) and context.type_id == node_type.id
             ]
             if node_contexts:
                 node_id = node_contexts[0].name[len(node_prefix):]
@@ -174,14 +167,15 @@ def _removal_warning(record: RunRecord) -> Optional[str]:
     return (_custom_properties(artifact).get("removal_warning") or None) if artifact is not None else None
 
 
-def summarize_latest_run(
+def summarize_run(
     connection_config: metadata_store_pb2.ConnectionConfig,
     pipeline_name: str,
+    run_id: str,
     component_ids: Sequence[str],
     error: Optional[BaseException] = None,
 ) -> Dict[str, Any]:
-    """The summary of the latest run of `pipeline_name` (see module docstring)."""
-    record = RunRecord(metadata_store.MetadataStore(connection_config), pipeline_name)
+    """The summary of run `run_id` of `pipeline_name` (see module docstring)."""
+    record = RunRecord(metadata_store.MetadataStore(connection_config), pipeline_name, run_id)
     blessing = _blessing(record)
     trainer_model = record.output("Trainer", "model")
     return {
@@ -201,10 +195,22 @@ def summarize_latest_run(
 
 
 def write_summary(summary: Dict[str, Any], path: str) -> None:
-    """Writes the summary as indented JSON (UTF-8, non-ASCII kept readable)."""
-    with open(path, "w", encoding="utf-8") as handle:
+    """Writes the summary as indented JSON (UTF-8, non-ASCII kept readable), through a temporary
+    file renamed into place, so a reader never sees half a summary."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
         json.dump(summary, handle, indent=2, ensure_ascii=False)
         handle.write("\n")
+    os.replace(temporary, path)
+
+
+def write_run_summary(summary: Dict[str, Any], layout) -> None:
+    """Writes a finished run's summary as `runs/<run id>.json` and as `last_run.json` (an
+    `OutputLayout`'s paths): the run lock lets one run at a time finish, so the newest written is
+    the newest completed."""
+    write_summary(summary, layout.run_summary_path(summary["run_id"]))
+    write_summary(summary, layout.summary_path)
 
 
 def _distribution_check_lines(checks: Optional[Dict[str, Any]]) -> List[str]:

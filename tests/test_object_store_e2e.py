@@ -47,8 +47,9 @@ def test_the_local_pipeline_runs_with_corpus_outputs_state_and_serving_on_s3(s3,
     assert result.returncode == 0, log
     local_root = work_dir / "runs" / "object-store" / "s3" / BUCKET / "runs"
     assert f"ML Metadata and the embedded registry (SQLite, not on an object store): runs/object-store/s3/{BUCKET}/runs" in result.stdout
-    assert sorted(os.listdir(local_root)) == ["last_run.json", "metadata.sqlite", "registry"]
+    assert sorted(os.listdir(local_root)) == ["last_run.json", "metadata.sqlite", "registry", "run.lock", "runs"]
     summary = json.loads((local_root / "last_run.json").read_text())
+    assert json.loads((local_root / "runs" / f"{summary['run_id']}.json").read_text()) == summary
     assert summary["succeeded"] and summary["push"]["pushed"], summary.get("error")
     assert summary["push"]["path"] == f"{output_root}/serving/1"
     assert summary["data_quality"]["documents_read"] > 5

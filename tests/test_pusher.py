@@ -18,7 +18,8 @@ def test_versions_increase_and_contents_are_complete(tmp_path):
     second = push_saved_model(model, base)
     assert (first.version, second.version) == (1, 2)
     assert existing_versions(base) == [1, 2]
-    assert sorted(os.listdir(base)) == ["1", "2"]  # no staging directories left behind
+    assert sorted(os.listdir(base)) == [".version-claims", "1", "2"]  # no staging directories left behind
+    assert sorted(os.listdir(os.path.join(base, ".version-claims"))) == ["1", "2"]
     assert open(os.path.join(second.path, "variables", "variables.index"), "rb").read() == b"index"
 
 
@@ -59,7 +60,8 @@ def test_retention_keeps_the_newest_versions_and_every_protected_one(tmp_path):
     assert retain_latest(base, 2, protected=[1]) == [2, 3]
     assert existing_versions(base) == [1, 4, 5]
     assert retain_latest(base, 5) == []
-    assert sorted(os.listdir(base)) == ["1", "4", "5"]  # retired directories are gone too
+    assert sorted(os.listdir(base)) == [".version-claims", "1", "4", "5"]  # retired directories are gone too
+    assert sorted(os.listdir(os.path.join(base, ".version-claims"))) == ["1", "4", "5"]  # and their claims
 
 
 def test_a_retried_push_of_the_same_model_returns_the_version_it_already_published(tmp_path):
@@ -119,7 +121,7 @@ def test_a_reader_never_sees_an_incomplete_version_during_concurrent_pushes(tmp_
     assert not incomplete
     assert seen and max(seen) <= 20
     assert existing_versions(base) == [18, 19, 20]
-    assert sorted(os.listdir(base)) == ["18", "19", "20"]
+    assert sorted(os.listdir(base)) == [".version-claims", "18", "19", "20"]
 
 
 def test_push_refuses_a_gfile_filesystem_whose_rename_drops_directory_contents(tmp_path):

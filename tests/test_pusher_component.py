@@ -76,7 +76,8 @@ def test_blessed_push_serves_labels_registers_and_a_retry_changes_nothing(tmp_pa
         assert artifact.get_int_custom_property("pushed_version") == 1
         assert artifact.get_int_custom_property("registered_model_version") == 1
     assert serving_config.read_labels(base) == {"stable": 1}
-    assert sorted(os.listdir(base)) == ["1", "batching_parameters", "model_cards", "models.config", "monitoring.config"]
+    assert sorted(os.listdir(base)) == [".version-claims", "1", "batching_parameters", "model_cards", "models.config",
+                                        "monitoring.config"]
     version = _registry(tmp_path).client.get_model_version("textgen", "1")
     assert version.tags[registry.TAG_RUN_ID] == "run-1"
     assert (version.tags[registry.TAG_MODEL_ID], version.tags[registry.TAG_BLESSING_ID]) == ("5", "6")

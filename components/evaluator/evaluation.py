@@ -12,14 +12,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from components.evaluator import bias, memorization, perplexity, safety
+from components.evaluator import bias, memorization, perplexity, replies, safety
 from components.evaluator.gates import GateResult, blessing_reason
 from components.trainer.serving import signatures
 from components.model_client import REQUIRED_SIGNATURES, ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
 from components.tokenizer.special import LEARNED, SpecialTokens
-from components.transform.preprocessing import RAW_TEXT_KEY
+from components.transform.preprocessing import LOSS_MASK_KEY, RAW_TEXT_KEY
 
 
 @dataclass
@@ -103,9 +103,15 @@ def evaluate_candidate(
     request = perplexity.QualityRequest(
         {"candidate": candidate_dir}, eval_files, feature_spec, text_models if raw_eval_files else {},
         raw_eval_files, config.batch_size, config.generation_batch_size, train_token_files, special)
+    conversational = LOSS_MASK_KEY in feature_spec
     with _timed(seconds, "quality"):
-        perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
-    candidate_ppl = perplexities["candidate"]
+        if conversational:  # a chat model: the likelihood of its replies (replies.py)
+            candidate_ppl, bits, unigram = replies.measure_reply_quality(
+                text_models if raw_eval_files else {"candidate": candidate_dir}, raw_eval_files, train_token_files,
+                [eval_files], feature_spec, config.generation_batch_size, config.max_reply_conversations)
+        else:
+            perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
+            candidate_ppl = perplexities["candidate"]
     candidate_bits, baseline_bits = bits.get("candidate"), bits.get("baseline")
     if baseline_dir and not raw_eval_files:
         baseline_skip_reason = "no raw eval examples given to compare in bits per byte"
@@ -118,6 +124,7 @@ def evaluate_candidate(
             config.max_bits_per_byte_increase, baseline_skip_reason),
     ]
     metrics: Dict[str, Any] = {"quality": {
+        "measured_on": "replies (assistant turns, through each model's chat template)" if conversational else "text",
         "perplexity": candidate_ppl.perplexity, "mean_nll": candidate_ppl.mean_nll, "num_tokens": candidate_ppl.num_tokens,
         "unigram_perplexity": unigram.perplexity if unigram else None,
         "unigram_mean_nll": unigram.mean_nll if unigram else None,

@@ -80,5 +80,8 @@ class EvaluatorOptions(Options):
                           "also run the safety and bias probes on it and report the change (reported, not gated).")
     batch_size: int = Field(16, ge=1, description="Packed eval blocks per score_tokens call.")
     generation_batch_size: int = Field(64, ge=1, description="Prompts per generate/score call.")
+    max_reply_conversations: int = Field(
+        512, ge=1, description="Conversation data: eval conversations whose replies are scored for the quality gates "
+                               "(the first ones of the eval split; each model through its own chat template).")
     safety: SafetyOptions = Field(default_factory=SafetyOptions)
     bias: BiasOptions = Field(default_factory=BiasOptions)

@@ -4,7 +4,8 @@ On a blessed model it
   1. copies the SavedModel atomically to `<serving_dir>/<next version>/` (versioned_push),
   2. writes `<serving_dir>/batching_parameters` and `<serving_dir>/monitoring.config` (Prometheus)
      and points the configured label (`stable` or `canary`) at the new version in
-     `<serving_dir>/models.config` (serving_config, batching, monitoring),
+     `<serving_dir>/models.config` (serving_ops.label_version: a compare-and-swap that keeps the
+     labels of other writers sharing the directory),
   3. deletes all but the newest `keep_versions`, never a version models.config serves,
   4. registers the version in the MLflow Model Registry and moves the aliases of the labels now on
      it (registry: stable -> production, canary -> canary; the first push is stable whatever its label).
@@ -30,7 +31,7 @@ from tfx.utils import path_utils
 
 from components.evaluator.blessing_files import REPORT_FILE
 from components.example_gen.ingest_report import REPORT_FILE as INGEST_REPORT_FILE
-from components.pusher import batching, model_card, monitoring, serving_config
+from components.pusher import batching, model_card, monitoring, serving_config, serving_ops
 from components.pusher.options import PusherOptions
 from components.pusher.versioned_push import copy_tree, push_saved_model, retain_latest
 from components.registry import model_registry as registry
@@ -103,9 +104,10 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         log.info("%s %s version %d", "Pushed" if result.created else "Already pushed", result.path, result.version)
         batching.write_batching_parameters(serving_dir, options.batching)
         monitoring.write_monitoring_config(serving_dir, options.monitoring)
-        labels_before = serving_config.read_labels(serving_dir)
-        labels = serving_config.set_label(model_name, serving_dir, label, result.version)
-        model_card.remove_cards(serving_dir, retain_latest(serving_dir, options.keep_versions, protected=labels.values()))
+        change = serving_ops.label_version(serving_dir, model_name, label, result.version)
+        # Protects what models.config labels now: another Pusher sharing the directory may have moved a label since.
+        protected = serving_config.read_labels(serving_dir).values()
+        model_card.remove_cards(serving_dir, retain_latest(serving_dir, options.keep_versions, protected=protected))
         training = training_record.read(model.uri)
         hugging_face = self._publish_hugging_face(model.uri, serving_dir, result.version)
         if hugging_face:
@@ -134,7 +136,7 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
             model_registry = registry.ModelRegistry.from_config(
                 registry_config, model_name, exec_properties.get("registry_dir") or None)
             version = model_registry.register(record, move_production_alias=False)
-            model_registry.follow_labels(serving_dir, result.version, labels_before, labels)
+            serving_ops.align_aliases(model_registry, serving_dir, change, result.version)
             pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
             pushed_model.set_int_custom_property("registered_model_version", int(version.version))
             pushed_model.set_string_custom_property("registry_uri", registry.display_uri(model_registry.tracking_uri))

@@ -94,6 +94,19 @@ def _model_section(training: Dict[str, Any]) -> List[str]:
     return lines + _table(["", "value"], rows)
 
 
+def _chat_section(training: Dict[str, Any]) -> List[str]:
+    """The chat template of a model tuned on conversations (nothing for a text model)."""
+    chat = training.get("chat")
+    if not chat:
+        return []
+    settings = training.get("training") or {}
+    return ["## Chat template", "",
+            f"Tuned on conversations, loss on {settings.get('loss_on', 'assistant')} tokens. Prompts must be rendered "
+            f"with this template (sha256 `{chat['template_sha256']}`; the `chat` signature and `textgen generate --chat` "
+            f"do it); replies end with {', '.join(f'`{t}`' for t in chat['end_of_turn_tokens'])} and decoding stops at "
+            f"token ids {chat['stop_token_ids']}.", "", "```jinja", chat["template"], "```", ""]
+
+
 def _data_section(data: Dict[str, Any]) -> List[str]:
     lines = ["## Training data", ""]
     report = data.get("ingest_report") or {}
@@ -207,6 +220,7 @@ def render_markdown(facts: Dict[str, Any]) -> str:
                if push.get("hugging_face") else []),
              "## Intended use", "", facts["intended_use"], "", "## Limitations", "", facts["limitations"], ""]
     lines += _model_section(facts["training"])
+    lines += _chat_section(facts["training"])
     lines += _data_section(facts["data"])
     lines += _training_section(facts["training"])
     lines += _evaluation_section(facts["evaluation"])

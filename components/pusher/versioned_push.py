@@ -2,13 +2,22 @@
 
 TF Serving watches `<base>/<integer version>/`. A version directory must never be visible
 half-written, so the model is copied into a hidden temporary directory on the same filesystem
-and renamed into place in one step. Versions are strictly increasing integers: a pusher that
-loses a race for a version number (another pusher renamed into it first) takes the next one.
-Deleting old versions is the mirror image: the version is first renamed to a hidden name, then
-removed, so a reader never sees a version directory with half its files gone.
+and renamed into place in one step. Deleting old versions is the mirror image: the version is
+first renamed to a hidden name, then removed, so a reader never sees a version directory with half
+its files gone.
 
-Everything goes through `tf.io.gfile`, so the base path may be local or on any filesystem
-TensorFlow supports (gs://, s3://, hdfs://). Atomicity then rests on that filesystem's
+Version numbers are strictly increasing integers, allocated so that several Pushers sharing one
+base path (overlapping runs, several pipelines) never take the same one: a pusher first claims a
+number by creating `<base>/.version-claims/<N>` with a conditional create (components/
+conditional_writes.py: a hard link on a local disk, `If-None-Match: *` on S3,
+`ifGenerationMatch=0` on GCS), which exactly one pusher wins; the loser claims the next number.
+Only then does it move its model into `<base>/<N>/`. A claim is removed with its version when
+retention deletes it (never the highest claim, so no number is handed out twice); a push that
+failed after claiming leaves its number unused. Retention takes the same care: of several pushers
+retiring one old version at once, only the one that creates `<claim>.retiring` deletes it.
+
+Everything else goes through `tf.io.gfile`, so the base path may be local or on any filesystem
+TensorFlow supports (gs://, s3://, hdfs://). Atomicity of the move rests on that filesystem's
 rename: POSIX and HDFS rename directories atomically; object stores (gs://, s3://) emulate a
 directory rename by copying objects, so there TF Serving must only be pointed at versions through
 `models.config` (which this package writes after the rename completes), never by polling.
@@ -19,16 +28,22 @@ Each pushed version carries `assets.extra/push_info.json` (the SavedModel conven
 files, ignored by TF Serving) recording which model artifact it came from, so a retried push of
 the same model returns the existing version instead of publishing a duplicate.
 """
+import datetime
 import json
 import os
+import socket
 import uuid
 from typing import Dict, Iterable, List, NamedTuple, Optional
 
 import tensorflow as tf
 
+from components import conditional_writes
+
 _TEMP_PREFIX = ".incoming-"
 _RETIRED_PREFIX = ".retired-"
 PUSH_INFO_FILE = os.path.join("assets.extra", "push_info.json")
+CLAIMS_DIR = ".version-claims"  # <base>/.version-claims/<N>: version N is taken (module docstring)
+_RETIRING_SUFFIX = ".retiring"  # <claim>.retiring: one retention is deleting that version (`_retire`)
 # How many times a pusher retries after losing the race for a version number.
 _MAX_VERSION_ATTEMPTS = 100
 
@@ -49,6 +64,18 @@ def existing_versions(base_dir: str) -> List[int]:
 
 def version_path(base_dir: str, version: int) -> str:
     return os.path.join(base_dir, str(version))
+
+
+def claim_path(base_dir: str, version: int) -> str:
+    return os.path.join(base_dir, CLAIMS_DIR, str(version))
+
+
+def claimed_versions(base_dir: str) -> List[int]:
+    """Sorted version numbers claimed under `base_dir`, published or not."""
+    directory = os.path.join(base_dir, CLAIMS_DIR)
+    if not tf.io.gfile.isdir(directory):
+        return []
+    return sorted(int(name) for name in tf.io.gfile.listdir(directory) if name.isdigit())
 
 
 def is_complete_saved_model(directory: str) -> bool:
@@ -97,41 +124,88 @@ def read_push_info(version_dir: str) -> Dict:
 def find_pushed_version(base_dir: str, model_id: str) -> Optional[int]:
     """The version already published from model artifact `model_id`, if any."""
     for version in reversed(existing_versions(base_dir)):
-        if str(read_push_info(version_path(base_dir, version)).get("model_id", "")) == str(model_id):
+        path = version_path(base_dir, version)
+        if str(read_push_info(path).get("model_id", "")) == str(model_id) and is_complete_saved_model(path):
             return version
     return None
 
 
 def retain_latest(base_dir: str, keep: int, protected: Iterable[int] = ()) -> List[int]:
     """Deletes all but the `keep` highest versions under `base_dir`, never one in `protected`
-    (versions models.config serves or labels); returns the deleted versions."""
+    (versions models.config serves or labels), with their claims; returns the versions this call
+    deleted (a version another pusher's retention is deleting at the same time is left to it)."""
     versions = existing_versions(base_dir)
     keep_set = set(versions[-keep:] if keep > 0 else []) | set(protected)
-    stale = [version for version in versions if version not in keep_set]
-    for version in stale:
-        retired = os.path.join(base_dir, f"{_RETIRED_PREFIX}{version}-{uuid.uuid4().hex}")
-        try:
-            tf.io.gfile.rename(version_path(base_dir, version), retired, overwrite=False)
-        except tf.errors.NotFoundError:  # a concurrent retention run got there first
-            continue
+    return [version for version in versions if version not in keep_set and _retire(base_dir, version)]
+
+
+def _retire(base_dir: str, version: int) -> bool:
+    """Deletes one version (renamed to a hidden name first, so no reader sees it half-deleted)
+    and its claim; False when another retention is deleting it. On an object store, where the
+    rename copies objects, two pushers retiring one version at once would each copy part of it:
+    the one that creates `<claim>.retiring` first (a conditional create) retires it alone."""
+    marker = claim_path(base_dir, version) + _RETIRING_SUFFIX
+    if conditional_writes.supports(base_dir):
+        tf.io.gfile.makedirs(os.path.dirname(marker))
+        if not conditional_writes.create(marker, b""):
+            return False
+    retired = os.path.join(base_dir, f"{_RETIRED_PREFIX}{version}-{uuid.uuid4().hex}")
+    try:
+        tf.io.gfile.rename(version_path(base_dir, version), retired, overwrite=False)
         tf.io.gfile.rmtree(retired)
-    return stale
+    except tf.errors.NotFoundError:  # retired by a retention that listed it before this one (and finished)
+        return False
+    finally:
+        for path in (claim_path(base_dir, version), marker):
+            _remove_quietly_file(path)
+    return True
 
 
-def _publish(staging: str, base_dir: str) -> int:
-    """Renames `staging` to the next free version number; retries when another pusher wins."""
+def _remove_quietly_file(path: str) -> None:
+    """Deletes a claim or retirement marker that may not exist (versions pushed before claims
+    existed; a concurrent retention removed it)."""
+    try:
+        tf.io.gfile.remove(path)
+    except tf.errors.NotFoundError:
+        pass
+
+
+def _claim_version(base_dir: str, claimant: Dict) -> int:
+    """Claims the lowest free version number above every claimed or published one (module docstring)."""
+    tf.io.gfile.makedirs(os.path.join(base_dir, CLAIMS_DIR))
+    record = json.dumps(dict(claimant, host=socket.gethostname(), pid=os.getpid(),
+                             claimed_at=datetime.datetime.now(datetime.timezone.utc).isoformat()), sort_keys=True)
+    version = max(claimed_versions(base_dir) + existing_versions(base_dir), default=0) + 1
     for _ in range(_MAX_VERSION_ATTEMPTS):
-        versions = existing_versions(base_dir)
-        version = (versions[-1] + 1) if versions else 1
+        if conditional_writes.create(claim_path(base_dir, version), record.encode()):
+            return version
+        version += 1  # another pusher claimed it first
+    raise RuntimeError(f"could not claim a version number under {base_dir} after {_MAX_VERSION_ATTEMPTS} attempts")
+
+
+def _next_version(base_dir: str, claimant: Dict) -> int:
+    """The version number this push takes: claimed where the store has conditional writes; on other
+    file systems (HDFS, ram://) the next free number, which the directory rename alone secures."""
+    if conditional_writes.supports(base_dir):
+        return _claim_version(base_dir, claimant)
+    return max(existing_versions(base_dir), default=0) + 1
+
+
+def _publish(staging: str, base_dir: str, claimant: Dict) -> int:
+    """Takes the next version number and renames `staging` to it."""
+    for _ in range(_MAX_VERSION_ATTEMPTS):
+        version = _next_version(base_dir, claimant)
         try:
             tf.io.gfile.rename(staging, version_path(base_dir, version), overwrite=False)
             return version
         except (tf.errors.AlreadyExistsError, tf.errors.FailedPreconditionError, OSError):
-            # AlreadyExists: gfile saw the target; FailedPrecondition/OSError: the OS refused to
-            # rename onto a non-empty directory that appeared after that check.
+            # The directory exists although the number was free: another pusher renamed into it
+            # first (where there are no claims) or a Pusher of a release without claims made it
+            # (AlreadyExists: gfile saw it; FailedPrecondition/OSError: the OS refused to rename
+            # onto it). A claimed number stays unused; take the next.
             if not tf.io.gfile.exists(version_path(base_dir, version)):
                 raise
-    raise RuntimeError(f"could not claim a version number under {base_dir} after {_MAX_VERSION_ATTEMPTS} attempts")
+    raise RuntimeError(f"could not publish a version under {base_dir} after {_MAX_VERSION_ATTEMPTS} attempts")
 
 
 def _check_rename_kept_contents(base_dir: str, version: int, staging: str) -> None:
@@ -174,7 +248,7 @@ def push_saved_model(saved_model_dir: str, base_dir: str, push_info: Optional[Di
             tf.io.gfile.makedirs(os.path.join(staging, "assets.extra"))
             with tf.io.gfile.GFile(os.path.join(staging, PUSH_INFO_FILE), "w") as handle:
                 handle.write(json.dumps(push_info, sort_keys=True))
-        version = _publish(staging, base_dir)
+        version = _publish(staging, base_dir, {"push": push_info or {}})
         _check_rename_kept_contents(base_dir, version, staging)
     except BaseException:
         _remove_quietly(staging)

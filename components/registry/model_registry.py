@@ -325,13 +325,18 @@ class ModelRegistry:
                 self.client.get_registered_model(self.model_name)
 
     def _experiment_id(self) -> str:
+        from mlflow.exceptions import MlflowException
+
         experiment = self.client.get_experiment_by_name(self.model_name)
         if experiment is not None:
             return experiment.experiment_id
         artifact_location = None
         if self.artifact_root:
             artifact_location = "file://" + os.path.join(self.artifact_root, self.model_name)
-        return self.client.create_experiment(self.model_name, artifact_location=artifact_location)
+        try:
+            return self.client.create_experiment(self.model_name, artifact_location=artifact_location)
+        except MlflowException:  # created concurrently by another pusher
+            return self.client.get_experiment_by_name(self.model_name).experiment_id
 
     def _run_for(self, record: PushRecord) -> str:
         """The MLflow run holding this push's metrics (reused when a retried push made one)."""
@@ -378,9 +383,18 @@ class ModelRegistry:
         self.client.set_model_version_tag(self.model_name, version.version, TAG_MODEL_CARD, card_paths["md"])
 
     def move_alias(self, alias: str, serving_base: str, serving_version: int) -> int:
-        """Points `alias` at the registered version pushed as `serving_version`; returns its number."""
+        """Points `alias` at the registered version pushed as `serving_version`; returns its number.
+
+        MLflow's SQL store sets an alias with a read, then an insert or update (`session.merge`):
+        of two writers setting an alias that did not exist, one fails on the unique constraint. The
+        alias exists then, and setting it once more updates it."""
+        from mlflow.exceptions import MlflowException
+
         version = self.version_for_serving(serving_base, serving_version)
-        self.client.set_registered_model_alias(self.model_name, alias, version.version)
+        try:
+            self.client.set_registered_model_alias(self.model_name, alias, version.version)
+        except MlflowException:
+            self.client.set_registered_model_alias(self.model_name, alias, version.version)
         return int(version.version)
 
     def remove_alias(self, alias: str) -> None:

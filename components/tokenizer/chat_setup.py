@@ -101,3 +101,19 @@ def checkpoint_chat(directory: str, special_ids: Dict[str, int], variables: Dict
         return None
     return chat_template.chat_spec(source.text, special_ids, variables,
                                    generation_eos_ids(directory) + [tokenizer_eos_id], source.origin)
+
+
+def checkpoint_chat_of(tokenizer, directory: str) -> Optional[ChatSpec]:
+    """`checkpoint_chat` for a loaded checkpoint tokenizer (`loaded.Tokenizer`): its special
+    tokens and their names as the template variables (bos_token, eos_token, pad_token)."""
+    from components.tokenizer import hf_files
+
+    vocabulary = hf_files.token_ids(tokenizer.kind, tokenizer.files, directory)
+    by_id = {index: token for token, index in vocabulary.vocab.items()}
+    special = tokenizer.special
+    variables = chat_template.default_variables({"bos": by_id.get(special.bos_id), "eos": by_id.get(special.eos_id),
+                                                 "pad": by_id.get(special.pad_id)})
+    special_ids = dict(vocabulary.special_ids)
+    for token in variables.values():
+        special_ids.setdefault(token, vocabulary.vocab[token])
+    return checkpoint_chat(directory, special_ids, variables, special.eos_id)

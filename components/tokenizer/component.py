@@ -11,6 +11,7 @@ import logging
 import os
 from typing import Any, Dict, List
 
+import tensorflow as tf
 from tfx import types
 from tfx.dsl.components.base import base_beam_component, base_beam_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts
@@ -18,7 +19,8 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 
 from components.example_gen import ingest_report
 from components.registry.options import RegistryOptions
-from components.tokenizer import agreement, hf_files, learn, loaded, model_file, policy, sample
+from components.example_gen.data_kind import CONVERSATIONS, examples_data_kind
+from components.tokenizer import agreement, chat_setup, chat_template, hf_files, ids, learn, loaded, model_file, policy, sample
 from components.tokenizer.artifact import Tokenizer
 from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 
@@ -60,12 +62,12 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output = artifact_utils.get_single_instance(output_dict["tokenizer"])
         choice = policy.choose(options.policy, options.pinned_model_file, lambda: _find_production(exec_properties),
                                exec_properties.get("checkpoint") or "")
+        examples = artifact_utils.get_single_instance(input_dict["examples"])
+        conversations = examples_data_kind(examples) == CONVERSATIONS
         if choice.action == policy.CHECKPOINT:
-            examples = artifact_utils.get_single_instance(input_dict["examples"])
-            self._copy_checkpoint_tokenizer(choice, output, examples, options, exec_properties["text_feature"])
+            self._copy_checkpoint_tokenizer(choice, output, conversations, examples, options, exec_properties["text_feature"])
             return
         if choice.action == policy.LEARN:
-            examples = artifact_utils.get_single_instance(input_dict["examples"])
             proto = self._learn(examples, options, exec_properties["text_feature"], output)
             described = model_file.describe(proto, f"the model learned from {examples.uri}")
             source = "learned"
@@ -73,6 +75,10 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
             described = model_file.read_model(choice.model_path)
             source = "reused" if choice.action == policy.REUSE else "pinned"
             output.set_string_custom_property("model_path", choice.model_path)
+        if conversations:  # the default chat template's tokens join the vocabulary (chat_setup.py)
+            proto, chat = chat_setup.learned_chat(described.proto, ids.EOS_ID)
+            described = model_file.describe(proto, "the learned model with the chat template's tokens")
+            self._write_chat(chat, output)
         model_file.copy_model(described.proto, model_file.artifact_model_path(output.uri))
         output.set_int_custom_property("vocab_size", described.vocab_size)
         output.set_string_custom_property("algorithm", described.algorithm)
@@ -82,10 +88,22 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         log.info("Tokenizer %s (%s): %d pieces, %s, sha256 %s", source, choice.reason, described.vocab_size,
                  described.algorithm, described.sha256)
 
-    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, output: types.Artifact, examples: types.Artifact,
-                                   options: TokenizerOptions, text_feature: str) -> None:
+    @staticmethod
+    def _write_chat(chat, output: types.Artifact) -> None:
+        """Writes the chat template and its grammar beside the tokenizer's files and records them."""
+        for name, data in chat.files().items():
+            with tf.io.gfile.GFile(os.path.join(output.uri, name), "wb") as handle:
+                handle.write(data)
+        output.set_string_custom_property("chat_template_sha256", chat.template_sha256)
+        output.set_string_custom_property("chat_stop_token_ids", json.dumps(list(chat.stop_token_ids)))
+        log.info("Chat template (sha256 %s): turns end with %s; decoding stops at ids %s", chat.template_sha256,
+                 chat.grammar.end_of_turn_tokens(), list(chat.stop_token_ids))
+
+    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, output: types.Artifact, conversations: bool,
+                                   examples: types.Artifact, options: TokenizerOptions, text_feature: str) -> None:
         """Checks the checkpoint's tokenizer files (and, for a tokenizer.json, the graph's ids
-        against `tokenizers` on a probe set) and writes them, with their special ids, as the artifact."""
+        against `tokenizers` on a probe set) and writes them, with their special ids, as the
+        artifact; for conversation data also its chat template, which it must have."""
         tokenizer = loaded.load(choice.model_path)
         if hf_files.TOKENIZER_JSON in tokenizer.files:
             drawn = sample.draw_sample(self._make_beam_pipeline(), [_train_pattern(examples)], text_feature,
@@ -99,6 +117,14 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
             output.set_string_custom_property("tokenizers_agreement", json.dumps(
                 {"equal": None, "skipped": f"no {hf_files.TOKENIZER_JSON} (tokenized as transformers converts it)"}))
         tokenizer.write(output.uri)
+        if conversations:
+            chat = chat_setup.checkpoint_chat_of(tokenizer, choice.model_path)
+            if chat is None:
+                raise chat_template.ChatTemplateError(
+                    f"the examples are conversations, and the checkpoint {choice.model_path} has no chat template "
+                    f"({chat_template.TEMPLATE_FILE}, or chat_template in tokenizer_config.json): add the template "
+                    "the model was trained with, or train on plain text")
+            self._write_chat(chat, output)
         output.set_int_custom_property("vocab_size", tokenizer.vocab_size)
         output.set_string_custom_property("algorithm", tokenizer.kind)
         output.set_string_custom_property("sha256", tokenizer.sha256)

@@ -102,6 +102,12 @@ class Tokenizer(NamedTuple):
             with tf.io.gfile.GFile(os.path.join(directory, name), "wb") as handle:
                 handle.write(data)
 
+    def chat(self):
+        """The chat template and grammar this tokenizer carries (`chat_template.ChatSpec`), or None."""
+        from components.tokenizer.chat_template import ChatSpec
+
+        return ChatSpec.from_files(self.files, self.source)
+
     def file_paths(self, directory: str) -> List[str]:
         """The paths `write(directory)` writes (what an export carries as assets)."""
         names = list(self.files) + ([] if self.kind == LEARNED_SENTENCEPIECE else [hf_files.SPECIAL_RECORD])
@@ -116,12 +122,28 @@ def load(directory: str) -> Tokenizer:
         learned_path = directory
     if tf.io.gfile.exists(learned_path):
         described = model_file.read_model(learned_path)
-        return Tokenizer(LEARNED_SENTENCEPIECE, {model_file.MODEL_FILE_NAME: described.proto}, described.sha256,
-                         described.vocab_size, special.LEARNED, directory)
+        files = {model_file.MODEL_FILE_NAME: described.proto, **_chat_files(os.path.dirname(learned_path))}
+        return Tokenizer(LEARNED_SENTENCEPIECE, files, described.sha256, described.vocab_size, special.LEARNED, directory)
     found = hf_files.read(directory)
     vocabulary = hf_files.token_ids(found.kind, found.files, directory)
-    return Tokenizer(found.kind, found.files, hf_files.combined_sha256(found.files), vocabulary.size, found.special,
-                     directory, found.unused_files)
+    return Tokenizer(found.kind, {**found.files, **_chat_files(directory)}, hf_files.combined_sha256(found.files),
+                     vocabulary.size, found.special, directory, found.unused_files)
+
+
+def _chat_files(directory: str) -> Dict[str, bytes]:
+    """The chat record the Tokenizer stage wrote beside the tokenizer's files (chat_template.py:
+    the template and its grammar), when it wrote one: only for conversation data, and never read
+    from a checkpoint's own directory (whose template the stage turns into this record)."""
+    from components.tokenizer import chat_template
+
+    path = os.path.join(directory, chat_template.GRAMMAR_FILE)
+    if not tf.io.gfile.exists(path):
+        return {}
+    files = {}
+    for name in (chat_template.GRAMMAR_FILE, chat_template.TEMPLATE_FILE):
+        with tf.io.gfile.GFile(os.path.join(directory, name), "rb") as handle:
+            files[name] = handle.read()
+    return files
 
 
 def transform_graph_dir(transform_graph_uri: str) -> str:

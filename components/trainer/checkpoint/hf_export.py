@@ -50,9 +50,13 @@ def _tensors(assignment: Assignment) -> Dict[str, np.ndarray]:
             for source, part in zip(assignment.sources, parts)}
 
 
-def export_hugging_face(backbone: GPTBackbone, checkpoint_dir: str, output_dir: str) -> str:
+def export_hugging_face(backbone: GPTBackbone, checkpoint_dir: str, output_dir: str, chat=None) -> str:
     """Writes `backbone`, fine-tuned from the Hugging Face checkpoint at `checkpoint_dir`, to
-    `output_dir` as a Hugging Face checkpoint (see the module docstring); returns `output_dir`."""
+    `output_dir` as a Hugging Face checkpoint (see the module docstring); returns `output_dir`.
+    With `chat` (the run tokenizer's `ChatSpec`, a model tuned on conversations) the export carries
+    its template as `chat_template.jinja` and a `generation_config.json` (the checkpoint's, if it
+    has one) whose `eos_token_id` lists the ids the template's replies stop at, so transformers'
+    `apply_chat_template` and `generate` answer as the served model does."""
     checkpoint = read_config(checkpoint_dir)
     family = "gpt2" if checkpoint.model_type in GPT2_TYPES else "llama"
     model = _plain(backbone)
@@ -80,4 +84,23 @@ def export_hugging_face(backbone: GPTBackbone, checkpoint_dir: str, output_dir: 
             handle.write(data)
     for name in tokenizer.unused_files:  # e.g. tokenizer.model beside tokenizer.json: the slow tokenizer's source
         tf.io.gfile.copy(posixpath.join(checkpoint_dir, name), posixpath.join(output_dir, name), overwrite=True)
+    if chat is not None:
+        _write_chat(chat, checkpoint_dir, output_dir)
     return output_dir
+
+
+def _write_chat(chat, checkpoint_dir: str, output_dir: str) -> None:
+    """The chat template and stop ids of a conversation-tuned export (see `export_hugging_face`)."""
+    from components.tokenizer.chat_template import TEMPLATE_FILE
+
+    with tf.io.gfile.GFile(posixpath.join(output_dir, TEMPLATE_FILE), "w") as handle:
+        handle.write(chat.template)
+    generation_path = posixpath.join(checkpoint_dir, "generation_config.json")
+    generation = {}
+    if tf.io.gfile.exists(generation_path):
+        with tf.io.gfile.GFile(generation_path) as handle:
+            generation = json.load(handle)
+    stops = list(chat.stop_token_ids)
+    generation["eos_token_id"] = stops[0] if len(stops) == 1 else stops
+    with tf.io.gfile.GFile(posixpath.join(output_dir, "generation_config.json"), "w") as handle:
+        handle.write(json.dumps(generation, indent=2))

@@ -32,6 +32,7 @@ row whose length reaches the context length stops, which `num_generated_tokens` 
 `context_length` tokens); it is kept as the reference the cache is tested and benchmarked against.
 """
 import functools
+from typing import Sequence
 
 import tensorflow as tf
 
@@ -93,9 +94,17 @@ def _next_power_of_two(value: tf.Tensor) -> tf.Tensor:
     return tf.cast(tf.pow(2.0, tf.math.ceil(tf.math.log(value) / tf.math.log(2.0))), tf.int32)
 
 
+def is_stop(next_ids: tf.Tensor, eos_id: int, stop_ids: Sequence[int] = ()) -> tf.Tensor:
+    """Whether each new token ends its row: the eos id or one of `stop_ids`."""
+    ids = sorted({int(eos_id), *(int(i) for i in stop_ids)})
+    if len(ids) == 1:
+        return tf.equal(next_ids, ids[0])
+    return tf.reduce_any(tf.equal(next_ids[:, tf.newaxis], tf.constant(ids, next_ids.dtype)[tf.newaxis, :]), axis=1)
+
+
 def decode_with_cache(
     backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed, grow_cache=True,
-    eos_id=LEARNED.eos_id, pad_id=LEARNED.pad_id,
+    eos_id=LEARNED.eos_id, pad_id=LEARNED.pad_id, stop_ids=(),
 ):
     """The prefill + cached `tf.while_loop`; every shape comes from the inputs' (static) shapes.
 
@@ -108,7 +117,8 @@ def decode_with_cache(
 
     prompt_tokens [B, P] right-padded prompts; buffer [B, C] the same tokens padded to the cache
     length; lengths [B] int32 prompt lengths; done [B] rows that must not generate (padding).
-    eos_id / pad_id: the tokenizer's stop token and what finished rows write.
+    eos_id / pad_id: the tokenizer's stop token and what finished rows write; `stop_ids`: more
+    tokens a row stops at (a chat template's end-of-turn token).
     Returns (buffer with the new tokens written after each prompt, new lengths).
     """
     cache_length = tf.shape(buffer)[1]
@@ -127,7 +137,7 @@ def decode_with_cache(
         write_at = tf.minimum(lengths, cache_length - 1)
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, write_at], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
-        done = done | tf.equal(next_ids, eos_id) | (lengths >= cache_length)
+        done = done | is_stop(next_ids, eos_id, stop_ids) | (lengths >= cache_length)
         next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache, grow_cache)
         return step + 1, buffer, lengths, done, next_logits, cache
 
@@ -175,11 +185,13 @@ def generate_tokens(
     seed: tf.Tensor,
     jit_compile: bool = False,
     special: SpecialTokens = LEARNED,
+    stop_ids: Sequence[int] = (),
 ) -> tuple:
     """Continues each prompt with the key/value cache; returns (new ids as ragged [batch, (n)], n as int32).
 
     See the module docstring for buckets and the context limit. `jit_compile` compiles the
-    prefill and the loop with XLA (one compilation per batch/prompt/cache bucket).
+    prefill and the loop with XLA (one compilation per batch/prompt/cache bucket). A row stops at
+    the eos id or at one of `stop_ids` (a chat template's end-of-turn token), which is kept.
     """
     context_length = backbone.context_length
     max_new_tokens = tf.clip_by_value(tf.cast(max_new_tokens, tf.int32), 1, context_length - 1)
@@ -203,7 +215,7 @@ def generate_tokens(
     buffer, new_lengths = decode(
         backbone, prompt_tokens, buffer, padded_lengths, done, max_new_tokens,
         tf.cast(temperature, tf.float32), tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32), tf.cast(seed, tf.int64),
-        eos_id=special.eos_id, pad_id=pad_id,
+        eos_id=special.eos_id, pad_id=pad_id, stop_ids=tuple(stop_ids),
     )
     buffer, new_lengths = buffer[:batch_size], new_lengths[:batch_size]
     return _new_tokens(buffer, lengths, new_lengths)
@@ -225,6 +237,7 @@ def generate_tokens_without_cache(
     top_p: tf.Tensor,
     seed: tf.Tensor,
     special: SpecialTokens = LEARNED,
+    stop_ids: Sequence[int] = (),
 ) -> tuple:
     """The no-cache reference: each step runs the backbone on each row's last `context_length` tokens.
 
@@ -256,7 +269,7 @@ def generate_tokens_without_cache(
         next_ids = tf.where(done, tf.constant(pad_id, tf.int64), next_ids)
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, lengths], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
-        done = tf.logical_or(done, tf.equal(next_ids, eos_id))
+        done = tf.logical_or(done, is_stop(next_ids, eos_id, stop_ids))
         return step + 1, buffer, lengths, done
 
     done = tf.zeros_like(prompt_lengths, tf.bool)

@@ -47,6 +47,7 @@ from components.trainer.training.data import frame_documents
 from components.trainer.model import decoding
 from components.trainer.serving import predict_requests, signatures
 from components.trainer.serving.weights import serving_backbone
+from components.tokenizer.chat_graph import ChatGraph
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
 from components.trainer.options import GenerationOptions
 
@@ -69,6 +70,8 @@ class TextGenerationModule(tf.Module):
         tokenizer = loaded.load(tokenizer_dir)
         if tokenizer.kind == loaded.LEARNED_SENTENCEPIECE:
             self.tokenizer_model = tf.saved_model.Asset(os.path.join(tokenizer_dir, model_file.MODEL_FILE_NAME))
+            self.tokenizer_files = [tf.saved_model.Asset(path) for path in tokenizer.file_paths(tokenizer_dir)
+                                    if os.path.basename(path) != model_file.MODEL_FILE_NAME]  # a chat template's
         else:
             self.tokenizer_files = [tf.saved_model.Asset(path) for path in tokenizer.file_paths(tokenizer_dir)]
         self._special = tokenizer.special
@@ -77,10 +80,18 @@ class TextGenerationModule(tf.Module):
         framing = set(tokenizer.special.document_prefix) | set(tokenizer.special.document_suffix) | {tokenizer.special.eos_id}
         self._mask_padding = tokenizer.special.pad_id not in framing
         self._detokenizer = tokenizer.graph(name="detokenizer")
+        chat_spec = tokenizer.chat()  # not kept on the module: only tensors belong in the SavedModel
+        self.has_chat = chat_spec is not None
+        if self.has_chat:  # a conversation model: its transform graph takes roles/contents, not text
+            self._text_tokenizer = tokenizer.graph(name="tokenizer")
+            self._chat = ChatGraph(chat_spec.grammar, chat_spec.special_ids, self._text_tokenizer.tokenize)
+        self._stop_ids = tuple(chat_spec.stop_token_ids) if self.has_chat else ()
         self.context_length = tf.Variable(backbone.context_length, dtype=tf.int64, trainable=False, name="context_length")
         self._defaults = generation
 
     def _tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
+        if self.has_chat:
+            return tf.cast(self._text_tokenizer.tokenize(tf.reshape(texts, [-1])), tf.int64)
         transformed = self.transform_layer({RAW_TEXT_KEY: tf.reshape(texts, [-1, 1])})
         return tf.cast(transformed[TOKEN_IDS_KEY], tf.int64)
 
@@ -89,9 +100,40 @@ class TextGenerationModule(tf.Module):
         """Continues each prompt; see the module docstring."""
         new_ids, counts = decoding.generate_tokens(
             self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, top_p, seed,
-            jit_compile=self._defaults.jit_compile, special=self._special,
+            jit_compile=self._defaults.jit_compile, special=self._special, stop_ids=self._stop_ids,
         )
         return {"generations": self._detokenizer.detokenize(new_ids), "num_generated_tokens": counts}
+
+    def chat(self, roles, contents, max_new_tokens, temperature, top_k, top_p, seed):
+        """The assistant's reply to each conversation: rendered with the chat template in the graph
+        (the generation prompt after its turns), continued, stopped at the template's end-of-turn
+        token or the end of text. `stopped` tells a reply that ended so from one cut by the limit."""
+        prompt = self._chat.generation_prompt(roles, contents).token_ids
+        unframed = self._special._replace(prompt_prefix=(), prompt_suffix=())  # the template frames the conversation
+        new_ids, counts = decoding.generate_tokens(
+            self.backbone, prompt, max_new_tokens, temperature, top_k, top_p, seed,
+            jit_compile=self._defaults.jit_compile, special=unframed, stop_ids=self._stop_ids,
+        )
+        stops = tf.constant(sorted({*self._stop_ids, self._special.eos_id}), tf.int64)
+        ended = tf.reduce_any(tf.equal(_last_or(new_ids, -1)[:, tf.newaxis], stops[tf.newaxis, :]), axis=1)
+        return {"generations": self._detokenizer.detokenize(new_ids), "num_generated_tokens": counts, "stopped": ended}
+
+    def score_replies(self, roles, contents):
+        """Summed NLL and count of the assistant turns' tokens (the loss mask Transform trains on),
+        each conversation rendered with its template; and the replies' UTF-8 bytes (for bits per
+        byte). A conversation longer than the context keeps its first context_length + 1 tokens
+        and is marked `truncated`."""
+        token_ids, mask, _ = self._chat.training_example(roles, contents)
+        limit = tf.cast(self.backbone.context_length, tf.int64) + 1
+        truncated = token_ids.row_lengths() > limit
+        token_ids, mask = token_ids[:, :limit], mask[:, :limit]
+        pad_id = self._special.pad_id
+        dense = token_ids.to_tensor(default_value=pad_id)
+        weights = tf.cast(mask.to_tensor(default_value=0), tf.bool)[:, 1:]
+        nll = _masked_token_nll(self.backbone, dense[:, :-1], dense[:, 1:], weights)
+        replies = tf.where(tf.equal(roles, "assistant"), tf.strings.length(contents), 0)
+        return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(weights, tf.int64), axis=1),
+                "reply_bytes": tf.cast(tf.reduce_sum(replies, axis=1), tf.int64), "truncated": truncated}
 
     @tf.function(input_signature=signatures.input_signature(signatures.SERVING_DEFAULT))
     def generate_with_defaults(self, prompts):
@@ -170,6 +212,15 @@ class TextGenerationModule(tf.Module):
         return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1)}
 
 
+def _last_or(ids: tf.RaggedTensor, default: int) -> tf.Tensor:
+    """Each row's last id, or `default` for an empty row."""
+    lengths = ids.row_lengths()
+    padded = tf.cast(ids.to_tensor(default_value=default), tf.int64)
+    padded = tf.concat([padded, tf.fill([tf.shape(padded)[0], 1], tf.constant(default, tf.int64))], axis=1)
+    last = tf.gather(padded, tf.maximum(lengths - 1, 0), batch_dims=1)
+    return tf.where(lengths > 0, last, tf.constant(default, tf.int64))
+
+
 def export_serving_model(
     backbone, transform_output: tft.TFTransformOutput, generation: GenerationOptions, export_dir: str
 ) -> None:
@@ -183,5 +234,9 @@ def export_serving_model(
         signatures.SCORE_TOKENS: module.score_tokens,
         signatures.SCORE_CONTINUATION: module.score_continuation,
     }
+    if module.has_chat:
+        functions[signatures.CHAT] = tf.function(module.chat, input_signature=signatures.input_signature(signatures.CHAT))
+        functions[signatures.SCORE_REPLIES] = tf.function(
+            module.score_replies, input_signature=signatures.input_signature(signatures.SCORE_REPLIES))
     tf.saved_model.save(module, export_dir, signatures=functions)
     predict_requests.write_warmup_file(export_dir, predict_requests.warmup_requests(generation))

@@ -13,6 +13,13 @@ REST bodies from it (`predict_requests.py`).
     score_continuation
                      prefixes [batch] string, continuations [batch] string -> nll_sum [batch] float32,
                      num_tokens [batch] int64, truncated [batch] bool
+  models trained on conversations (a chat template in their tokenizer) also have:
+    chat             roles [batch, turns] string, contents [batch, turns] string (an empty role
+                     marks padding after the last turn), then generate's five sampling scalars
+                     -> generations [batch] string (the reply), num_generated_tokens [batch] int32,
+                     stopped [batch] bool (the reply ended with a stop token within the limit)
+    score_replies    roles, contents -> nll_sum [batch] float32 and num_tokens [batch] int64 of
+                     the assistant turns' tokens, reply_bytes [batch] int64, truncated [batch] bool
 
 What each signature computes is documented in `export.py`.
 """
@@ -26,6 +33,9 @@ GENERATE = "generate"
 SCORE = "score"
 SCORE_TOKENS = "score_tokens"
 SCORE_CONTINUATION = "score_continuation"
+CHAT = "chat"
+SCORE_REPLIES = "score_replies"
+CHAT_SIGNATURES = (CHAT, SCORE_REPLIES)
 
 
 class Input(NamedTuple):
@@ -37,17 +47,20 @@ class Input(NamedTuple):
 
 
 _PROMPTS = Input("prompts", tf.string, (None,))
+_CONVERSATION = (Input("roles", tf.string, (None, None)), Input("contents", tf.string, (None, None)))
+_SAMPLING = (
+    Input("max_new_tokens", tf.int32, ()),
+    Input("temperature", tf.float32, ()),
+    Input("top_k", tf.int32, ()),
+    Input("top_p", tf.float32, ()),
+    Input("seed", tf.int64, ()),
+)
 
 INPUTS: Dict[str, Tuple[Input, ...]] = {
     SERVING_DEFAULT: (_PROMPTS,),
-    GENERATE: (
-        _PROMPTS,
-        Input("max_new_tokens", tf.int32, ()),
-        Input("temperature", tf.float32, ()),
-        Input("top_k", tf.int32, ()),
-        Input("top_p", tf.float32, ()),
-        Input("seed", tf.int64, ()),
-    ),
+    GENERATE: (_PROMPTS, *_SAMPLING),
+    CHAT: (*_CONVERSATION, *_SAMPLING),
+    SCORE_REPLIES: _CONVERSATION,
     SCORE: (Input("texts", tf.string, (None,)),),
     SCORE_TOKENS: (Input("blocks", tf.int64, (None, None)),),
     SCORE_CONTINUATION: (Input("prefixes", tf.string, (None,)), Input("continuations", tf.string, (None,))),
@@ -59,6 +72,8 @@ OUTPUTS: Dict[str, Tuple[str, ...]] = {
     SCORE: ("mean_nll", "num_tokens"),
     SCORE_TOKENS: ("nll_sum", "num_tokens"),
     SCORE_CONTINUATION: ("nll_sum", "num_tokens", "truncated"),
+    CHAT: ("generations", "num_generated_tokens", "stopped"),
+    SCORE_REPLIES: ("nll_sum", "num_tokens", "reply_bytes", "truncated"),
 }
 
 
@@ -73,10 +88,19 @@ def input_signature(signature: str) -> List[tf.TensorSpec]:
     return [tf.TensorSpec(spec.shape, spec.dtype, name=spec.name) for spec in _inputs(signature)]
 
 
+def _encoded(value: Any) -> Any:
+    """Strings (in nested lists too, for [batch, turns] inputs) as UTF-8 bytes."""
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    if isinstance(value, (list, tuple)):
+        return [_encoded(item) for item in value]
+    return value
+
+
 def _typed(spec: Input, value: Any) -> np.ndarray:
     if spec.dtype == tf.string:
         value = [value] if isinstance(value, (str, bytes)) else value
-        array = np.array([item.encode("utf-8") if isinstance(item, str) else item for item in value], dtype=object)
+        array = np.array(_encoded(value), dtype=object)
     else:
         array = np.asarray(value, dtype=spec.dtype.as_numpy_dtype)
     if array.ndim != len(spec.shape):

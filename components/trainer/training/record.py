@@ -45,6 +45,7 @@ class TrainingRecord:
     base_checkpoint: Optional[Dict[str, str]] = None
     exported_step: Optional[int] = None
     packing: Optional[Dict[str, Any]] = None  # conversation data: packing.PackingStats of the train split
+    chat: Optional[Dict[str, Any]] = None  # conversation data: the chat template, its sha256 and stop ids
 
     @property
     def lora(self) -> Optional[Dict[str, Any]]:

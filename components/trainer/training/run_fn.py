@@ -117,6 +117,15 @@ def _export_base_model(backbone, transform_output, generation, model_uri: str, s
     logging.info("Exported the base checkpoint (the Evaluator's first baseline) to %s", base_dir)
 
 
+def _chat_record(tokenizer: loaded.Tokenizer) -> Optional[dict]:
+    """What the training record (and so the model card) says of the chat template, or None."""
+    chat = tokenizer.chat()
+    if chat is None:
+        return None
+    return {"template": chat.template, "template_sha256": chat.template_sha256,
+            "end_of_turn_tokens": chat.grammar.end_of_turn_tokens(), "stop_token_ids": list(chat.stop_token_ids)}
+
+
 def _check_training_data(train_files, feature_spec, context_length: int, tokenizer: loaded.Tokenizer,
                          conversational: bool, training: TrainingOptions) -> Optional[packing.PackingStats]:
     """Refuses a train split too small to train on; for conversations also the loops that do not
@@ -286,7 +295,8 @@ def run_fn(fn_args: "FnArgs") -> None:
                 logging.info("Not writing a Hugging Face export: the run tokenizes with its own %s tokenizer, "
                              "not the checkpoint's", tokenizer.kind)
             else:
-                hf_dir = export_hugging_face(backbone, model_config.checkpoint, record.hugging_face_path(model_uri))
+                hf_dir = export_hugging_face(backbone, model_config.checkpoint, record.hugging_face_path(model_uri),
+                                             chat=tokenizer.chat())
                 logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
     if is_chief(strategy):
         record.write(model_uri, record.TrainingRecord(
@@ -298,5 +308,6 @@ def run_fn(fn_args: "FnArgs") -> None:
             base_checkpoint={"source": model_config.checkpoint, "sha256": checkpoint_sha256(model_config.checkpoint)}
             if checkpoint else None,
             packing=packing_stats.to_dict() if packing_stats else None,
+            chat=_chat_record(tokenizer),
         ))
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)
