@@ -67,6 +67,7 @@ setup(
         "safetensors>=0.4",  # the Trainer reads Hugging Face checkpoints with its numpy API
         "markdown>=3.5",  # model cards: Markdown rendered to HTML
         "sentencepiece>=0.2",  # learning tokenizers and reading checkpoint tokenizer.model files
+        "tokenizers>=0.20",  # the Tokenizer stage checks a checkpoint's tokenizer.json graph against it
     ],
     entry_points={"console_scripts": ["textgen=pipeline.cli:console"]},
 )

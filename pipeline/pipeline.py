@@ -6,7 +6,8 @@
          data_gate.max_removed_fraction of the span; on a pass RecordAcceptedStatistics makes
          this span the next drift baseline) -> Tokenizer (SentencePiece model: learned, reused from
          the production model, or pinned) -> Transform (tokenizes with it in the graph)
-      -> statistics + validation of the token data (curated transformed schema) -> TokenGate
+      -> statistics + validation of the token data (the curated transformed schema, written for the
+         run's tokenizer: its id range) -> TokenGate
       -> Trainer -> Evaluator (quality vs the production model, safety and bias gates -> ModelBlessing)
       -> Pusher (only when blessed)
 
@@ -33,6 +34,7 @@ from components.pusher.component import VersionedPusher
 from components.tokenizer.component import TokenizerComponent
 from components.trainer.options import TrainerSettings, trainer_custom_config
 from components.transform.component import TokenizingTransform
+from components.transform.token_schema import TokenSchemaGen
 from components.transform.preprocessing import RAW_TEXT_KEY
 from pipeline.config import PipelineConfig
 from pipeline.layout import PipelinePaths
@@ -99,21 +101,16 @@ class _ValidationStage:
                 self.gate, *self.after_gate]
 
 
-def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_prefix: str, gate_id: str,
-                      drift_state_uri: Optional[str] = None, conversation_schema_file: str = "") -> _ValidationStage:
-    """TFDV checks of `examples` against `schema_file`, ending in a DataGate with id `gate_id`.
+def _validation_stage(examples, schema_gen: tfx.types.BaseNode, config: PipelineConfig, id_prefix: str, gate_id: str,
+                      stage: str, drift_state_uri: Optional[str] = None) -> _ValidationStage:
+    """TFDV checks of `examples` against `schema_gen`'s schema, ending in a DataGate with id
+    `gate_id` whose messages name its `stage` ('raw' or 'tokens').
 
     With a `drift_state_uri`, drift and skew are checked too and a passing gate records this
-    span's statistics there as the next run's drift baseline. With a `conversation_schema_file`,
-    the schema import reads the examples' data kind and checks conversations against that one.
+    span's statistics there as the next run's drift baseline.
     """
     check_distributions = drift_state_uri is not None
     statistics_gen = tfx.components.StatisticsGen(examples=examples).with_id(f"{id_prefix}StatisticsGen")
-    schema_gen = CuratedSchemaGen(
-        schema_file=schema_file,
-        examples=examples if conversation_schema_file else None,
-        conversation_schema_file=conversation_schema_file,
-    ).with_id(f"{id_prefix}SchemaGen")
     example_validator = tfx.components.ExampleValidator(
         statistics=statistics_gen.outputs["statistics"], schema=schema_gen.outputs["schema"]
     ).with_id(f"{id_prefix}ExampleValidator")
@@ -133,6 +130,7 @@ def _validation_stage(examples, schema_file: str, config: PipelineConfig, id_pre
         distribution_anomalies=distribution_anomalies,
         examples=examples if check_distributions else None,  # raw data: what cleaning removed
         options=config.data_gate.to_parameter(),
+        stage=stage,
     ).with_id(gate_id)
     if check_distributions:
         after_gate = (RecordAcceptedStatistics(
@@ -162,9 +160,14 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         corpus_fingerprint=paths.corpus_fingerprint,
     ).with_id("ExampleGen")
 
-    raw_data_checks = _validation_stage(example_gen.outputs["examples"], paths.schema_file, config, "", "DataGate",
-                                        drift_state_uri=paths.drift_state_uri,
-                                        conversation_schema_file=paths.conversation_schema_file)
+    # The raw data's schema: the curated one for the examples' data kind (text or conversations).
+    raw_schema = CuratedSchemaGen(
+        schema_file=paths.schema_file,
+        examples=example_gen.outputs["examples"] if paths.conversation_schema_file else None,
+        conversation_schema_file=paths.conversation_schema_file,
+    ).with_id("SchemaGen")
+    raw_data_checks = _validation_stage(example_gen.outputs["examples"], raw_schema, config, "", "DataGate", "raw",
+                                        drift_state_uri=paths.drift_state_uri)
     tokenizer = TokenizerComponent(
         examples=example_gen.outputs["examples"],
         options=config.tokenizer,
@@ -182,9 +185,11 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         preprocessing_fn=PREPROCESSING_FN,
     ).with_id("Transform")
 
+    # The token data's schema is written for the run's tokenizer (its id range).
+    token_schema = TokenSchemaGen(tokenizer=tokenizer.outputs["tokenizer"],
+                                  schema_file=paths.transformed_schema_file).with_id("TransformedSchemaGen")
     token_data_checks = _validation_stage(
-        transform.outputs["transformed_examples"], paths.transformed_schema_file, config, "Transformed", "TokenGate"
-    )
+        transform.outputs["transformed_examples"], token_schema, config, "Transformed", "TokenGate", "tokens")
 
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,

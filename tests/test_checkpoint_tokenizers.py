@@ -1,10 +1,11 @@
 """A checkpoint's tokenizer in the TF graph gives the ids Hugging Face `tokenizers` gives.
 
 The fixtures (tests/fixtures/hf/tokenizers/, made by tests/fixtures/make_hf_tokenizers.py) are a
-tiny GPT-2-style byte-level BPE and a tiny Llama-style SentencePiece model with the tokenizer.json
-transformers converts it to; `tokenizers` loads those tokenizer.json files as the oracle. Special
-tokens are never parsed from text in our graphs (bpe_graph.py), which is `tokenizers` with
-`encode_special_tokens=True`.
+tiny GPT-2-style byte-level BPE in GPT-2's id layout and tiny Llama-style SentencePiece models
+with the tokenizer.json transformers converts each to (one normalising as the tokenizer.json does,
+two with `nmt_nfkc`, with and without a dummy prefix, which their tokenizer.json does not do);
+`tokenizers` loads those tokenizer.json files as the oracle. Special tokens are never parsed from
+text in our graphs (bpe_graph.py), which is `tokenizers` with `encode_special_tokens=True`.
 """
 import json
 import os
@@ -22,7 +23,8 @@ from components.trainer.serving.compat import ops_stock_serving_cannot_load
 from tests.conftest import PROJECT_ROOT
 
 FIXTURES = os.path.join(PROJECT_ROOT, "tests", "fixtures", "hf", "tokenizers")
-KINDS = ["gpt2_bpe", "llama_sp"]
+KINDS = ["gpt2_bpe", "llama_sp", "llama_sp_nfkc", "llama_sp_nfkc_noprefix"]
+SENTENCEPIECE_STYLE = ("llama_sp", "llama_sp_nfkc", "llama_sp_nfkc_noprefix")
 
 TEXTS = [
     "Hello world, it's a test. We'll see; they've gone, I'm here, you'd know, it'd be 'quoted'.",
@@ -44,6 +46,9 @@ TEXTS = [
     "mixed: naïve café—“quotes”…",
     "<|endoftext|> and <s> </s> as plain text",
     "NUL \x00 bell \x07 DEL \x7f",
+    "KING HENRY:\nNow",
+    "春眠不觉晓",
+    "Wow! \"Quoted\" #1",
     "a" * 200 + " " + "9" * 50,
     "",
     " ",
@@ -111,7 +116,7 @@ SPACEY = st.lists(st.sampled_from([" ", "  ", "\n", "\t", "a", "'s", "9", "é", 
 def test_ids_and_round_trip_on_arbitrary_text(kind, texts):
     name, graph, hf = kind
     assert _mismatches(graph, hf, texts) == []
-    if name == "llama_sp":
+    if name in SENTENCEPIECE_STYLE:
         texts = [t for t in texts if "\u2581" not in t]
     assert graph.texts(graph.ids(texts)) == texts
 
@@ -122,7 +127,7 @@ def test_detokenize_equals_hugging_face_decode_on_any_ids(kind, sequences):
     """Any ids, including byte tokens that are not valid UTF-8 together (a generation cut
     mid-character): the same text as `tokenizers`' decoder, special tokens skipped."""
     name, graph, hf = kind
-    if name == "llama_sp":  # <unk> (0) is never produced by byte fallback; <s>, </s> are special
+    if name in SENTENCEPIECE_STYLE:  # <unk> (0) is never produced by byte fallback; <s>, </s> are special
         sequences = [[i for i in ids if i >= 1] for ids in sequences]
     assert graph.texts(sequences) == hf.decode_batch(sequences, skip_special_tokens=True)
 
@@ -146,8 +151,13 @@ def test_special_tokens_are_text_and_decode_to_nothing():
 def test_each_kind_has_its_checkpoints_special_ids():
     gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe")).special
     llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special
-    assert gpt2 == special.SpecialTokens(bos_id=0, eos_id=0, pad_id=0, document_prefix=(0,), document_suffix=())
-    assert llama == special.SpecialTokens(bos_id=1, eos_id=2, pad_id=0, document_prefix=(1,), document_suffix=(2,))
+    # GPT-2: <|endoftext|> between documents, nothing added to a prompt; Llama: <s> ... </s>, <s> before a prompt.
+    assert gpt2 == special.SpecialTokens(bos_id=511, eos_id=511, pad_id=511, document_prefix=(511,), document_suffix=(),
+                                         prompt_prefix=(), prompt_suffix=(), unk_id=None)
+    assert llama == special.SpecialTokens(bos_id=1, eos_id=2, pad_id=0, document_prefix=(1,), document_suffix=(2,),
+                                          prompt_prefix=(1,), prompt_suffix=(), unk_id=0)
+    assert gpt2.document_forbidden_ids() == {511} and llama.document_forbidden_ids() == {0, 1, 2}
+    assert special.LEARNED.document_forbidden_ids() == {0, 1, 2}  # [PAD], [EOS], [UNK]
 
 
 def test_config_json_ids_win_and_the_record_travels_with_the_files(tmp_path):
@@ -155,11 +165,16 @@ def test_config_json_ids_win_and_the_record_travels_with_the_files(tmp_path):
     shutil.copytree(os.path.join(FIXTURES, "llama_sp"), checkpoint)
     (checkpoint / "config.json").write_text(json.dumps({"bos_token_id": 1, "eos_token_id": [2, 1], "pad_token_id": 3}))
     tokenizer = loaded.load(str(checkpoint))
-    assert tokenizer.special == special.SpecialTokens(1, 2, 3, (1,), (2,))
+    assert tokenizer.special == special.SpecialTokens(1, 2, 3, (1,), (2,), (1,), (), 0)
     tokenizer.write(str(tmp_path / "copy"))
     copied = loaded.load(str(tmp_path / "copy"))  # no config.json there: special_tokens.json says it
     assert copied.special == tokenizer.special and copied.sha256 == tokenizer.sha256
-    assert sorted(os.listdir(tmp_path / "copy")) == ["special_tokens.json", "tokenizer.model", "tokenizer_config.json"]
+    assert sorted(os.listdir(tmp_path / "copy")) == ["special_tokens.json", "tokenizer.json", "tokenizer_config.json"]
+
+
+def test_a_special_record_from_before_prompt_framing_frames_prompts_as_documents():
+    old = {"bos_id": 0, "eos_id": 0, "pad_id": 0, "document_prefix": [0], "document_suffix": []}
+    assert special.SpecialTokens.from_json(old, "old") == special.SpecialTokens(0, 0, 0, (0,), (), (0,), (), None)
 
 
 def test_byte_token_ids_are_the_byte_pieces():
@@ -206,10 +221,111 @@ def test_the_gpt2_split_form_of_the_pre_tokenizer_is_accepted(tmp_path):
     assert Graph(directory).ids(TEXTS) == Graph(os.path.join(FIXTURES, "gpt2_bpe")).ids(TEXTS)
 
 
-def test_a_sentencepiece_style_tokenizer_json_needs_its_tokenizer_model(tmp_path):
-    shutil.copy(os.path.join(FIXTURES, "llama_sp", "tokenizer.json"), tmp_path / "tokenizer.json")
-    with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'}: model.byte_fallback is true.*tokenizer.model"):
-        loaded.load(str(tmp_path))
+def test_tokenizer_json_wins_over_tokenizer_model():
+    """transformers uses tokenizer.json; the nmt_nfkc fixtures' tokenizer.model tokenizes otherwise."""
+    for name in SENTENCEPIECE_STYLE:
+        tokenizer = loaded.load(os.path.join(FIXTURES, name))
+        assert (tokenizer.kind, tokenizer.unused_files) == (loaded.SENTENCEPIECE_BPE, ("tokenizer.model",))
+        assert set(tokenizer.files) == {"tokenizer.json", "tokenizer_config.json"}
+    from components.tokenizer.sentencepiece_graph import CheckpointSentencePieceGraph
+
+    for name in ("llama_sp_nfkc", "llama_sp_nfkc_noprefix"):
+        with open(os.path.join(FIXTURES, name, "tokenizer.model"), "rb") as handle:
+            native = CheckpointSentencePieceGraph(handle.read())
+        hf = _hf(name)
+        native_ids = native.tokenize(tf.constant(["KING HENRY:\nNow"])).to_list()[0]
+        assert native_ids != hf.encode("KING HENRY:\nNow", add_special_tokens=False).ids
+        newline = hf.token_to_id("<0x0A>")
+        assert newline in hf.encode("KING HENRY:\nNow", add_special_tokens=False).ids and newline not in native_ids
+
+
+def test_a_tokenizer_model_alone_is_still_read_natively(tmp_path):
+    for name in ("tokenizer.model", "tokenizer_config.json"):
+        shutil.copy(os.path.join(FIXTURES, "llama_sp", name), tmp_path / name)
+    tokenizer = loaded.load(str(tmp_path))
+    assert tokenizer.kind == loaded.SENTENCEPIECE and tokenizer.special.prompt_prefix == (1,)
+    # Identity normalisation: the native model and its tokenizer.json agree.
+    assert Graph(str(tmp_path)).ids(TEXTS) == Graph(os.path.join(FIXTURES, "llama_sp")).ids(TEXTS)
+
+
+def _sentencepiece_json(tmp_path, edit, source="llama_sp_nfkc_noprefix"):
+    spec = json.load(open(os.path.join(FIXTURES, source, "tokenizer.json"), encoding="utf-8"))
+    edit(spec)
+    (tmp_path / "tokenizer.json").write_text(json.dumps(spec, ensure_ascii=False), encoding="utf-8")
+    shutil.copy(os.path.join(FIXTURES, source, "tokenizer_config.json"), tmp_path / "tokenizer_config.json")
+    hf = HfTokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    hf.encode_special_tokens = True
+    return Graph(str(tmp_path)), hf
+
+
+@pytest.mark.parametrize("scheme, split", [("first", False), ("always", True), ("never", True)])
+def test_a_metaspace_pre_tokenizer_is_reproduced(tmp_path, scheme, split):
+    decoder = {"type": "Sequence", "decoders": [
+        {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
+        + ([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if scheme != "never" else [])}
+    graph, hf = _sentencepiece_json(tmp_path, lambda spec: spec.update(
+        pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": split},
+        decoder=decoder))
+    assert _mismatches(graph, hf, TEXTS) == []
+    assert graph.texts(graph.ids(TEXTS)) == [hf.decode(hf.encode(t, add_special_tokens=False).ids) for t in TEXTS]
+
+
+def _merge_list_tokenizer(tmp_path, pieces):
+    """A SentencePiece-style tokenizer.json over the letters a-c with `pieces` (in rank order) and,
+    as transformers' converter writes them, a merge for every split of each piece into two tokens."""
+    def edit(spec):
+        vocab = {token: index for token, index in spec["model"]["vocab"].items() if index < 259}
+        for token in ["a", "b", "c"] + [p for p in pieces if len(p) > 1]:
+            vocab.setdefault(token, len(vocab))
+        merges = [[piece[:cut], piece[cut:]] for piece in pieces for cut in range(1, len(piece))
+                  if piece[:cut] in vocab and piece[cut:] in vocab]
+        spec["model"].update(vocab=vocab, merges=merges)
+        spec["added_tokens"] = [t for t in spec["added_tokens"] if t["id"] < 259]
+
+    return _sentencepiece_json(tmp_path, edit)
+
+
+def test_merges_that_use_later_tokens_follow_tokenizers_order(tmp_path):
+    """A converted SentencePiece merge list may use a piece made by a later merge: `tokenizers`
+    then merges the pair that makes ahead of the other occurrences of the pair that made it, and
+    merging every occurrence of a pair at once would give other ids ([a, bcbc] instead of [abc, bc])."""
+    graph, hf = _merge_list_tokenizer(tmp_path, ["bcbc", "abc", "bc"])
+    assert hf.encode("abcbc", add_special_tokens=False).tokens == ["abc", "bc"]
+    assert _mismatches(graph, hf, ["abcbc", "bcbc abcbcbc", "aabcbcabc", "abcabcbcbc"]) == []
+
+
+_PIECES = st.lists(st.text("abc", min_size=2, max_size=5), min_size=1, max_size=12, unique=True)
+
+
+@settings(max_examples=12, deadline=None)
+@given(pieces=_PIECES, texts=st.lists(st.text("abc ", max_size=24), min_size=1, max_size=4))
+def test_any_merge_order_gives_tokenizers_ids(tmp_path_factory, pieces, texts):
+    graph, hf = _merge_list_tokenizer(tmp_path_factory.mktemp("merges"), pieces)
+    assert _mismatches(graph, hf, texts) == []
+
+
+@pytest.mark.parametrize("edit, field", [
+    (lambda s: s.update(normalizer={"type": "NFKC"}), "normalizer"),
+    (lambda s: s.update(normalizer={"type": "Sequence", "normalizers": [
+        {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"Regex": " +"}, "content": "\u2581"}]}),
+     "normalizer.normalizers[1]"),
+    (lambda s: s.update(pre_tokenizer={"type": "Metaspace", "replacement": "_", "prepend_scheme": "always"}), "pre_tokenizer"),
+    (lambda s: s.update(decoder={"type": "Metaspace", "replacement": "\u2581"}), "decoder"),
+    (lambda s: s["model"].update(ignore_merges=True), "model.ignore_merges"),
+    (lambda s: s["model"].update(byte_fallback=False), "model.byte_fallback"),
+])
+def test_an_unsupported_sentencepiece_style_tokenizer_json_is_refused_naming_the_field(tmp_path, edit, field):
+    with pytest.raises(ValueError) as error:
+        _sentencepiece_json(tmp_path, edit)
+    message = str(error.value)
+    assert str(tmp_path / "tokenizer.json") in message and field in message and "\n" not in message
+
+
+def test_a_tokenizer_json_without_all_byte_tokens_is_refused(tmp_path):
+    def edit(spec):
+        del spec["model"]["vocab"]["<0x0A>"]
+    with pytest.raises(ValueError, match="lacks 1 of the 256 byte-fallback tokens \\(e.g. <0x0A>\\)"):
+        _sentencepiece_json(tmp_path, edit, "llama_sp").ids(["x"])
 
 
 LLAMA3_TEXTS = TEXTS + ["x.\n \n  y", "Hello\n\n\nWorld\n", "it's IT'S We'LL", "12345678 9", "(abc) [x]\n\n",
@@ -299,6 +415,7 @@ def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):
     (tmp_path / "tokenizer.json").write_text("{not json")
     with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.json'} is not valid JSON"):
         loaded.load(str(tmp_path))
+    (tmp_path / "tokenizer.json").unlink()  # a tokenizer.json would be read first
     (tmp_path / "tokenizer.model").write_bytes(b"not a model")
     with pytest.raises(ValueError, match=f"{tmp_path / 'tokenizer.model'} is not a SentencePiece model"):
         loaded.load(str(tmp_path))
@@ -312,12 +429,18 @@ def test_documents_are_framed_by_the_tokenizers_special_ids():
     llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special
     gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe")).special
     assert frame_documents(tokens, llama).to_list() == [[1, 7, 8, 2], [1, 2]]
-    assert frame_documents(tokens, gpt2).to_list() == [[0, 7, 8], [0]]
+    assert frame_documents(tokens, gpt2).to_list() == [[511, 7, 8], [511]]
     assert frame_documents(tokens, special.LEARNED).to_list() == [[1, 7, 8], [1]]
+    # Prompts as the tokenizer frames a text; an empty GPT-2 prompt starts from bos, as transformers' generate does.
     assert prepare_context(tokens, 1, llama).to_list() == [[1, 8], [1]]
+    assert prepare_context(tokens, 1, gpt2).to_list() == [[8], [511]]
+    assert prepare_context(tokens, None, gpt2).to_list() == [[7, 8], [511]]
+    assert prepare_context(tokens, 1, special.LEARNED).to_list() == [[1, 8], [1]]
+    with_eos = llama._replace(prompt_suffix=(2,))
+    assert prepare_context(tokens, 1, with_eos).to_list() == [[1, 8, 2], [1, 2]]
 
 
-@pytest.fixture(scope="module", params=KINDS)
+@pytest.fixture(scope="module", params=["gpt2_bpe", "llama_sp_nfkc"])
 def checkpoint_export(request, tmp_path_factory):
     """A transform graph made with a checkpoint tokenizer and a tiny backbone's export using it."""
     import tensorflow_transform as tft

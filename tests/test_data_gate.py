@@ -1,5 +1,4 @@
 """The data gate: real TFDV statistics of real examples, validated against the curated schema."""
-
 import itertools
 import json
 import os
@@ -11,11 +10,14 @@ from tfx.types import standard_artifacts
 
 from components.resources import resolve
 from components.data_gate.anomalies import blocking_anomalies, parse_anomalies
-from components.data_gate.component import gate_verdict
+from components.data_gate.component import STAGES, gate_verdict
 from components.data_gate.options import DataGateOptions
 from components.data_gate.schema_import import CuratedSchemaExecutor
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document, read_corpus_file
+from components.tokenizer import loaded
+from components.transform.preprocessing import count_forbidden
+from components.transform.token_schema import schema_for_tokenizer
 from pipeline.config import PipelineConfig
 from pipeline.layout import conversation_schema_file, schema_files
 
@@ -30,6 +32,7 @@ def _anomalies_for(documents, tmp_path, schema_file=None):
     return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
 
 
+HF_TOKENIZERS = os.path.join(os.path.dirname(__file__), "fixtures", "hf", "tokenizers")
 GOOD = [Document(f"Hello {i},\nthanks for writing.", "a.txt", i) for i in range(20)]
 
 
@@ -58,34 +61,99 @@ def test_allowed_anomaly_types_only_warn(tmp_path):
     assert anomalies and blocking_anomalies(anomalies, anomalies[0].types) == []
 
 
-def _token_data_anomalies(serialized_examples, tmp_path):
+def _token_data_anomalies(serialized_examples, tmp_path, vocab_size):
+    """TFDV's anomalies in token data against the transformed schema written for a tokenizer of `vocab_size`."""
     path = str(tmp_path / "transformed.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for record in serialized_examples:
             writer.write(record)
     statistics = tfdv.generate_statistics_from_tfrecord(path, pipeline_options=None)
-    schema = tfdv.load_schema_text(resolve(schema_files(PipelineConfig().schema_dir)[1]))
+    curated_path = resolve(schema_files(PipelineConfig().schema_dir)[1])
+    schema = schema_for_tokenizer(tfdv.load_schema_text(curated_path), vocab_size, curated_path)
     return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
 
 
-def _transformed_example(token_ids, byte_fraction=0.5, bytes_per_token=2.0):
+def _transformed_example(token_ids, tokenizer, byte_fraction=0.5, bytes_per_token=2.0):
+    """A transformed example as Transform writes it for `tokenizer` (its special-token count included)."""
+    special_count = count_forbidden(tf.ragged.constant([token_ids], dtype=tf.int64), tokenizer.document_forbidden_ids())
     return tf.train.Example(features=tf.train.Features(feature={
         "token_ids$ragged_values": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
         "num_tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=[len(token_ids)])),
         "byte_token_fraction": tf.train.Feature(float_list=tf.train.FloatList(value=[byte_fraction])),
         "bytes_per_token": tf.train.Feature(float_list=tf.train.FloatList(value=[bytes_per_token])),
+        "special_tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=special_count.numpy().tolist())),
     })).SerializeToString()
 
 
-def test_real_transformed_examples_pass_the_token_gate(transform_artifacts, tmp_path):
+@pytest.fixture(scope="module")
+def tokenizers(tokenizer_model):
+    """The two kinds: the learned SentencePiece layout ([PAD] [EOS] [UNK] = 0-2) and GPT-2's
+    (bytes first: '!' '"' '#' are ids 0-2; <|endoftext|> last, 511)."""
+    return {"learned": loaded.load(tokenizer_model), "gpt2": loaded.load(os.path.join(HF_TOKENIZERS, "gpt2_bpe"))}
+
+
+def test_real_transformed_examples_pass_the_token_gate(transform_artifacts, tokenizer_model, tmp_path):
     records = [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(transform_artifacts[1]), compression_type="GZIP")]
-    assert records and _token_data_anomalies(records, tmp_path) == []
+    assert records and _token_data_anomalies(records, tmp_path, loaded.load(tokenizer_model).vocab_size) == []
 
 
-def test_unknown_tokens_and_empty_token_sequences_block_the_token_gate(tmp_path):
-    good = [_transformed_example([600, 601, 602]) for _ in range(10)]
-    anomalies = _token_data_anomalies(good + [_transformed_example([600, 2]), _transformed_example([])], tmp_path)
-    assert {a.feature for a in blocking_anomalies(anomalies, [])} == {"token_ids$ragged_values", "num_tokens"}
+def test_unknown_tokens_and_empty_token_sequences_block_the_token_gate(tokenizers, tmp_path):
+    learned = tokenizers["learned"]
+    good = [_transformed_example([300, 301, 302], learned) for _ in range(10)]
+    anomalies = _token_data_anomalies(good + [_transformed_example([300, 2], learned), _transformed_example([], learned)],
+                                      tmp_path, learned.vocab_size)
+    assert {a.feature for a in blocking_anomalies(anomalies, [])} == {"special_tokens", "num_tokens"}
+
+
+def test_ids_0_to_2_pass_where_they_are_ordinary_bytes_and_a_special_id_still_blocks(tokenizers, tmp_path):
+    gpt2 = tokenizers["gpt2"]
+    assert gpt2.graph().tokenize(tf.constant(['!"#'])).to_list() == [[0, 1, 2]]
+    documents = [_transformed_example([0, 1, 2, 300 + i], gpt2) for i in range(10)]
+    assert _token_data_anomalies(documents, tmp_path, gpt2.vocab_size) == []
+    # The same ids where they are the learned tokenizer's [PAD] [EOS] [UNK]: refused.
+    learned = tokenizers["learned"]
+    blocking = blocking_anomalies(_token_data_anomalies(
+        [_transformed_example([0, 1, 2, 300 + i], learned) for i in range(10)], tmp_path, learned.vocab_size), [])
+    assert [a.feature for a in blocking] == ["special_tokens"]
+    # GPT-2's <|endoftext|> (the separator the pipeline places between documents) inside a document: refused.
+    eos = gpt2.special.eos_id
+    blocking = blocking_anomalies(_token_data_anomalies(documents + [_transformed_example([5, eos, 6], gpt2)], tmp_path,
+                                                        gpt2.vocab_size), [])
+    assert [a.feature for a in blocking] == ["special_tokens"]
+    error, _ = gate_verdict(blocking, DataGateOptions(), stage=STAGES["tokens"])
+    assert error.startswith("token gate (after Transform): stopping before the Trainer: 1 blocking anomaly in the "
+                            "token data:\n  - [train] special_tokens: ")
+
+
+def test_an_id_outside_the_vocabulary_blocks_the_token_gate(tokenizers, tmp_path):
+    gpt2 = tokenizers["gpt2"]
+    documents = [_transformed_example([0, 1, 2, 300 + i], gpt2) for i in range(10)]
+    blocking = blocking_anomalies(_token_data_anomalies(documents + [_transformed_example([5, 512], gpt2)], tmp_path,
+                                                        gpt2.vocab_size), [])
+    assert [a.feature for a in blocking] == ["token_ids$ragged_values"]
+    assert "512" in blocking[0].description
+
+
+def test_the_token_schema_is_written_for_the_tokenizer(tokenizers, tmp_path):
+    """TokenSchemaGen (the TransformedSchemaGen node) writes the curated schema with the id range."""
+    from tfx.types import standard_artifacts
+
+    from components.tokenizer.component import Tokenizer
+    from components.transform.token_schema import TokenSchemaGen
+
+    tokenizer_artifact = Tokenizer()
+    tokenizer_artifact.uri = str(tmp_path / "tokenizer")
+    tokenizers["gpt2"].write(tokenizer_artifact.uri)
+    schema_artifact = standard_artifacts.Schema()
+    schema_artifact.uri = str(tmp_path / "schema")
+    executor = TokenSchemaGen.EXECUTOR_SPEC.executor_class()
+    executor.Do({"tokenizer": [tokenizer_artifact]}, {"schema": [schema_artifact]},
+                {"schema_file": schema_files(PipelineConfig().schema_dir)[1]})
+    written = tfdv.load_schema_text(os.path.join(schema_artifact.uri, "schema.pbtxt"))
+    domain = tfdv.get_feature(written, "token_ids$ragged_values").int_domain
+    assert (domain.min, domain.max) == (0, 511)
+    special_count = tfdv.get_feature(written, "special_tokens").int_domain
+    assert (special_count.min, special_count.max) == (0, 0)
 
 
 def test_a_few_symbolic_documents_are_tolerated_but_a_symbolic_corpus_blocks(tmp_path):

@@ -10,8 +10,16 @@ pushed with its Hugging Face export and model card, the registry records the bas
 the adapter settings, and the pushed SavedModel generates in a fresh process with only TensorFlow
 and TF Text.
 
+The corpus has '!', '"' and '#', which GPT-2's id layout (the fixture's: bytes first) makes ids
+0, 1 and 2: the TokenGate, whose schema is written for the run's tokenizer, lets them through.
+Both checkpoints ship a tokenizer.json, which the run tokenizes with (the Llama one also has the
+tokenizer.model it was converted from); the base model the Evaluator exports (the checkpoint's
+weights, unmoved) generates from text prompts exactly what transformers generated
+(tests/fixtures/hf/<family>/expected_text.json).
+
 Marked slow (about two minutes per family here); CI runs them.
 """
+import glob
 import json
 import os
 import subprocess
@@ -21,6 +29,7 @@ import textwrap
 import pytest
 
 from components.registry import model_registry as registry
+from components.tokenizer import loaded
 from components.trainer.checkpoint.fingerprint import checkpoint_sha256
 from pipeline.local_runner import run_locally
 from tests.conftest import WEAK_MODEL_QUALITY, write_tiny_corpus
@@ -44,24 +53,67 @@ FINE_TUNE_OVERRIDES = [
 ]
 
 
+# The bundled corpus has no '!', '"' or '#' (ids 0, 1, 2 in GPT-2's layout): some go into its
+# replies, inside documents that cleaning keeps (one '#' in a reply of dozens of words).
+PUNCTUATION = {"happy to help.": "happy to help!", "Settings > ": '"Settings" > ', "Thanks for ": "Thanks (case #7) for "}
+
+
+def _write_corpus(directory: str) -> str:
+    corpus = write_tiny_corpus(directory)
+    path = os.path.join(corpus, "replies.txt")
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    for old, new in PUNCTUATION.items():
+        assert old in text
+        text = text.replace(old, new)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return corpus
+
+
+def _token_ids_trained_on(output_root: str) -> set:
+    """Every id in the run's transformed examples (Transform's output, which the TokenGate checked)."""
+    import tensorflow as tf
+
+    files = glob.glob(os.path.join(output_root, "**", "transformed_examples", "**", "*.gz"), recursive=True)
+    assert files, f"no transformed examples under {output_root}"
+    found = set()
+    for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+        found.update(tf.train.Example.FromString(record.numpy()).features.feature["token_ids$ragged_values"].int64_list.value)
+    return found
+
+
 def _run(family: str, root) -> tuple:
     from pipeline.config import load_config
 
     checkpoint = checkpoint_with_tokenizer(family, str(root / "checkpoint"))
     config = load_config(overrides=FINE_TUNE_OVERRIDES + [f"model.checkpoint={checkpoint}"],
-                         data_root=write_tiny_corpus(str(root / "corpus")), output_root=str(root / "out"))
+                         data_root=_write_corpus(str(root / "corpus")), output_root=str(root / "out"))
     return checkpoint, config, run_locally(config)
 
 
-@pytest.mark.parametrize("family,tokenizer_kind", [("gpt2", "byte_level_bpe"), ("llama", "sentencepiece")])
+@pytest.mark.parametrize("family,tokenizer_kind", [("gpt2", "byte_level_bpe"), ("llama", "sentencepiece_bpe")])
 def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pushed(family, tokenizer_kind, tmp_path):
+    from tokenizers import Tokenizer as HfTokenizer
+
+    from components.model_client import ModelClient
+    from tests.hf_checkpoints import expected_text
+
     checkpoint, config, summary = _run(family, tmp_path)
     assert summary["succeeded"], summary["error"]
+    if family == "gpt2":  # the token data the TokenGate passed has ids 0-2: ordinary bytes there
+        reference = HfTokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
+        assert [reference.token_to_id(char) for char in '!"#'] == [0, 1, 2]
+        assert {0, 1, 2} <= _token_ids_trained_on(str(tmp_path / "out"))
     assert summary["blessing"]["blessed"], summary["blessing"]
     with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:
         evaluation = json.load(handle)
     baseline, quality = evaluation["baseline"], evaluation["metrics"]["quality"]
     assert baseline["kind"] == "base_checkpoint" and baseline["path"].endswith("base_model")
+    # The checkpoint's own weights, exported by the run, answer text prompts as transformers does.
+    rows = expected_text(family)["rows"]
+    base = ModelClient(baseline["path"])
+    assert base.generate([r["prompt"] for r in rows], expected_text(family)["max_new_tokens"], 0.0) == [r["text"] for r in rows]
     # Fine-tuning made the model better on this corpus than the checkpoint it started from.
     assert quality["bits_per_byte"] < 0.95 * quality["baseline_bits_per_byte"], quality
     gate = next(g for g in evaluation["gates"] if g["name"] == "quality.bits_per_byte_change")
@@ -77,7 +129,8 @@ def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pus
     assert push["pushed"] and push["version"] == 1
     serving = config.layout.serving_dir
     tokenizer_assets = os.listdir(os.path.join(push["path"], "assets"))
-    assert ("tokenizer.model" in tokenizer_assets) == (tokenizer_kind == "sentencepiece")
+    assert "tokenizer.json" in tokenizer_assets and "tokenizer.model" not in tokenizer_assets
+    assert loaded.load(loaded.saved_model_dir(push["path"])).kind == tokenizer_kind
     exported = os.path.join(serving, "hugging_face", "1")
     assert {"config.json", "model.safetensors"} <= set(os.listdir(exported))
     card = open(os.path.join(serving, "model_cards", "1.md"), encoding="utf-8").read()

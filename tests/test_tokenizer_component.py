@@ -207,17 +207,38 @@ HF_TOKENIZERS = os.path.join(os.path.dirname(__file__), "fixtures", "hf", "token
 def test_checkpoint_policy_copies_the_checkpoints_tokenizer_with_its_hashes(tmp_path, examples, policy_name):
     from components.tokenizer import loaded
 
-    checkpoint = os.path.join(HF_TOKENIZERS, "llama_sp")
+    checkpoint = os.path.join(HF_TOKENIZERS, "llama_sp_nfkc")
     output = _run(tmp_path, examples, "ckpt", checkpoint=checkpoint, policy=policy_name)
     assert output.get_string_custom_property("source") == "checkpoint"
-    assert output.get_string_custom_property("algorithm") == "sentencepiece"
+    assert output.get_string_custom_property("algorithm") == "sentencepiece_bpe"  # tokenizer.json, as transformers
     assert output.get_int_custom_property("vocab_size") == 512
     hashes = json.loads(output.get_string_custom_property("file_sha256"))
-    assert set(hashes) == {"tokenizer.model", "tokenizer_config.json"}
+    assert set(hashes) == {"tokenizer.json", "tokenizer_config.json"}
+    assert json.loads(output.get_string_custom_property("unused_files")) == ["tokenizer.model"]
+    checked = json.loads(output.get_string_custom_property("tokenizers_agreement"))
+    assert checked["equal"] is True and checked["sample_texts"] > 0 and checked["fixed_texts"] >= 10
     artifact = loaded.load(output.uri)
     assert artifact.sha256 == output.get_string_custom_property("sha256") == loaded.load(checkpoint).sha256
     assert artifact.special.eos_id == 2 and artifact.special.document_prefix == (1,)
     assert not os.path.exists(os.path.join(output.uri, model_file.MODEL_FILE_NAME))
+
+
+def test_a_graph_that_differs_from_tokenizers_stops_the_stage_naming_the_text_and_both_id_lists(
+        tmp_path, examples, monkeypatch):
+    """As if the graph still read tokenizer.model: on the nmt_nfkc fixture its ids differ."""
+    from components.tokenizer import agreement, loaded
+    from components.tokenizer.sentencepiece_graph import CheckpointSentencePieceGraph
+
+    checkpoint = os.path.join(HF_TOKENIZERS, "llama_sp_nfkc")
+    with open(os.path.join(checkpoint, "tokenizer.model"), "rb") as handle:
+        native = handle.read()
+    monkeypatch.setattr(loaded.Tokenizer, "graph", lambda self, name=None: CheckpointSentencePieceGraph(native))
+    with pytest.raises(agreement.TokenizerMismatch) as error:
+        _run(tmp_path, examples, "mismatch", checkpoint=checkpoint, policy="checkpoint")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"{os.path.join(checkpoint, 'tokenizer.json')}: ")
+    assert '"KING HENRY:\\nNow"' in message and "graph [" in message and "tokenizers [" in message
+    assert not os.path.exists(tmp_path / "mismatch" / "tokenizer.json")  # nothing written
 
 
 def test_a_checkpoint_without_tokenizer_files_is_a_one_line_error_naming_it(tmp_path, examples):

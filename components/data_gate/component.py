@@ -15,7 +15,7 @@ cache (`pipeline.pipeline.UNCACHEABLE_NODES`): their result depends on more than
 """
 import json
 import os
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_data_validation as tfdv
@@ -34,6 +34,20 @@ from components.data_gate.options import DataGateOptions
 from components.example_gen import ingest_report
 
 TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"
+
+
+class GateStage(NamedTuple):
+    """Where a gate stands, for its messages: what it says when it stops the run, and what data it checks."""
+
+    stopping: str
+    data: str
+
+
+# DataGate's `stage` parameter -> where that gate stands in the pipeline.
+STAGES = {
+    "raw": GateStage("data gate: stopping before the Tokenizer and Transform", "input data"),
+    "tokens": GateStage("token gate (after Transform): stopping before the Trainer", "token data"),
+}
 
 
 class DataGateResult(types.Artifact):
@@ -111,11 +125,12 @@ def DistributionValidator(
     anomalies.set_int_custom_property("drift_baseline_span", -1 if baseline.span is None else baseline.span)
 
 
-def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Optional[Dict[str, Any]] = None
-                 ) -> Tuple[Optional[str], Optional[removal_lib.RemovalFinding]]:
+def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Optional[Dict[str, Any]] = None,
+                 stage: GateStage = STAGES["raw"]) -> Tuple[Optional[str], Optional[removal_lib.RemovalFinding]]:
     """(the error message when the gate blocks or None, the removal finding or None): blocking
     anomalies, and (given ExampleGen's ingest `report`) cleaning that removed more than
-    `max_removed_fraction`, which blocks unless `removal_action` is 'warn'."""
+    `max_removed_fraction`, which blocks unless `removal_action` is 'warn'. The message names the
+    gate's `stage`."""
     blocking = blocking_anomalies(found, gate_options.allowed_anomaly_types, gate_options.warn_only_checks())
     finding = removal_lib.removal_finding(report, gate_options.max_removed_fraction) if report else None
     problems = []
@@ -123,10 +138,10 @@ def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Op
         problems.append(finding.message())
     if blocking:
         listing = "\n".join(f"  - {anomaly}" for anomaly in blocking)
-        problems.append(f"{len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} in the input data:\n{listing}")
+        problems.append(f"{len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} in the {stage.data}:\n{listing}")
     if not problems:
         return None, finding
-    return "data gate: stopping before the Tokenizer and Transform: " + "\n".join(problems), finding
+    return f"{stage.stopping}: " + "\n".join(problems), finding
 
 
 @component
@@ -136,6 +151,7 @@ def DataGate(
     distribution_anomalies: InputArtifact[standard_artifacts.ExampleAnomalies] = None,
     examples: InputArtifact[standard_artifacts.Examples] = None,
     options: Parameter[str] = "{}",
+    stage: Parameter[str] = "raw",
 ) -> None:
     """Fails the run when a validator found anomalies that block, or cleaning removed too much.
 
@@ -149,13 +165,15 @@ def DataGate(
         (`removal`).
       options: `DataGateOptions` as JSON: the TFDV anomaly types and the distribution checks
         ('drift', 'skew') that only warn, and the removal limit and action.
+      stage: where the gate stands, named in its message: 'raw' (the DataGate, before the
+        Tokenizer) or 'tokens' (the TokenGate, after Transform, before the Trainer).
     """
     gate_options = DataGateOptions.from_parameter(options)
     found = read_anomalies(anomalies.uri, anomalies.split_names)
     if distribution_anomalies is not None:
         found += read_anomalies(distribution_anomalies.uri, distribution_anomalies.split_names)
     report = ingest_report.read_artifact_report(examples) if examples is not None else None
-    error, finding = gate_verdict(found, gate_options, report)
+    error, finding = gate_verdict(found, gate_options, report, STAGES[stage])
     if error:
         raise BlockingAnomaliesError(error)
     result.set_int_custom_property("passed", 1)

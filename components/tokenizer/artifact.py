@@ -11,6 +11,9 @@ reads either), with custom properties (KFP carries custom properties only):
     rare_characters_left_to_bytes      distinct characters of the sample learned from as bytes only (learn.py)
     source                             learned | reused | pinned | checkpoint, and `source_detail` saying which
     learned_from_examples, learned_from_span, sample_chunks, sample_bytes   for a learned model
+    tokenizers_agreement               a checkpoint's tokenizer.json: the graph's ids equal Hugging Face
+                                       `tokenizers`' on the probe set (agreement.py; a difference stops
+                                       the run), as JSON; `unused_files`: tokenizer files it ignored
 """
 from tfx import types
 

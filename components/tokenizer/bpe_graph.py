@@ -14,13 +14,8 @@ Tokenizing follows Hugging Face `tokenizers` step by step, and gives the same id
    through this step as a text of its own, as `tokenizers` runs pre-tokenizers in sequence.
    Llama 3's expression treats line breaks apart; `_split_llama3` says how its runs are cut.
 2. Bytes. Each word's UTF-8 bytes become the ids of their one-character tokens (byte_level.py).
-3. Merges. A `tf.while_loop` over all words of the batch at once: in each round every word finds
-   its adjacent pair with the lowest merge rank and merges every occurrence of that pair, left to
-   right without overlap. This is the order `tokenizers` merges in (lowest rank first, leftmost
-   first among equals) for merge lists in which a merge only uses tokens made by earlier merges,
-   which holds for every learned BPE. Merge ranks are looked up by binary search in a sorted
-   constant of pair keys, so the graph holds no table resources and works in TF Transform and
-   in a SavedModel alike.
+3. Merges, in `tokenizers`' order (lowest rank first, leftmost first among equals), for all
+   words of the batch at once (bpe_merges.py, shared with the SentencePiece-style BPE).
    With `ignore_merges` (Llama 3), a word that is itself a token is that token (a binary search
    over fingerprints of the tokens' bytes, checked against the bytes).
 
@@ -36,9 +31,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text as tf_text
 
-from components.tokenizer import byte_level
+from components.tokenizer import bpe_merges, byte_level
 
-_NO_RANK = np.iinfo(np.int64).max
+_NO_RANK = bpe_merges.NO_RANK
 
 
 # TF Text's regex split stops reading a string at its first NUL character. NUL is spelled as two
@@ -99,20 +94,7 @@ class ByteLevelBpeGraph(tf.Module):
             raise ValueError(f"{source}: the vocabulary lacks {len(missing)} of the 256 byte tokens "
                              f"(e.g. {missing[0]!r}): not a byte-level BPE vocabulary")
         self._byte_ids = tf.constant([vocab[char] for char in chars], tf.int64)
-        keys, merged = [], []
-        for rank, (left, right) in enumerate(merges):
-            for part in (left, right, left + right):
-                if part not in vocab:
-                    raise ValueError(f"{source}: merge {rank} ({left} {right}) uses {part!r}, which is not in the vocabulary")
-            keys.append(vocab[left] * size + vocab[right])
-            merged.append(vocab[left + right])
-        order = np.argsort(np.asarray(keys, np.int64), kind="stable")
-        sorted_keys = np.asarray(keys, np.int64)[order] if keys else np.zeros([0], np.int64)
-        if len(set(keys)) != len(keys):
-            raise ValueError(f"{source}: the merge list has the same pair twice")
-        self._pair_keys = tf.constant(np.append(sorted_keys, _NO_RANK), tf.int64)  # sentinel: never empty
-        self._pair_ranks = tf.constant(np.append(order, _NO_RANK).astype(np.int64), tf.int64)
-        self._pair_merged = tf.constant(np.append(np.asarray(merged, np.int64)[order] if keys else [], -1).astype(np.int64))
+        self._merges = bpe_merges.MergeTable(merges, vocab, size, source)
         # Decoding: each id's characters, mapped back to bytes; special tokens decode to nothing.
         texts = [""] * size
         special = set(special_ids)
@@ -138,7 +120,7 @@ class ByteLevelBpeGraph(tf.Module):
         word_bytes = tf.strings.unicode_decode(words.flat_values, "ISO-8859-1")  # each byte as a code point
         symbols = tf.gather(self._byte_ids, tf.cast(word_bytes.flat_values, tf.int64))
         word_of_symbol = word_bytes.value_rowids()
-        symbols, word_of_symbol = self._merge(symbols, word_of_symbol)
+        symbols, word_of_symbol = self._merges.merge(symbols, word_of_symbol)
         num_words = tf.shape(words.flat_values, out_type=tf.int64)[0]
         per_word = tf.RaggedTensor.from_value_rowids(symbols, word_of_symbol, nrows=num_words)
         if self._ignore_merges:
@@ -224,40 +206,6 @@ class ByteLevelBpeGraph(tf.Module):
         items_per_text = tf.math.unsorted_segment_sum(items_per_piece, rows, pieces.nrows())
         words = tf_text.regex_split(items, byte_level.LLAMA3_WORD, byte_level.LLAMA3_WORD)
         return tf.RaggedTensor.from_row_lengths(words, items_per_text).merge_dims(1, 2)
-
-    def _merge(self, symbols: tf.Tensor, word_of_symbol: tf.Tensor):
-        """Step 3 of the module docstring on flat symbols, each with the index of its word."""
-
-        def rank_of_pairs(symbols, word_of_symbol):
-            keys = symbols[:-1] * self._size + symbols[1:]
-            slot = tf.searchsorted(self._pair_keys, keys, side="left", out_type=tf.int64)
-            known = tf.equal(tf.gather(self._pair_keys, slot), keys) & tf.equal(word_of_symbol[:-1], word_of_symbol[1:])
-            return tf.where(known, tf.gather(self._pair_ranks, slot), _NO_RANK), slot
-
-        def not_done(symbols, word_of_symbol, merged_any):
-            return merged_any
-
-        def one_round(symbols, word_of_symbol, merged_any):
-            ranks, slot = rank_of_pairs(symbols, word_of_symbol)
-            pair_word = word_of_symbol[:-1]
-            num_segments = tf.reduce_max(tf.concat([word_of_symbol, [0]], axis=0)) + 1
-            lowest = tf.math.unsorted_segment_min(ranks, pair_word, num_segments)
-            chosen = tf.equal(ranks, tf.gather(lowest, pair_word)) & (ranks < _NO_RANK)
-            # Occurrences of one pair overlap only as runs of equal symbols (x x x): keep every second.
-            position = tf.range(tf.shape(chosen, out_type=tf.int64)[0])
-            run = tf.cumsum(tf.cast(tf.logical_not(chosen), tf.int64))
-            num_runs = tf.reduce_max(tf.concat([run, [0]], axis=0)) + 1
-            run_start = tf.math.unsorted_segment_min(tf.where(chosen, position, _NO_RANK), run, num_runs)
-            chosen &= tf.equal((position - tf.gather(run_start, run)) % 2, 0)
-            merged = tf.where(chosen, tf.gather(self._pair_merged, slot), symbols[:-1])
-            new_symbols = tf.concat([merged, symbols[-1:]], axis=0)
-            keep = tf.logical_not(tf.concat([[False], chosen], axis=0))
-            return tf.boolean_mask(new_symbols, keep), tf.boolean_mask(word_of_symbol, keep), tf.reduce_any(chosen)
-
-        symbols, word_of_symbol, _ = tf.while_loop(
-            not_done, one_round, (symbols, word_of_symbol, tf.size(symbols) > 1),
-            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])))
-        return symbols, word_of_symbol
 
     def detokenize(self, token_ids) -> tf.Tensor:
         """Ragged [batch, (tokens)] ids -> [batch] UTF-8 strings (invalid UTF-8 becomes U+FFFD)."""

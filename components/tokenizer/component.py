@@ -20,7 +20,7 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from components.example_gen import ingest_report
 from components.registry.options import RegistryOptions
 from components.example_gen.data_kind import CONVERSATIONS, examples_data_kind
-from components.tokenizer import chat_setup, chat_template, hf_files, ids, learn, loaded, model_file, policy, sample
+from components.tokenizer import agreement, chat_setup, chat_template, hf_files, ids, learn, loaded, model_file, policy, sample
 from components.tokenizer.artifact import Tokenizer
 from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 
@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 TRAIN_SPLIT = "train"
 SAMPLE_FILE = "sample.tfrecord.gz"
 SPAN = "span"
+PROBE_SAMPLE_SIZE = 256  # sample chunks a checkpoint's tokenizer.json graph is checked on (agreement.py)
 
 
 class TokenizerSpec(ComponentSpec):
@@ -64,7 +65,7 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         conversations = examples_data_kind(examples) == CONVERSATIONS
         if choice.action == policy.CHECKPOINT:
-            self._copy_checkpoint_tokenizer(choice, output, conversations)
+            self._copy_checkpoint_tokenizer(choice, output, conversations, examples, options, exec_properties["text_feature"])
             return
         if choice.action == policy.LEARN:
             proto = self._learn(examples, options, exec_properties["text_feature"], output)
@@ -98,10 +99,23 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         log.info("Chat template (sha256 %s): turns end with %s; decoding stops at ids %s", chat.template_sha256,
                  chat.grammar.end_of_turn_tokens(), list(chat.stop_token_ids))
 
-    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, output: types.Artifact, conversations: bool) -> None:
-        """Checks the checkpoint's tokenizer files and writes them, with their special ids, as the
+    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, output: types.Artifact, conversations: bool,
+                                   examples: types.Artifact, options: TokenizerOptions, text_feature: str) -> None:
+        """Checks the checkpoint's tokenizer files (and, for a tokenizer.json, the graph's ids
+        against `tokenizers` on a probe set) and writes them, with their special ids, as the
         artifact; for conversation data also its chat template, which it must have."""
         tokenizer = loaded.load(choice.model_path)
+        if hf_files.TOKENIZER_JSON in tokenizer.files:
+            drawn = sample.draw_sample(self._make_beam_pipeline(), [_train_pattern(examples)], text_feature,
+                                       PROBE_SAMPLE_SIZE, options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
+            checked = agreement.check(tokenizer.graph(), tokenizer.files[hf_files.TOKENIZER_JSON], drawn.chunks,
+                                      os.path.join(choice.model_path, hf_files.TOKENIZER_JSON))
+            output.set_string_custom_property("tokenizers_agreement", checked.to_json())
+            log.info("Tokenizer: the graph's ids equal tokenizers %s on %d sample and %d fixed texts",
+                     checked.tokenizers_version, checked.sample_texts, checked.fixed_texts)
+        else:
+            output.set_string_custom_property("tokenizers_agreement", json.dumps(
+                {"equal": None, "skipped": f"no {hf_files.TOKENIZER_JSON} (tokenized as transformers converts it)"}))
         tokenizer.write(output.uri)
         if conversations:
             chat = chat_setup.checkpoint_chat_of(tokenizer, choice.model_path)
@@ -115,18 +129,19 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output.set_string_custom_property("algorithm", tokenizer.kind)
         output.set_string_custom_property("sha256", tokenizer.sha256)
         output.set_string_custom_property("file_sha256", json.dumps(hf_files.files_sha256(tokenizer.files), sort_keys=True))
+        output.set_string_custom_property("unused_files", json.dumps(list(tokenizer.unused_files)))
         output.set_string_custom_property("special_tokens", json.dumps(tokenizer.special.to_json(), sort_keys=True))
         output.set_string_custom_property("model_path", choice.model_path)
         output.set_string_custom_property("source", "checkpoint")
         output.set_string_custom_property("source_detail", choice.reason)
-        log.info("Tokenizer from checkpoint %s: %s, %d tokens, special ids %s, sha256 %s", choice.model_path,
-                 tokenizer.kind, tokenizer.vocab_size, tokenizer.special, tokenizer.sha256)
+        log.info("Tokenizer from checkpoint %s: %s, %d tokens, special ids %s, sha256 %s%s", choice.model_path,
+                 tokenizer.kind, tokenizer.vocab_size, tokenizer.special, tokenizer.sha256,
+                 f" (not used: {', '.join(tokenizer.unused_files)})" if tokenizer.unused_files else "")
 
     def _learn(self, examples: types.Artifact, options: TokenizerOptions, text_feature: str,
                output: types.Artifact) -> bytes:
         """Draws the sample with Beam, learns the model and records what it was learned from."""
-        pattern = os.path.join(artifact_utils.get_split_uri([examples], TRAIN_SPLIT), "*")
-        drawn = sample.draw_sample(self._make_beam_pipeline(), [pattern], text_feature, options.sample_size,
+        drawn = sample.draw_sample(self._make_beam_pipeline(), [_train_pattern(examples)], text_feature, options.sample_size,
                                    options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
         limit = options.vocab_size or automatic_vocab_limit(drawn.num_bytes)
         try:
@@ -151,6 +166,10 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output.set_int_custom_property("sample_chunks", len(drawn.chunks))
         output.set_int_custom_property("sample_bytes", drawn.num_bytes)
         return proto
+
+
+def _train_pattern(examples: types.Artifact) -> str:
+    return os.path.join(artifact_utils.get_split_uri([examples], TRAIN_SPLIT), "*")
 
 
 def _survivors(examples: types.Artifact) -> str:

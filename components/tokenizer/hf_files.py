@@ -1,24 +1,32 @@
 """A Hugging Face checkpoint's tokenizer files: which kind they are, checked, and their special ids.
 
-Two kinds are supported, each on ops stock TF Serving has:
+The tokenizer is the one transformers (and vLLM, TGI) use: `tokenizer.json` when the checkpoint has
+one, `tokenizer.model` only when it has not. Three kinds, each on ops stock TF Serving has:
 
-    sentencepiece    `tokenizer.model` (Llama 2, TinyLlama, Mistral); tokenized by TF Text's
-                     SentencePiece op, which runs the model's own normalizer and byte fallback
-    byte_level_bpe   `tokenizer.json` with GPT-2's ByteLevel pre-tokenizer or Llama 3's Split
-                     expression (optionally after a Digits pre-tokenizer; Llama 3's
-                     `ignore_merges` too), or `vocab.json` + `merges.txt` (GPT-2, SmolLM,
-                     Llama 3); tokenized by `bpe_graph.py`
+    byte_level_bpe     `tokenizer.json` with GPT-2's ByteLevel pre-tokenizer or Llama 3's Split
+                       expression (optionally after a Digits pre-tokenizer; Llama 3's
+                       `ignore_merges` too), or `vocab.json` + `merges.txt` (GPT-2, SmolLM,
+                       Llama 3); tokenized by `bpe_graph.py`
+    sentencepiece_bpe  a SentencePiece-style `tokenizer.json` (Llama 2, TinyLlama, Mistral as
+                       transformers saves them: BPE with byte fallback, '▁' for spaces, a
+                       Prepend/Replace normalizer or a Metaspace pre-tokenizer); tokenized by
+                       `sentencepiece_bpe_graph.py`
+    sentencepiece      `tokenizer.model` alone; tokenized by TF Text's SentencePiece op, which runs
+                       the model's own normalizer and byte fallback (sentencepiece_graph.py)
 
-`tokenizer.model` wins when both it and a `tokenizer.json` are present (Llama 2 ships both; they
-describe the same tokenizer). A `tokenizer.json` whose normalizer, pre-tokenizer, decoder or model
-options we do not reproduce exactly is refused with the file and field named, rather than
-tokenized differently from the checkpoint (any other Split expression, a normalizer, ...).
+A `tokenizer.model` beside a `tokenizer.json` is not used (`unused_files`): the two can disagree (a
+model trained with the `nmt_nfkc` normaliser turns "\nNow" into one '▁Now' piece natively, while
+its converted tokenizer.json keeps <0x0A>, 'N', 'ow'), and the ids the checkpoint was trained on
+are tokenizer.json's. A `tokenizer.json` whose normalizer, pre-tokenizer, decoder, post-processor
+or model options we do not reproduce exactly is refused with the file and field named, rather than
+tokenized differently from the checkpoint.
 
 Special ids come from `config.json` (bos_token_id / eos_token_id / pad_token_id) when it has
 them, else from the token names in `tokenizer_config.json` / `special_tokens_map.json`, else from
-the SentencePiece model or GPT-2's <|endoftext|>. The Tokenizer stage records the result as
-`special_tokens.json` beside the files it copies, and that record wins wherever it exists, so a
-copy of the files never needs the model's config.
+the SentencePiece model, <s> / </s>, or GPT-2's <|endoftext|>. How a prompt is framed follows
+transformers (`prompt_framing`). The Tokenizer stage records the result as `special_tokens.json`
+beside the files it copies, and that record wins wherever it exists, so a copy of the files never
+needs the model's config.
 """
 import hashlib
 import json
@@ -28,8 +36,9 @@ from typing import Dict, List, NamedTuple, Optional, Tuple
 import tensorflow as tf
 
 from components.tokenizer import byte_level, special
+from components.tokenizer.sentencepiece_bpe_graph import SPACE_SYMBOL, TextSteps
 
-SENTENCEPIECE, BYTE_LEVEL_BPE = "sentencepiece", "byte_level_bpe"
+SENTENCEPIECE, BYTE_LEVEL_BPE, SENTENCEPIECE_BPE = "sentencepiece", "byte_level_bpe", "sentencepiece_bpe"
 SENTENCEPIECE_FILE, TOKENIZER_JSON, VOCAB_JSON, MERGES_TXT = "tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt"
 SIDE_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 SPECIAL_RECORD = "special_tokens.json"
@@ -44,7 +53,7 @@ class CheckpointTokenizer(NamedTuple):
     directory: str
     files: Dict[str, bytes]
     special: special.SpecialTokens
-
+    unused_files: Tuple[str, ...] = ()  # tokenizer files present but not used (tokenizer.model beside tokenizer.json)
 
 
 def files_sha256(files: Dict[str, bytes]) -> Dict[str, str]:
@@ -81,14 +90,17 @@ def read(directory: str) -> CheckpointTokenizer:
                (SENTENCEPIECE_FILE, TOKENIZER_JSON, VOCAB_JSON, MERGES_TXT, *SIDE_FILES)}
     present = {name: data for name, data in present.items() if data is not None}
     side = {name: present[name] for name in SIDE_FILES if name in present}
-    if SENTENCEPIECE_FILE in present:
+    unused: Tuple[str, ...] = ()
+    if TOKENIZER_JSON in present:
+        kind = tokenizer_json_kind(present[TOKENIZER_JSON], os.path.join(directory, TOKENIZER_JSON))
+        files = {TOKENIZER_JSON: present[TOKENIZER_JSON], **side}
+        unused = tuple(name for name in (SENTENCEPIECE_FILE, VOCAB_JSON, MERGES_TXT) if name in present)
+    elif SENTENCEPIECE_FILE in present:
         kind, files = SENTENCEPIECE, {SENTENCEPIECE_FILE: present[SENTENCEPIECE_FILE], **side}
-    elif TOKENIZER_JSON in present:
-        kind, files = BYTE_LEVEL_BPE, {TOKENIZER_JSON: present[TOKENIZER_JSON], **side}
     elif VOCAB_JSON in present and MERGES_TXT in present:
         kind, files = BYTE_LEVEL_BPE, {VOCAB_JSON: present[VOCAB_JSON], MERGES_TXT: present[MERGES_TXT], **side}
     else:
-        raise FileNotFoundError(f"no tokenizer files in {directory} (expected {SENTENCEPIECE_FILE}, {TOKENIZER_JSON}, "
+        raise FileNotFoundError(f"no tokenizer files in {directory} (expected {TOKENIZER_JSON}, {SENTENCEPIECE_FILE}, "
                                 f"or {VOCAB_JSON} + {MERGES_TXT})")
     tokens = token_ids(kind, files, directory)
     record = _read(directory, SPECIAL_RECORD)
@@ -97,12 +109,12 @@ def read(directory: str) -> CheckpointTokenizer:
                                                    os.path.join(directory, SPECIAL_RECORD))
     else:
         specials = _special_tokens(directory, kind, files, tokens)
-    size = len(tokens.vocab) if kind == BYTE_LEVEL_BPE else tokens.size
+    size = tokens.size
     for field, value in specials._asdict().items():
         for token_id in (value if isinstance(value, tuple) else (value,)):
-            if not 0 <= token_id < size:
+            if token_id is not None and not 0 <= token_id < size:
                 raise ValueError(f"{directory}: special token {field}={token_id} is outside the vocabulary (size {size})")
-    return CheckpointTokenizer(kind, directory, files, specials)
+    return CheckpointTokenizer(kind, directory, files, specials, unused)
 
 
 class Vocabulary(NamedTuple):
@@ -116,12 +128,15 @@ class Vocabulary(NamedTuple):
     digits: str = ""  # byte-level BPE: the Digits pre-tokenizer's expression ('' for none; bpe_graph.py)
     expression: str = byte_level.GPT2_PATTERN  # byte-level BPE: the pre-tokenizer's expression
     ignore_merges: bool = False  # byte-level BPE: a word that is a token stays whole (Llama 3)
+    text_steps: Optional[TextSteps] = None  # SentencePiece-style BPE: what it does to text before the model
 
 
 def token_ids(kind: str, files: Dict[str, bytes], directory: str) -> Vocabulary:
     """Parses and checks the files of `kind` (errors name the file and field)."""
     if kind == SENTENCEPIECE:
         return _sentencepiece_vocabulary(files[SENTENCEPIECE_FILE], os.path.join(directory, SENTENCEPIECE_FILE))
+    if kind == SENTENCEPIECE_BPE:
+        return _sentencepiece_bpe_json(files[TOKENIZER_JSON], os.path.join(directory, TOKENIZER_JSON))
     if TOKENIZER_JSON in files:
         return _tokenizer_json(files[TOKENIZER_JSON], os.path.join(directory, TOKENIZER_JSON))
     vocab = _json(files[VOCAB_JSON], os.path.join(directory, VOCAB_JSON))
@@ -158,20 +173,15 @@ def _merges_txt(text: str, path: str) -> List[Tuple[str, str]]:
 
 
 def _unsupported(path: str, field: str, value) -> ValueError:
-    return ValueError(f"{path}: unsupported {field} {json.dumps(value)[:120]} (supported: GPT-2-style byte-level BPE)")
+    return ValueError(f"{path}: unsupported {field} {json.dumps(value, ensure_ascii=False)[:120]} (supported: "
+                      "GPT-2-style byte-level BPE and SentencePiece-style BPE with byte fallback)")
 
 
 def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
     """Checks that a tokenizer.json is GPT-2-style byte-level BPE and returns its vocabulary."""
     spec = _json(data, path)
-    model = spec.get("model") or {}
-    if model.get("type") != "BPE":
-        raise _unsupported(path, "model.type", model.get("type"))
-    if model.get("byte_fallback"):
-        raise ValueError(f"{path}: model.byte_fallback is true, a SentencePiece-style tokenizer: it is read from its "
-                         f"{SENTENCEPIECE_FILE}, which is not beside it")
-    for field, allowed in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
-                           ("end_of_word_suffix", (None, "")), ("byte_fallback", (False, None))):
+    model = _bpe_model(spec, path)
+    for field, allowed in (("byte_fallback", (False, None)),):
         if model.get(field) not in allowed:
             raise _unsupported(path, f"model.{field}", model.get(field))
     if spec.get("normalizer") is not None:
@@ -180,9 +190,39 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
     decoder = spec.get("decoder")
     if decoder is not None and decoder.get("type") != "ByteLevel":
         raise _unsupported(path, "decoder", decoder)
-    vocab = model.get("vocab")
-    if not isinstance(vocab, dict):
+    vocab, merges, specials, unk = _bpe_tokens(spec, model, path)
+    full = {**vocab, **specials}
+    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, digits, expression,
+                      bool(model.get("ignore_merges")))
+
+
+def tokenizer_json_kind(data: bytes, path: str) -> str:
+    """SENTENCEPIECE_BPE for a SentencePiece-style tokenizer.json (byte fallback, or a Metaspace
+    pre-tokenizer), else BYTE_LEVEL_BPE (each parser refuses what it does not reproduce)."""
+    spec = _json(data, path)
+    pre = spec.get("pre_tokenizer") or {}
+    if (spec.get("model") or {}).get("byte_fallback") or pre.get("type") == "Metaspace":
+        return SENTENCEPIECE_BPE
+    return BYTE_LEVEL_BPE
+
+
+def _bpe_model(spec: dict, path: str) -> dict:
+    """The tokenizer.json's model, checked to be a BPE without options we do not reproduce."""
+    model = spec.get("model") or {}
+    if model.get("type") != "BPE":
+        raise _unsupported(path, "model.type", model.get("type"))
+    for field, allowed in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
+                           ("end_of_word_suffix", (None, ""))):
+        if model.get(field) not in allowed:
+            raise _unsupported(path, f"model.{field}", model.get(field))
+    if not isinstance(model.get("vocab"), dict):
         raise ValueError(f"{path}: model.vocab is missing or not an object")
+    return model
+
+
+def _bpe_tokens(spec: dict, model: dict, path: str):
+    """(vocab, merges, special added tokens content -> id, unk id) of a BPE tokenizer.json."""
+    vocab = model["vocab"]
     merges = [tuple(m.split(" ")) if isinstance(m, str) else tuple(m) for m in model.get("merges", [])]
     bad = next((i for i, m in enumerate(merges) if len(m) != 2), None)
     if bad is not None:
@@ -193,9 +233,75 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
             raise _unsupported(path, f"added_tokens[{index}] (a non-special added token)", added.get("content"))
         specials[added["content"]] = int(added["id"])
     unk = vocab.get(model["unk_token"]) if model.get("unk_token") else None
+    return vocab, merges, specials, unk
+
+
+def _sentencepiece_bpe_json(data: bytes, path: str) -> Vocabulary:
+    """Checks a SentencePiece-style tokenizer.json (see module docstring) and returns its vocabulary."""
+    spec = _json(data, path)
+    model = _bpe_model(spec, path)
+    if model.get("byte_fallback") is not True:
+        raise _unsupported(path, "model.byte_fallback", model.get("byte_fallback"))
+    if model.get("ignore_merges"):
+        raise _unsupported(path, "model.ignore_merges", True)
+    normalizer = _normalizer_steps(spec.get("normalizer"), path)
+    metaspace = _metaspace(spec.get("pre_tokenizer"), path)
+    strip = _sentencepiece_decoder(spec.get("decoder"), path)
+    vocab, merges, specials, unk = _bpe_tokens(spec, model, path)
     full = {**vocab, **specials}
-    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, digits, expression,
-                      bool(model.get("ignore_merges")))
+    steps = TextSteps(normalizer, metaspace is not None, bool(metaspace and metaspace[0]),
+                      bool(metaspace and metaspace[1]), strip)
+    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, text_steps=steps)
+
+
+def _normalizer_steps(normalizer: Optional[dict], path: str) -> tuple:
+    """A normalizer of Replace (one character by another) and Prepend steps, as TextSteps.normalizer."""
+    if normalizer is None:
+        return ()
+    steps, field = [normalizer], "normalizer"
+    if normalizer.get("type") == "Sequence":
+        steps, field = list(normalizer.get("normalizers") or []), "normalizer.normalizers"
+    found = []
+    for index, step in enumerate(steps):
+        where = f"{field}[{index}]" if field != "normalizer" else field
+        pattern = (step.get("pattern") or {}).get("String") if step.get("type") == "Replace" else None
+        if step.get("type") == "Prepend" and isinstance(step.get("prepend"), str) and step["prepend"]:
+            found.append(("prepend", step["prepend"]))
+        elif isinstance(pattern, str) and len(pattern) == 1 and isinstance(step.get("content"), str) \
+                and len(step["content"]) == 1:
+            found.append(("replace", pattern, step["content"]))
+        else:
+            raise _unsupported(path, where, step)
+    return tuple(found)
+
+
+def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool]]:
+    """None without a pre-tokenizer, else a Metaspace's (prepends '▁', splits at '▁')."""
+    if pre is None:
+        return None
+    if pre.get("type") != "Metaspace" or pre.get("replacement", SPACE_SYMBOL) != SPACE_SYMBOL:
+        raise _unsupported(path, "pre_tokenizer", pre)
+    scheme = pre.get("prepend_scheme")
+    if scheme is None:  # the format before prepend_scheme: add_prefix_space
+        scheme = "always" if pre.get("add_prefix_space", True) else "never"
+    if scheme not in ("always", "first", "never"):
+        raise _unsupported(path, "pre_tokenizer.prepend_scheme", scheme)
+    return scheme != "never", bool(pre.get("split", True))
+
+
+SENTENCEPIECE_DECODER = [{"type": "Replace", "pattern": {"String": SPACE_SYMBOL}, "content": " "},
+                         {"type": "ByteFallback"}, {"type": "Fuse"}]
+STRIP_ONE_SPACE = {"type": "Strip", "content": " ", "start": 1, "stop": 0}
+
+
+def _sentencepiece_decoder(decoder: Optional[dict], path: str) -> bool:
+    """Checks the decoder is Llama's (piece_decoding.py); returns whether it strips one space."""
+    steps = (decoder or {}).get("decoders") if (decoder or {}).get("type") == "Sequence" else None
+    if steps == SENTENCEPIECE_DECODER + [STRIP_ONE_SPACE]:
+        return True
+    if steps == SENTENCEPIECE_DECODER:
+        return False
+    raise _unsupported(path, "decoder", decoder)
 
 
 def _check_pre_tokenizer(pre: Optional[dict], path: str) -> Tuple[str, str]:
@@ -282,6 +388,73 @@ def _special_tokens(directory: str, kind: str, files: Dict[str, bytes], tokens: 
         bos = processor.bos_id() if bos is None and processor.bos_id() >= 0 else bos
         eos = processor.eos_id() if eos is None and processor.eos_id() >= 0 else eos
         pad = processor.pad_id() if pad is None and processor.pad_id() >= 0 else pad
+    elif kind == SENTENCEPIECE_BPE:
+        bos = tokens.vocab.get("<s>") if bos is None else bos
+        eos = tokens.vocab.get("</s>") if eos is None else eos
     elif eos is None and "<|endoftext|>" in tokens.vocab:
         eos = tokens.vocab["<|endoftext|>"]
-    return special.for_checkpoint(bos, eos, pad, unk, directory)
+    prefix, suffix = prompt_framing(kind, files, bos, eos, directory, str(config.get("model_type") or ""))
+    return special.for_checkpoint(bos, eos, pad, unk, directory, prefix, suffix)
+
+
+# transformers' tokenizer classes that frame a text from add_bos_token / add_eos_token (their
+# defaults), whatever the tokenizer.json's post-processor says.
+_FLAG_FRAMED_CLASSES = {"LlamaTokenizer": (True, False), "CodeLlamaTokenizer": (True, False),
+                        "GemmaTokenizer": (True, False)}
+# The class transformers picks by config.json's model_type when tokenizer_config.json names none.
+_CLASS_OF_MODEL_TYPE = {"llama": "LlamaTokenizer", "mistral": "LlamaTokenizer", "mixtral": "LlamaTokenizer",
+                        "gemma": "GemmaTokenizer"}
+
+
+def prompt_framing(kind: str, files: Dict[str, bytes], bos: Optional[int], eos: Optional[int], directory: str,
+                   model_type: str = "") -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+    """(ids before, ids after) one text, as transformers' tokenizer for these files adds them (its
+    class: tokenizer_config.json's `tokenizer_class`, else the one config.json's `model_type` maps to):
+    Llama's tokenizer classes (and a SentencePiece `tokenizer.model` alone, which transformers
+    loads with LlamaTokenizer) follow `add_bos_token` / `add_eos_token` in tokenizer_config.json
+    (default: <s> before, nothing after); every other class applies the tokenizer.json's
+    post-processor (GPT-2's ByteLevel adds nothing; TemplateProcessing adds its special tokens);
+    GPT-2's vocab.json + merges.txt add nothing. (Checked with transformers 4.57: GPT2TokenizerFast
+    ignores add_bos_token; PreTrainedTokenizerFast ignores both flags.)"""
+    config_path = os.path.join(directory, SIDE_FILES[0])
+    config = _json(files[SIDE_FILES[0]], config_path) if SIDE_FILES[0] in files else {}
+    name = str(config.get("tokenizer_class") or _CLASS_OF_MODEL_TYPE.get(model_type, ""))
+    name = name[:-len("Fast")] if name.endswith("Fast") else name
+    defaults = _FLAG_FRAMED_CLASSES.get(name) or ((True, False) if kind == SENTENCEPIECE else None)
+    if defaults is None and TOKENIZER_JSON not in files:
+        return (), ()  # vocab.json + merges.txt: GPT2TokenizerFast adds nothing, whatever add_bos_token says
+    if defaults is not None:
+        add_bos, add_eos = (bool(config.get(flag, default)) for flag, default in zip(("add_bos_token", "add_eos_token"), defaults))
+        for flag, wanted, token_id in (("add_bos_token", add_bos, bos), ("add_eos_token", add_eos, eos)):
+            if wanted and token_id is None:
+                raise ValueError(f"{config_path}: {flag} is true but the tokenizer has no such token")
+        return ((bos,) if add_bos else ()), ((eos,) if add_eos else ())
+    path = os.path.join(directory, TOKENIZER_JSON)
+    return _post_processor_framing(_json(files[TOKENIZER_JSON], path).get("post_processor"), path, "post_processor")
+
+
+def _post_processor_framing(processor: Optional[dict], path: str, field: str):
+    """(ids before, ids after) a single text from a tokenizer.json post-processor."""
+    if processor is None or processor.get("type") == "ByteLevel":
+        return (), ()
+    if processor.get("type") == "Sequence":
+        before, after = (), ()
+        for index, step in enumerate(processor.get("processors") or []):
+            more_before, more_after = _post_processor_framing(step, path, f"{field}.processors[{index}]")
+            before, after = before + more_before, more_after + after
+        return before, after
+    if processor.get("type") != "TemplateProcessing":
+        raise _unsupported(path, field, processor)
+    special_tokens = processor.get("special_tokens") or {}
+    before, after, seen_text = [], [], False
+    for item in processor.get("single") or []:
+        if "Sequence" in item and item["Sequence"].get("id") == "A" and not seen_text:
+            seen_text = True
+        elif "SpecialToken" in item and item["SpecialToken"].get("id") in special_tokens:
+            ids = [int(i) for i in special_tokens[item["SpecialToken"]["id"]].get("ids") or []]
+            (after if seen_text else before).extend(ids)
+        else:
+            raise _unsupported(path, f"{field}.single", processor.get("single"))
+    if not seen_text:
+        raise _unsupported(path, f"{field}.single", processor.get("single"))
+    return tuple(before), tuple(after)

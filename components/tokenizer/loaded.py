@@ -10,7 +10,8 @@ pipeline, so one sha256 names the tokenizer everywhere:
 Kinds (`load` tells them apart by their files):
 
     learned_sentencepiece   sentencepiece.model, the pipeline's own layout (ids.py), graph.py
-    sentencepiece           a checkpoint's tokenizer.model, sentencepiece_graph.py
+    sentencepiece           a checkpoint's tokenizer.model (no tokenizer.json), sentencepiece_graph.py
+    sentencepiece_bpe       a checkpoint's SentencePiece-style tokenizer.json, sentencepiece_bpe_graph.py
     byte_level_bpe          a checkpoint's tokenizer.json or vocab.json + merges.txt, bpe_graph.py
 
 `load` also accepts a Hugging Face checkpoint directory itself (hf_files.py reads its config for
@@ -19,7 +20,7 @@ the special ids). `Tokenizer.graph()` builds the tf.Module with `tokenize` / `de
 """
 import json
 import os
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 
@@ -27,7 +28,7 @@ from components.tokenizer import hf_files, ids, model_file, special
 from components.tokenizer.special import SpecialTokens
 
 LEARNED_SENTENCEPIECE = "learned_sentencepiece"
-SENTENCEPIECE, BYTE_LEVEL_BPE = hf_files.SENTENCEPIECE, hf_files.BYTE_LEVEL_BPE
+SENTENCEPIECE, BYTE_LEVEL_BPE, SENTENCEPIECE_BPE = hf_files.SENTENCEPIECE, hf_files.BYTE_LEVEL_BPE, hf_files.SENTENCEPIECE_BPE
 
 
 class Tokenizer(NamedTuple):
@@ -39,6 +40,7 @@ class Tokenizer(NamedTuple):
     vocab_size: int
     special: SpecialTokens
     source: str  # the directory it was loaded from, for messages
+    unused_files: Tuple[str, ...] = ()  # tokenizer files beside it that are not used (hf_files.py)
 
     def graph(self, name: Optional[str] = None) -> tf.Module:
         """A tf.Module with `tokenize([batch] strings) -> ragged int64` and `detokenize(ids) -> strings`
@@ -52,9 +54,14 @@ class Tokenizer(NamedTuple):
             from components.tokenizer.sentencepiece_graph import CheckpointSentencePieceGraph
 
             return CheckpointSentencePieceGraph(self.files[hf_files.SENTENCEPIECE_FILE], **names)
+        vocabulary = self._vocabulary()
+        if self.kind == SENTENCEPIECE_BPE:
+            from components.tokenizer.sentencepiece_bpe_graph import SentencePieceBpeGraph
+
+            return SentencePieceBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values(),
+                                         vocabulary.text_steps, source=self.source, **names)
         from components.tokenizer.bpe_graph import ByteLevelBpeGraph
 
-        vocabulary = self._vocabulary()
         return ByteLevelBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values(),
                                  source=self.source, digits=vocabulary.digits, expression=vocabulary.expression,
                                  ignore_merges=vocabulary.ignore_merges, **names)
@@ -68,10 +75,19 @@ class Tokenizer(NamedTuple):
 
             processor = spm.SentencePieceProcessor(model_proto=self.files[hf_files.SENTENCEPIECE_FILE])
             return [i for i in range(processor.get_piece_size()) if processor.is_byte(i)]
+        if self.kind == SENTENCEPIECE_BPE:
+            from components.tokenizer.sentencepiece_bpe_graph import byte_token
+
+            vocab = self._vocabulary().vocab
+            return sorted(vocab[byte_token(value)] for value in range(256))
         from components.tokenizer import byte_level
 
         vocab = self._vocabulary().vocab
         return sorted(vocab[char] for char in byte_level.byte_to_char())
+
+    def document_forbidden_ids(self) -> List[int]:
+        """The ids a document's own tokens must never contain (special.py), sorted."""
+        return sorted(self.special.document_forbidden_ids())
 
     def _vocabulary(self) -> hf_files.Vocabulary:
         return hf_files.token_ids(self.kind, self.files, self.source)
@@ -111,7 +127,7 @@ def load(directory: str) -> Tokenizer:
     found = hf_files.read(directory)
     vocabulary = hf_files.token_ids(found.kind, found.files, directory)
     return Tokenizer(found.kind, {**found.files, **_chat_files(directory)}, hf_files.combined_sha256(found.files),
-                     vocabulary.size, found.special, directory)
+                     vocabulary.size, found.special, directory, found.unused_files)
 
 
 def _chat_files(directory: str) -> Dict[str, bytes]:

@@ -13,6 +13,9 @@ Outputs per document:
     byte_token_fraction float32        share of tokens that stand for one byte (byte-fallback pieces;
                                        for byte-level BPE, the 256 unmerged byte symbols)
     bytes_per_token     float32        UTF-8 bytes / tokens (compression), 0 for empty text
+    special_tokens      int64          tokens that are ids the pipeline places itself (bos, eos, pad,
+                                       framing) or the unknown token (special.py): the transformed
+                                       schema allows none, so the TokenGate refuses such data
 
 Conversation data (raw examples with `roles` and `contents`, components/example_gen) is rendered
 with the chat template the Tokenizer artifact carries (tokenizer/chat_graph.py), and per
@@ -23,6 +26,7 @@ conversation the outputs are instead:
     bytes_per_token     float32        UTF-8 bytes of the contents / tokens
     supervised_tokens   int64          sum(loss_mask)
     template_accepted   int64          1, or 0 when the template refuses the order of roles (its mask is 0)
+    special_tokens      int64          as above, not counting the ids the chat template places itself
 """
 from typing import Any, Dict, Optional
 
@@ -35,6 +39,7 @@ TOKEN_IDS_KEY = "token_ids"
 NUM_TOKENS_KEY = "num_tokens"
 BYTE_TOKEN_FRACTION_KEY = "byte_token_fraction"
 BYTES_PER_TOKEN_KEY = "bytes_per_token"
+SPECIAL_TOKENS_KEY = "special_tokens"
 LOSS_MASK_KEY = "loss_mask"  # conversations: 1 where a token is part of a reply the model learns
 SUPERVISED_TOKENS_KEY = "supervised_tokens"
 TEMPLATE_ACCEPTED_KEY = "template_accepted"
@@ -62,7 +67,16 @@ def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[
         NUM_TOKENS_KEY: num_tokens,
         BYTE_TOKEN_FRACTION_KEY: byte_tokens / safe_count,
         BYTES_PER_TOKEN_KEY: tf.cast(tf.strings.length(text), tf.float32) / safe_count,
+        SPECIAL_TOKENS_KEY: count_forbidden(token_ids, loaded_tokenizer.document_forbidden_ids()),
     }
+
+
+def count_forbidden(token_ids: tf.RaggedTensor, forbidden) -> tf.Tensor:
+    """[batch] int64: how many of each document's tokens are in `forbidden` (ids)."""
+    forbidden = tf.constant(sorted(forbidden) or [-1], tf.int64)
+    flat = tf.cast(token_ids.flat_values, tf.int64)
+    hit = tf.reduce_any(tf.equal(flat[:, tf.newaxis], forbidden[tf.newaxis, :]), axis=1)
+    return tf.reduce_sum(tf.cast(token_ids.with_flat_values(hit), tf.int64), axis=1)
 
 
 def _dense_strings(feature) -> tf.Tensor:
@@ -97,6 +111,8 @@ def _conversation_features(inputs: Dict[str, tf.Tensor], loaded_tokenizer: loade
         TEMPLATE_ACCEPTED_KEY: tf.cast(accepted, tf.int64),
         BYTE_TOKEN_FRACTION_KEY: byte_tokens / safe_count,
         BYTES_PER_TOKEN_KEY: tf.cast(content_bytes, tf.float32) / safe_count,
+        SPECIAL_TOKENS_KEY: count_forbidden(
+            token_ids, set(loaded_tokenizer.document_forbidden_ids()) - set(chat.special_ids.values())),
     }
 
 

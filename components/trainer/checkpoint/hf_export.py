@@ -82,6 +82,8 @@ def export_hugging_face(backbone: GPTBackbone, checkpoint_dir: str, output_dir: 
     for name, data in tokenizer.files.items():
         with tf.io.gfile.GFile(posixpath.join(output_dir, name), "wb") as handle:
             handle.write(data)
+    for name in tokenizer.unused_files:  # e.g. tokenizer.model beside tokenizer.json: the slow tokenizer's source
+        tf.io.gfile.copy(posixpath.join(checkpoint_dir, name), posixpath.join(output_dir, name), overwrite=True)
     if chat is not None:
         _write_chat(chat, checkpoint_dir, output_dir)
     return output_dir

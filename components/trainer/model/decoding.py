@@ -16,13 +16,16 @@ its new token is written (and its key/value cached) at its own position, and it 
 its own positions, so prompts of different lengths share a batch and get exactly what they would
 get alone.
 
-Special ids come from the tokenizer (`special`, default: the learned tokenizer's): each prompt
-starts with its document prefix ([EOS] for the learned tokenizer, <s> for Llama), a row stops
-at its eos id, and finished or padding positions hold its pad id.
+Special ids come from the tokenizer (`special`, default: the learned tokenizer's): each prompt is
+framed as the tokenizer frames a text (`prompt_prefix` / `prompt_suffix`: [EOS] before it for the
+learned tokenizer, <s> for Llama, nothing for GPT-2), so a checkpoint answers as transformers does;
+a prompt that frames to no tokens at all (an empty GPT-2 prompt) starts from the bos id, as
+transformers' `generate` does without input ids. A row stops at the eos id, and finished or
+padding positions hold the pad id.
 
-Context limit: the total length (the document prefix + prompt + new tokens) never exceeds the
-model's context length (learned positions end there). The prompt keeps its last
-`max(context_length - max_new_tokens, context_length // 2)` tokens (separator included), and a
+Context limit: the total length (the framed prompt + new tokens) never exceeds the model's
+context length (learned positions end there). The prompt keeps its last
+`max(context_length - max_new_tokens, context_length // 2)` tokens (framing included), and a
 row whose length reaches the context length stops, which `num_generated_tokens` reports.
 
 `generate_tokens_without_cache` recomputes the whole prefix every step (sliding window of the last
@@ -40,17 +43,34 @@ MIN_BUCKET = 16
 CACHE_GROWTH = 64  # graph mode: positions the key/value cache grows by (see decode_with_cache)
 
 
-def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens, special: SpecialTokens = LEARNED) -> tf.RaggedTensor:
-    """The document prefix (the learned tokenizer's [EOS] separator) followed by at most the last
-    `max_prompt_tokens` prompt tokens."""
+def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens=None, special: SpecialTokens = LEARNED
+                    ) -> tf.RaggedTensor:
+    """Each prompt framed as the tokenizer frames a text (prompt_prefix + at most its last
+    `max_prompt_tokens` tokens (None: all) + prompt_suffix), or [bos] where that is empty."""
     prompt_ids = tf.cast(prompt_ids, tf.int64)
     lengths = prompt_ids.row_lengths()
-    first_kept = tf.maximum(lengths - tf.cast(max_prompt_tokens, tf.int64), 0)
-    positions = tf.ragged.range(lengths)
-    kept = tf.ragged.boolean_mask(prompt_ids, positions >= first_kept[:, tf.newaxis])
-    prefix = tf.constant(special.document_prefix, tf.int64)
-    separators = tf.tile(prefix[tf.newaxis, :], [prompt_ids.nrows(), 1])
-    return tf.concat([separators, kept], axis=1)
+    kept = prompt_ids
+    if max_prompt_tokens is not None:
+        first_kept = tf.maximum(lengths - tf.cast(max_prompt_tokens, tf.int64), 0)
+        positions = tf.ragged.range(lengths)
+        kept = tf.ragged.boolean_mask(prompt_ids, positions >= first_kept[:, tf.newaxis])
+    rows = prompt_ids.nrows()
+    parts = [_tiled(special.prompt_prefix, rows), kept, _tiled(special.prompt_suffix, rows)]
+    if not special.prompt_prefix and not special.prompt_suffix:
+        empty = tf.equal(lengths, 0)
+        parts.append(tf.RaggedTensor.from_row_lengths(
+            tf.fill([tf.reduce_sum(tf.cast(empty, tf.int64))], tf.constant(special.bos_id, tf.int64)),
+            tf.cast(empty, tf.int64)))
+    return tf.concat(parts, axis=1)
+
+
+def framing_length(special: SpecialTokens) -> int:
+    """Tokens the framing adds to every prompt (`prepare_context`)."""
+    return len(special.prompt_prefix) + len(special.prompt_suffix)
+
+
+def _tiled(ids, rows) -> tf.RaggedTensor:
+    return tf.RaggedTensor.from_tensor(tf.tile(tf.constant(list(ids), tf.int64, shape=[1, len(ids)]), [rows, 1]))
 
 
 def length_buckets(maximum: int) -> list:
@@ -176,7 +196,7 @@ def generate_tokens(
     context_length = backbone.context_length
     max_new_tokens = tf.clip_by_value(tf.cast(max_new_tokens, tf.int32), 1, context_length - 1)
     max_prompt_tokens = tf.maximum(context_length - max_new_tokens, context_length // 2)
-    context = prepare_context(prompt_ids, max_prompt_tokens - len(special.document_prefix), special)
+    context = prepare_context(prompt_ids, max_prompt_tokens - framing_length(special), special)
     lengths = tf.cast(context.row_lengths(), tf.int32)
     batch_size = tf.shape(lengths)[0]
     longest = tf.reduce_max(lengths)
@@ -226,7 +246,7 @@ def generate_tokens_without_cache(
     """
     context_length = backbone.context_length
     max_new_tokens = tf.maximum(tf.cast(max_new_tokens, tf.int32), 1)
-    context = prepare_context(prompt_ids, context_length - len(special.document_prefix), special)
+    context = prepare_context(prompt_ids, context_length - framing_length(special), special)
     prompt_lengths = tf.cast(context.row_lengths(), tf.int32)
     pad_id, eos_id = special.pad_id, special.eos_id
     buffer = tf.pad(context.to_tensor(default_value=pad_id), [[0, 0], [0, max_new_tokens]], constant_values=pad_id)

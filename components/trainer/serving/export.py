@@ -3,16 +3,21 @@
 Signatures (their inputs and outputs are declared once, in `signatures.py`; TF Serving can carry
 all of them):
     serving_default  `generate` with the generation defaults from config
-    generate         continues each prompt; greedy when temperature == 0; decoded with the
-                     key/value cache (see model/decoding.py)
-    score            each text is scored as one whole document (EOS + text + EOS for the learned
-                     tokenizer; a checkpoint's document prefix + text + its end): a text longer
-                     than the context is scored in consecutive windows of context_length tokens
+    generate         continues each prompt, framed as the tokenizer frames a text (nothing added
+                     for GPT-2, <s> for Llama, [EOS] for the learned tokenizer; special.py);
+                     greedy when temperature == 0; decoded with the key/value cache
+                     (see model/decoding.py)
+    score            each text is scored as one whole document, framed as in training (EOS + text
+                     + EOS for the learned tokenizer; a checkpoint's document prefix + text + its
+                     end): every text token is predicted, which bits per byte needs; a text
+                     longer than the context is scored in consecutive windows of context_length
+                     tokens
     score_tokens     summed NLL and token count of packed [batch, context_length + 1] blocks;
                      what the evaluator uses on packed eval blocks
     score_continuation
-                     summed NLL of a continuation's tokens after its prefix (EOS + prefix +
-                     continuation, nothing else scored); what the bias gate compares
+                     summed NLL of a continuation's tokens after its prefix, the prefix framed as
+                     a prompt (`generate`'s framing; nothing else scored); what the bias gate
+                     compares
 
 The tokenizer is the TF Transform graph itself (`transform_features_layer`, which embeds the
 SentencePiece model), saved inside the model, so the served model tokenizes exactly as Transform
@@ -104,7 +109,7 @@ class TextGenerationModule(tf.Module):
         (the generation prompt after its turns), continued, stopped at the template's end-of-turn
         token or the end of text. `stopped` tells a reply that ended so from one cut by the limit."""
         prompt = self._chat.generation_prompt(roles, contents).token_ids
-        unframed = self._special._replace(document_prefix=())  # the template frames the conversation itself
+        unframed = self._special._replace(prompt_prefix=(), prompt_suffix=())  # the template frames the conversation
         new_ids, counts = decoding.generate_tokens(
             self.backbone, prompt, max_new_tokens, temperature, top_k, top_p, seed,
             jit_compile=self._defaults.jit_compile, special=unframed, stop_ids=self._stop_ids,
@@ -170,7 +175,8 @@ class TextGenerationModule(tf.Module):
 
     @tf.function(input_signature=signatures.input_signature(signatures.SCORE_CONTINUATION))
     def score_continuation(self, prefixes, continuations):
-        """Summed NLL and count of each continuation's tokens, predicted after EOS + its prefix.
+        """Summed NLL and count of each continuation's tokens, predicted after its prefix framed as
+        a prompt is (the tokenizer's prompt prefix + the prefix, or the bos id where both are empty).
 
         Prefix and continuation are tokenized separately, so one continuation has the same tokens
         after every prefix (the bias gate compares one ending after different group terms, and
@@ -178,15 +184,13 @@ class TextGenerationModule(tf.Module):
         predictions than the context keeps its last `context_length` ones: the earliest prefix
         tokens are dropped and the row is marked `truncated`.
         """
-        prefix_ids = self._tokenize(prefixes)
+        framed = decoding.prepare_context(self._tokenize(prefixes), None, self._special._replace(prompt_suffix=()))
         continuation_ids = self._tokenize(continuations)
-        documents = frame_documents(tf.concat([prefix_ids, continuation_ids], axis=1),
-                                    self._special._replace(document_suffix=()))
+        documents = tf.concat([framed, continuation_ids], axis=1)
         predictions = documents.row_lengths() - 1
         first = tf.maximum(predictions - tf.cast(self.backbone.context_length, tf.int64), 0)
         positions = tf.ragged.range(first, predictions)  # input positions; each predicts the next token
-        framed_prefix = prefix_ids.row_lengths() + len(self._special.document_prefix) - 1
-        prefix_lengths = tf.repeat(framed_prefix, positions.row_lengths())
+        prefix_lengths = tf.repeat(framed.row_lengths() - 1, positions.row_lengths())
         scored = positions.with_flat_values(positions.flat_values >= prefix_lengths)  # target is a continuation token
         pad_id = self._special.pad_id
         inputs = tf.gather(documents, positions, batch_dims=1).to_tensor(default_value=pad_id)
