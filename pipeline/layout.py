@@ -29,6 +29,7 @@ from components.resources import resolve
 SCHEMA_FILE = "schema.pbtxt"  # curated schema of the raw data, in the config's schema_dir
 TRANSFORMED_SCHEMA_FILE = "transformed_schema.pbtxt"  # curated schema of the token data
 CONVERSATION_SCHEMA_FILE = "conversation_schema.pbtxt"  # curated schema of raw conversations (instruction data)
+TRANSFORMED_CONVERSATION_SCHEMA_FILE = "transformed_conversation_schema.pbtxt"  # their rendered, masked tokens
 DRIFT_STATE_DIR = "state/drift_baseline"  # under the output root (local) or the pipeline root (Kubeflow)
 # Where the local files of an object-store output root go (module docstring).
 OBJECT_STORE_LOCAL_ROOT = "runs/object-store"
@@ -101,6 +102,12 @@ def conversation_schema_file(schema_dir: str) -> str:
     """The raw data schema for conversations in a curated schema directory (may be `bundled:`);
     the schema import picks it over the plain-text one when the examples hold conversations."""
     return os.path.join(schema_dir, CONVERSATION_SCHEMA_FILE)
+
+
+def transformed_conversation_schema_file(schema_dir: str) -> str:
+    """The token data schema for conversations (the token schema step picks it when the run's
+    tokenizer carries a chat template)."""
+    return os.path.join(schema_dir, TRANSFORMED_CONVERSATION_SCHEMA_FILE)
 
 
 @dataclass(frozen=True)

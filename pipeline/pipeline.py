@@ -20,6 +20,7 @@ baseline and the warm-start model in the model registry (the production alias), 
 ExampleGen's own executor. Nodes whose result depends on such outside state are never served
 from a cache (`uncacheable_nodes`; each runner applies it).
 """
+import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -37,7 +38,7 @@ from components.transform.component import TokenizingTransform
 from components.transform.token_schema import TokenSchemaGen
 from components.transform.preprocessing import RAW_TEXT_KEY
 from pipeline.config import PipelineConfig
-from pipeline.layout import PipelinePaths
+from pipeline.layout import PipelinePaths, transformed_conversation_schema_file
 
 PREPROCESSING_FN = "components.transform.preprocessing.preprocessing_fn"
 RUN_FN = "components.trainer.training.run_fn.run_fn"
@@ -186,8 +187,9 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Transform")
 
     # The token data's schema is written for the run's tokenizer (its id range).
-    token_schema = TokenSchemaGen(tokenizer=tokenizer.outputs["tokenizer"],
-                                  schema_file=paths.transformed_schema_file).with_id("TransformedSchemaGen")
+    token_schema = TokenSchemaGen(tokenizer=tokenizer.outputs["tokenizer"], schema_file=paths.transformed_schema_file,
+                                  conversation_schema_file=transformed_conversation_schema_file(
+                                      os.path.dirname(paths.transformed_schema_file))).with_id("TransformedSchemaGen")
     token_data_checks = _validation_stage(
         transform.outputs["transformed_examples"], token_schema, config, "Transformed", "TokenGate", "tokens")
 

@@ -44,6 +44,7 @@ def TokenSchemaGen(
     tokenizer: InputArtifact[Tokenizer],
     schema: OutputArtifact[standard_artifacts.Schema],
     schema_file: Parameter[str],
+    conversation_schema_file: Parameter[str] = "",
 ) -> None:
     """Writes the token data's schema for the run's tokenizer (see the module docstring).
 
@@ -51,8 +52,12 @@ def TokenSchemaGen(
       tokenizer: the Tokenizer stage's artifact.
       schema: the schema (`schema.pbtxt`), as ImportSchemaGen writes one.
       schema_file: the curated transformed schema (a path or a `bundled:` reference).
+      conversation_schema_file: the curated schema of transformed conversations, used instead
+        when the tokenizer carries a chat template (conversation data; preprocessing.py).
     """
-    path = resolve(schema_file)
-    written = schema_for_tokenizer(tfdv.load_schema_text(path), loaded.load(tokenizer.uri).vocab_size, path)
+    run_tokenizer = loaded.load(tokenizer.uri)
+    chosen = conversation_schema_file if conversation_schema_file and run_tokenizer.chat() is not None else schema_file
+    path = resolve(chosen)
+    written = schema_for_tokenizer(tfdv.load_schema_text(path), run_tokenizer.vocab_size, path)
     tf.io.gfile.makedirs(schema.uri)
     tfdv.write_schema_text(written, os.path.join(schema.uri, SCHEMA_FILE_NAME))
