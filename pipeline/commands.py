@@ -6,6 +6,7 @@ Heavy imports (TFX, TensorFlow, MLflow, kfp) happen inside the commands so `--he
 import argparse
 import datetime
 import json
+import logging
 import os
 from typing import Any, Callable, Dict, Optional
 
@@ -40,12 +41,39 @@ def _check_locations(cfg: config_module.PipelineConfig) -> None:
     locations = {"data root": data_root, "output root": cfg.output_root}
     if cfg.data_gate.state_uri:
         locations["data_gate.state_uri"] = cfg.data_gate.state_uri
+    if cfg.model.checkpoint:
+        locations["model.checkpoint"] = cfg.model.checkpoint
     try:
         filesystems.check_schemes(locations)
     except filesystems.SchemeError as exc:
         raise errors.UsageError(str(exc)) from exc
     if filesystems.is_local(data_root) and not os.path.isdir(data_root):
         raise FileNotFoundError(f"data root {data_root} is not a directory")
+
+
+def _check_checkpoint(cfg: config_module.PipelineConfig) -> None:
+    """Refuses, before the pipeline starts, a `model.checkpoint` the run could not fine-tune: its
+    config.json, safetensors headers and (when the run tokenizes with the checkpoint's tokenizer)
+    the tokenizer's size are checked without reading a weight
+    (components/trainer/checkpoint/preflight.py). A checkpoint that is there but wrong is a
+    configuration the run cannot use: exit 64, nothing ran. A checkpoint directory that does not
+    exist is a missing input, as a missing data root is: exit 1."""
+    if not cfg.model.checkpoint:
+        return
+    from components.trainer.checkpoint import preflight
+    from components.trainer.checkpoint.errors import CheckpointError
+
+    directory = cfg.model.checkpoint
+    try:  # a missing directory raises FileNotFoundError (exit 1)
+        # auto and checkpoint tokenize with the checkpoint's own tokenizer; reuse with the
+        # production model's, which the Tokenizer stage checks against the checkpoint.
+        own = cfg.tokenizer.policy in ("auto", "checkpoint")
+        tokenizer = preflight.checkpoint_tokenizer(directory) if own else None
+        checked = preflight.check_checkpoint(directory, cfg.model, tokenizer)
+    except CheckpointError as exc:
+        raise errors.UsageError(f"model.checkpoint: {exc}") from exc
+    logging.getLogger(__name__).info("Checked model.checkpoint %s: %s, %d weight tensors as its config.json describes",
+                                     directory, checked.config.model_type, checked.tensors)
 
 
 def _local_run(args: argparse.Namespace, validation_only: bool) -> int:
@@ -59,6 +87,8 @@ def _local_run(args: argparse.Namespace, validation_only: bool) -> int:
 
     run_lock.check_free(cfg.layout)  # before the slow checks; run_locally holds the lock itself
     _check_locations(cfg)
+    if not validation_only:  # validate stops before the checkpoint is used
+        _check_checkpoint(cfg)
     from pipeline.local_runner import run_locally  # imports TFX: after the fast refusals
     from pipeline.pipeline import DATA_VALIDATION_LAST_NODE
     from pipeline.run_summary import report_lines

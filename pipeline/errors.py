@@ -29,6 +29,8 @@ EXIT_CODES = (
                   "kubeflow.request_timeout or answered with an HTTP error"),
     (EXIT_BLOCKED, "a data gate (DataGate or TokenGate) stopped `run` or `validate`"),
     (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
+                 "a model.checkpoint `run` cannot fine-tune (checked before the pipeline starts: config.json, "
+                 "weight file headers, tokenizer size), "
                  "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host), a pipeline "
                  "root of a scheme other than gs:// or s3:// or naming a placeholder bucket"),
     (EXIT_BUSY, "busy: another `run` or `validate` holds the output root (the message names it: run id, pid, host, "

@@ -21,9 +21,11 @@ PAIRS = {
 }
 
 
-def checkpoint_with_tokenizer(family: str, directory: str) -> str:
-    """Copies fixture `family`'s weights, config and tokenizer files into `directory`; returns it."""
+def checkpoint_with_tokenizer(family: str, directory: str, tokenizer: str = "") -> str:
+    """Copies fixture `family`'s weights, config and tokenizer files (those of `tokenizer`, another
+    kind of the same size and special ids, when given) into `directory`; returns it."""
     kind, special_ids = PAIRS[family]
+    kind = tokenizer or kind
     shutil.copytree(os.path.join(FIXTURES, family), directory, ignore=shutil.ignore_patterns("expected*"))
     for name in os.listdir(os.path.join(FIXTURES, "tokenizers", kind)):
         shutil.copy(os.path.join(FIXTURES, "tokenizers", kind, name), directory)

@@ -162,6 +162,7 @@ STAGE_PRODUCTS = {
         "components.trainer.training.record",  # training_record.json in the model artifact
         "components.trainer.training.data",  # the model's input: token streams and packed blocks
         "components.trainer.training.packing",  # the model's input for conversations: packed rows
+        "components.trainer.checkpoint.preflight",  # which checkpoints it can start from, checked from their headers
     },
     "evaluator": {"components.evaluator.blessing_files"},  # evaluation.json / report.html in the blessing
     "pusher": {"components.pusher.versioned_push"},  # the serving directory's version layout, push_info.json

@@ -17,6 +17,7 @@ from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 from components.registry.options import RegistryOptions
 from tests.conftest import BUNDLED_TXT
 from tests.curation_corpora import dialogue
+from tests.hf_checkpoints import checkpoint_with_tokenizer
 
 
 def _write_examples(directory, documents):
@@ -207,7 +208,7 @@ HF_TOKENIZERS = os.path.join(os.path.dirname(__file__), "fixtures", "hf", "token
 def test_checkpoint_policy_copies_the_checkpoints_tokenizer_with_its_hashes(tmp_path, examples, policy_name):
     from components.tokenizer import loaded
 
-    checkpoint = os.path.join(HF_TOKENIZERS, "llama_sp_nfkc")
+    checkpoint = checkpoint_with_tokenizer("llama", str(tmp_path / "checkpoint"), "llama_sp_nfkc")
     output = _run(tmp_path, examples, "ckpt", checkpoint=checkpoint, policy=policy_name)
     assert output.get_string_custom_property("source") == "checkpoint"
     assert output.get_string_custom_property("algorithm") == "sentencepiece_bpe"  # tokenizer.json, as transformers
@@ -229,7 +230,7 @@ def test_a_graph_that_differs_from_tokenizers_stops_the_stage_naming_the_text_an
     from components.tokenizer import agreement, loaded
     from components.tokenizer.sentencepiece_graph import CheckpointSentencePieceGraph
 
-    checkpoint = os.path.join(HF_TOKENIZERS, "llama_sp_nfkc")
+    checkpoint = checkpoint_with_tokenizer("llama", str(tmp_path / "checkpoint"), "llama_sp_nfkc")
     with open(os.path.join(checkpoint, "tokenizer.model"), "rb") as handle:
         native = handle.read()
     monkeypatch.setattr(loaded.Tokenizer, "graph", lambda self, name=None: CheckpointSentencePieceGraph(native))

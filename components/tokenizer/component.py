@@ -60,12 +60,14 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
            exec_properties: Dict[str, Any]) -> None:
         options = TokenizerOptions.from_parameter(exec_properties["options"])
         output = artifact_utils.get_single_instance(output_dict["tokenizer"])
+        checkpoint = exec_properties.get("checkpoint") or ""
         choice = policy.choose(options.policy, options.pinned_model_file, lambda: _find_production(exec_properties),
-                               exec_properties.get("checkpoint") or "")
+                               checkpoint)
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         conversations = examples_data_kind(examples) == CONVERSATIONS
-        if choice.action == policy.CHECKPOINT:
-            self._copy_checkpoint_tokenizer(choice, output, conversations, examples, options, exec_properties["text_feature"])
+        if choice.directory:  # a checkpoint's tokenizer: the checkpoint's own, or the production model's copy
+            self._copy_checkpoint_tokenizer(choice, checkpoint, output, conversations, examples, options,
+                                            exec_properties["text_feature"])
             return
         if choice.action == policy.LEARN:
             proto = self._learn(examples, options, exec_properties["text_feature"], output)
@@ -99,12 +101,28 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         log.info("Chat template (sha256 %s): turns end with %s; decoding stops at ids %s", chat.template_sha256,
                  chat.grammar.end_of_turn_tokens(), list(chat.stop_token_ids))
 
-    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, output: types.Artifact, conversations: bool,
-                                   examples: types.Artifact, options: TokenizerOptions, text_feature: str) -> None:
-        """Checks the checkpoint's tokenizer files (and, for a tokenizer.json, the graph's ids
-        against `tokenizers` on a probe set) and writes them, with their special ids, as the
-        artifact; for conversation data also its chat template, which it must have."""
+    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, checkpoint: str, output: types.Artifact,
+                                   conversations: bool, examples: types.Artifact, options: TokenizerOptions,
+                                   text_feature: str) -> None:
+        """Checks a checkpoint's tokenizer files (the checkpoint's own, or those a production model
+        fine-tuned from it carries; for a tokenizer.json, the graph's ids against `tokenizers` on a
+        probe set) and writes them, with their special ids, as the artifact; for conversation data
+        also its chat template, which it must have. With `checkpoint` (model.checkpoint), the
+        checkpoint itself is checked first, from its config and weight headers, against this
+        tokenizer (trainer/checkpoint/preflight.py): a bad checkpoint stops the run here, before
+        Transform and the Trainer."""
+        from components.trainer.checkpoint import preflight
+
         tokenizer = loaded.load(choice.model_path)
+        if not conversations:  # a production copy's chat record belongs to conversation runs only
+            chat_files = (chat_template.TEMPLATE_FILE, chat_template.GRAMMAR_FILE)
+            tokenizer = tokenizer._replace(files={name: data for name, data in tokenizer.files.items()
+                                                  if name not in chat_files})
+        if checkpoint:
+            checked = preflight.check_checkpoint(checkpoint, tokenizer=tokenizer)
+            log.info("Checkpoint %s: %s, %d weight tensors as config.json describes, embedding of %d rows for the "
+                     "tokenizer's %d tokens", checkpoint, checked.config.model_type, checked.tensors,
+                     checked.config.vocab_size, tokenizer.vocab_size)
         if hf_files.TOKENIZER_JSON in tokenizer.files:
             drawn = sample.draw_sample(self._make_beam_pipeline(), [_train_pattern(examples)], text_feature,
                                        PROBE_SAMPLE_SIZE, options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
@@ -117,11 +135,12 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
             output.set_string_custom_property("tokenizers_agreement", json.dumps(
                 {"equal": None, "skipped": f"no {hf_files.TOKENIZER_JSON} (tokenized as transformers converts it)"}))
         tokenizer.write(output.uri)
-        if conversations:
-            chat = chat_setup.checkpoint_chat_of(tokenizer, choice.model_path)
+        if conversations:  # the template a production copy carries, else the checkpoint's own
+            template_dir = checkpoint or choice.model_path
+            chat = tokenizer.chat() or chat_setup.checkpoint_chat_of(tokenizer, template_dir)
             if chat is None:
                 raise chat_template.ChatTemplateError(
-                    f"the examples are conversations, and the checkpoint {choice.model_path} has no chat template "
+                    f"the examples are conversations, and the checkpoint {template_dir} has no chat template "
                     f"({chat_template.TEMPLATE_FILE}, or chat_template in tokenizer_config.json): add the template "
                     "the model was trained with, or train on plain text")
             self._write_chat(chat, output)
@@ -132,9 +151,10 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output.set_string_custom_property("unused_files", json.dumps(list(tokenizer.unused_files)))
         output.set_string_custom_property("special_tokens", json.dumps(tokenizer.special.to_json(), sort_keys=True))
         output.set_string_custom_property("model_path", choice.model_path)
-        output.set_string_custom_property("source", "checkpoint")
+        source = "checkpoint" if choice.action == policy.CHECKPOINT else "reused"
+        output.set_string_custom_property("source", source)
         output.set_string_custom_property("source_detail", choice.reason)
-        log.info("Tokenizer from checkpoint %s: %s, %d tokens, special ids %s, sha256 %s%s", choice.model_path,
+        log.info("Tokenizer (%s) from %s: %s, %d tokens, special ids %s, sha256 %s%s", source, choice.model_path,
                  tokenizer.kind, tokenizer.vocab_size, tokenizer.special, tokenizer.sha256,
                  f" (not used: {', '.join(tokenizer.unused_files)})" if tokenizer.unused_files else "")
 

@@ -165,10 +165,22 @@ def checkpoint_model_options(options: ModelOptions, checkpoint: CheckpointConfig
     return resolved
 
 
-def check_vocabulary(checkpoint: CheckpointConfig, vocab_size: int) -> None:
-    """The run's tokenizer must have the checkpoint's vocabulary size: its weights are indexed by token id."""
-    if checkpoint.vocab_size != vocab_size:
+RUN_TOKENIZER = "the run's tokenizer"
+
+
+def check_vocabulary(checkpoint: CheckpointConfig, vocab_size: int, tokenizer_source: str = RUN_TOKENIZER) -> None:
+    """The run's tokenizer (of `vocab_size` tokens, read from `tokenizer_source`, for messages) must
+    have the checkpoint's vocabulary size: its weights are indexed by token id. A larger tokenizer
+    would hand the model ids its embedding has no row for; a smaller one is not the checkpoint's."""
+    if vocab_size > checkpoint.vocab_size:
         raise CheckpointError(
-            f"{checkpoint.path}: vocab_size={checkpoint.vocab_size} differs from the run's tokenizer ({vocab_size} tokens); "
-            "fine-tuning a checkpoint needs its own tokenizer"
+            f"{tokenizer_source}: {vocab_size} tokens, more than the {checkpoint.vocab_size} rows of the model's token "
+            f"embedding (vocab_size in {checkpoint.path}): ids {checkpoint.vocab_size}-{vocab_size - 1} would have no "
+            "embedding; the tokenizer files are not this model's"
+        )
+    if checkpoint.vocab_size != vocab_size:
+        where = "" if tokenizer_source == RUN_TOKENIZER else f", {tokenizer_source}"
+        raise CheckpointError(
+            f"{checkpoint.path}: vocab_size={checkpoint.vocab_size} differs from the run's tokenizer ({vocab_size} tokens"
+            f"{where}); fine-tuning a checkpoint needs its own tokenizer"
         )
