@@ -120,6 +120,33 @@ def test_bfloat16_tensors_are_widened_to_float32(tmp_path):
     np.testing.assert_array_equal(backbone.blocks[1].mlp_out.kernel.numpy(), exact["transformer.h.1.mlp.c_proj.weight"])
 
 
+def test_a_bfloat16_checkpoint_stays_bfloat16_in_a_lora_backbones_frozen_weights_and_exports_float32(tmp_path):
+    """Under mixed_bfloat16 with LoRA the frozen weights are bfloat16 variables holding the file's
+    bits unwidened; the Hugging Face export (adapters merged) is float32 and holds the same values."""
+    from components.trainer.checkpoint.hf_export import export_hugging_face
+    from components.trainer.checkpoint.hf_weights import load_weights
+    from components.trainer.model.backbone import build_backbone
+    from components.trainer.options import LoraOptions
+    from components.trainer.training.precision import keras_policy
+    from tests.hf_checkpoints import checkpoint_with_tokenizer
+
+    directory = checkpoint_with_tokenizer("gpt2", str(tmp_path / "gpt2-bf16"))
+    weights = os.path.join(directory, "model.safetensors")
+    exact = _write_bfloat16_safetensors(weights, load_file(weights))
+    checkpoint = read_config(directory)
+    with keras_policy("mixed_bfloat16"):
+        config = checkpoint_model_options(ModelOptions(checkpoint=directory), checkpoint)
+        backbone = build_backbone(config, checkpoint.vocab_size, LoraOptions(rank=2), frozen_dtype="bfloat16")
+        load_weights(backbone, directory, checkpoint)
+        kernel = backbone.blocks[1].attention.qkv.kernel
+        assert kernel.dtype == tf.bfloat16 and backbone.token_embedding.embeddings.dtype == tf.bfloat16
+        np.testing.assert_array_equal(kernel.numpy().astype(np.float32), exact["transformer.h.1.attn.c_attn.weight"])
+        exported = export_hugging_face(backbone, directory, str(tmp_path / "exported"))
+    reimported, _ = import_checkpoint(exported)
+    np.testing.assert_array_equal(reimported.token_embedding.embeddings.numpy(), exact["transformer.wte.weight"])
+    np.testing.assert_array_equal(reimported.blocks[1].attention.qkv.kernel.numpy(), exact["transformer.h.1.attn.c_attn.weight"])
+
+
 # Bad checkpoints: one line naming the file and the field or tensor.
 
 def _copy_fixture(tmp_path, name: str) -> str:

@@ -173,3 +173,53 @@ def test_a_resumed_lora_run_restores_its_adapters_and_optimizer_state_and_keeps_
         np.testing.assert_array_equal(weight.numpy(), adapters[weight.name])
     for weight in resumed.model.non_trainable_weights:
         np.testing.assert_array_equal(weight.numpy(), base_before[weight.name])
+
+
+def test_frozen_weights_are_stored_in_the_compute_dtype_only_under_mixed_precision_with_lora():
+    auto, kept = LoraOptions(rank=4), LoraOptions(rank=4, frozen_dtype="float32")
+    assert lora.frozen_weight_dtype(auto, "mixed_bfloat16") == "bfloat16"
+    assert lora.frozen_weight_dtype(auto, "mixed_float16") == "float16"
+    assert lora.frozen_weight_dtype(auto, "float32") is None
+    assert lora.frozen_weight_dtype(kept, "mixed_bfloat16") is None
+    assert lora.frozen_weight_dtype(LoraOptions(rank=0), "mixed_bfloat16") is None  # full fine-tuning: float32 masters
+    assert build_backbone(BACKBONES["gpt2"], 97, None, frozen_dtype="bfloat16").frozen_dtype is None
+
+
+@pytest.mark.parametrize("family", sorted(BACKBONES))
+def test_bfloat16_frozen_weights_compute_exactly_what_float32_ones_do_under_mixed_bfloat16(family):
+    """Every frozen weight is read as bfloat16 by the mixed_bfloat16 graph anyway: stored so, the
+    logits and the adapters' gradients are the same to the bit, the adapters and norms stay
+    float32, and the float32 serving copy is the same too."""
+    from components.trainer.training.precision import keras_policy
+
+    options = LoraOptions(rank=4, targets=["attention"])
+    rng = np.random.default_rng(4)
+    ids = tf.constant(rng.integers(0, 97, size=(2, 12)))
+    with keras_policy("mixed_bfloat16"):
+        halved = build_backbone(BACKBONES[family], 97, options, frozen_dtype="bfloat16")
+        full = build_backbone(BACKBONES[family], 97, options)
+        by_name = {weight.name: weight for weight in halved.weights}
+        for weight in full.weights:
+            weight.assign(tf.cast(by_name[weight.name], weight.dtype))
+        for pair in zip(lora.adapter_layers(halved), lora.adapter_layers(full)):
+            value = rng.normal(0, 0.2, pair[0].lora_b.shape).astype(np.float32)
+            for layer in pair:
+                layer.lora_b.assign(value)
+        stored = {weight.name.split("/")[-1].split(":")[0]: weight.dtype.name for weight in halved.weights}
+        assert stored["lora_a"] == stored["lora_b"] == stored["gamma"] == "float32"
+        assert stored["kernel"] == stored["embeddings"] == "bfloat16"
+        assert sum(w.dtype == tf.bfloat16 for w in halved.weights) == sum(
+            not lora.is_adapter_variable(w) and "norm" not in w.name for w in halved.weights)
+        np.testing.assert_array_equal(halved(ids).numpy(), full(ids).numpy())
+
+        def adapter_gradients(model):
+            lora.freeze_all_but_adapters(model)
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(model(ids, training=True))
+            return [gradient.numpy() for gradient in tape.gradient(loss, model.trainable_variables)]
+
+        for mine, theirs in zip(adapter_gradients(halved), adapter_gradients(full)):
+            np.testing.assert_array_equal(mine, theirs)
+        served = serving_backbone(halved)
+    assert all(weight.dtype == tf.float32 for weight in served.weights)
+    np.testing.assert_array_equal(served(ids).numpy(), serving_backbone(full)(ids).numpy())

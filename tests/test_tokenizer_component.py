@@ -256,3 +256,76 @@ def test_the_checkpoint_policy_and_model_checkpoint_go_together():
     with pytest.raises(ValueError, match="tokenizer.policy=learn with model.checkpoint /c"):
         policy.choose("learn", "", lambda: None, checkpoint="/c")
     assert policy.choose("auto", "", lambda: pytest.fail("no registry lookup"), checkpoint="/c").action == policy.CHECKPOINT
+
+
+def _checkpoint_production(tmp_path, checkpoint: str, version: int = 7):
+    """A stand-in for the registry's answer: a pushed SavedModel directory whose assets hold the
+    checkpoint's tokenizer as an export writes them (its files and special_tokens.json)."""
+    from components.tokenizer import loaded
+
+    saved_model_dir = str(tmp_path / "serving" / str(version))
+    loaded.load(checkpoint).write(loaded.saved_model_dir(saved_model_dir))
+    return types.SimpleNamespace(saved_model_dir=saved_model_dir, registered_version=version)
+
+
+def test_reuse_takes_a_checkpoint_tokenizer_from_the_production_models_assets(tmp_path, examples, monkeypatch):
+    """The second run of a model fine-tuned from a checkpoint: the production model's copy of the
+    checkpoint's tokenizer, checked against the checkpoint, with the same hash; the chat record a
+    conversation-tuned production copy carries stays out of a plain-text run."""
+    from components.tokenizer import chat_template, loaded
+
+    checkpoint = checkpoint_with_tokenizer("gpt2", str(tmp_path / "checkpoint"))
+    production = _checkpoint_production(tmp_path, checkpoint)
+    assets = loaded.saved_model_dir(production.saved_model_dir)
+    for name in (chat_template.GRAMMAR_FILE, chat_template.TEMPLATE_FILE):
+        with open(os.path.join(assets, name), "w", encoding="utf-8") as handle:
+            handle.write("{}")
+    reused = _run(tmp_path, examples, "reused", production, monkeypatch, checkpoint=checkpoint, policy="reuse")
+    assert reused.get_string_custom_property("source") == "reused"
+    assert "registered version 7" in reused.get_string_custom_property("source_detail")
+    assert reused.get_string_custom_property("model_path") == assets
+    assert reused.get_string_custom_property("sha256") == loaded.load(checkpoint).sha256 == loaded.load(reused.uri).sha256
+    assert reused.get_string_custom_property("algorithm") == "byte_level_bpe"
+    assert json.loads(reused.get_string_custom_property("tokenizers_agreement"))["equal"] is True
+    assert not os.path.exists(os.path.join(reused.uri, chat_template.GRAMMAR_FILE))
+    assert loaded.load(reused.uri).chat() is None
+
+
+def test_reuse_with_a_checkpoint_needs_a_production_model_with_a_checkpoints_tokenizer(tmp_path):
+    learned = types.SimpleNamespace(saved_model_dir=str(tmp_path / "serving" / "3"), registered_version=3)
+    model_file.copy_model(b"not read", model_file.saved_model_model_path(learned.saved_model_dir))
+    with pytest.raises(ValueError, match="the production model .registered version 3. has a learned SentencePiece "
+                                         "model, not a checkpoint's tokenizer"):
+        policy.choose("reuse", "", lambda: learned, checkpoint="/c")
+    with pytest.raises(ValueError, match="no production model to reuse"):
+        policy.choose("reuse", "", lambda: None, checkpoint="/c")
+
+
+def test_the_stage_checks_the_checkpoint_against_the_tokenizer_before_transform(tmp_path, examples, monkeypatch):
+    """Inside a run (on Kubeflow no CLI checks the checkpoint first) the Tokenizer stage refuses a
+    checkpoint the Trainer could not import, from its headers, before Transform: here a reused
+    tokenizer of 512 tokens for a checkpoint whose embedding has 500 rows, then weights cut short."""
+    from safetensors.numpy import load_file, save_file
+
+    from components.trainer.checkpoint.errors import CheckpointError
+
+    production = _checkpoint_production(tmp_path, checkpoint_with_tokenizer("gpt2", str(tmp_path / "first")))
+    checkpoint = checkpoint_with_tokenizer("gpt2", str(tmp_path / "checkpoint"))
+    weights = os.path.join(checkpoint, "model.safetensors")
+    tensors = load_file(weights)
+    tensors["transformer.wte.weight"] = tensors["transformer.wte.weight"][:500].copy()
+    save_file(tensors, weights)
+    with open(os.path.join(checkpoint, "config.json"), encoding="utf-8") as handle:
+        config = json.load(handle)
+    with open(os.path.join(checkpoint, "config.json"), "w", encoding="utf-8") as handle:
+        json.dump({**config, "vocab_size": 500}, handle)
+    with pytest.raises(CheckpointError) as refused:
+        _run(tmp_path, examples, "larger", production, monkeypatch, checkpoint=checkpoint, policy="reuse")
+    assets_tokenizer = os.path.join(production.saved_model_dir, "assets", "tokenizer.json")
+    assert str(refused.value).startswith(f"{assets_tokenizer}: 512 tokens, more than the 500 rows of the model's token "
+                                         "embedding")
+    with open(weights, "r+b") as handle:
+        handle.truncate(os.path.getsize(weights) - 100)
+    with pytest.raises(CheckpointError, match=f"{weights}: truncated: "):
+        _run(tmp_path, examples, "truncated", checkpoint=checkpoint, policy="checkpoint")
+    assert not os.path.exists(tmp_path / "larger") and not os.path.exists(tmp_path / "truncated")  # nothing written

@@ -456,6 +456,43 @@ def test_warm_start_copies_weights_only_when_shapes_match(exported_model, tiny_b
         np.testing.assert_array_equal(a, b.numpy())
 
 
+def test_warm_start_with_lora_starts_from_the_merged_production_model(transform_artifacts, tokenizer_model, tmp_path):
+    """The next run of a LoRA fine-tune: production was exported with its adapters merged; a fresh
+    LoRA backbone warm-starts from it (the merged kernels fill its frozen ones, its new adapters
+    start at zero), so it computes what production computes and only the new adapters train. So
+    too with its frozen weights stored as bfloat16 (mixed_bfloat16), rounded once from the export."""
+    from components.trainer.model import lora
+    from components.trainer.options import LoraOptions
+    from components.trainer.serving import export
+    from components.trainer.training.warm_start import warm_start_from
+    from tests.conftest import FIXTURE_VOCAB_SIZE, TINY_MODEL_KWARGS
+
+    config, options = ModelOptions(**TINY_MODEL_KWARGS), LoraOptions(rank=2, targets=["attention", "mlp"])
+    production = build_backbone(config, FIXTURE_VOCAB_SIZE, options)
+    rng = np.random.default_rng(5)
+    for layer in lora.adapter_layers(production):
+        layer.lora_b.assign(rng.normal(0, 0.2, layer.lora_b.shape).astype(np.float32))
+    export_dir = str(tmp_path / "production")
+    export.export_serving_model(production, tft.TFTransformOutput(transform_artifacts[0]),
+                                GenerationOptions(max_new_tokens=4), export_dir)
+    tokenizer_sha256 = model_file.read_model(tokenizer_model).sha256
+    ids = tf.constant(rng.integers(0, FIXTURE_VOCAB_SIZE, size=(2, 10)))
+
+    fresh = build_backbone(config, FIXTURE_VOCAB_SIZE, options)
+    lora.freeze_all_but_adapters(fresh)
+    assert np.abs(fresh(ids).numpy() - production(ids).numpy()).max() > 1e-2
+    assert warm_start_from(fresh, export_dir, tokenizer_sha256)
+    np.testing.assert_allclose(fresh(ids).numpy(), production(ids).numpy(), atol=1e-5)
+    assert not any(layer.lora_b.numpy().any() for layer in lora.adapter_layers(fresh))
+    assert {v.name.split("/")[-1] for v in fresh.trainable_variables} == {"lora_a:0", "lora_b:0"}
+    with keras_policy("mixed_bfloat16"):
+        halved = build_backbone(config, FIXTURE_VOCAB_SIZE, options, frozen_dtype="bfloat16")
+        assert warm_start_from(halved, export_dir, tokenizer_sha256)
+    merged = fresh.blocks[1].mlp_in.kernel
+    assert halved.blocks[1].mlp_in.kernel.dtype == tf.bfloat16
+    np.testing.assert_array_equal(halved.blocks[1].mlp_in.kernel.numpy(), tf.cast(merged, tf.bfloat16).numpy())
+
+
 def test_warm_start_refuses_a_model_with_another_tokenizer(exported_model, tiny_backbone, tmp_path, caplog):
     """Same shapes, same vocabulary size, other pieces: the ids mean other text, so no warm start."""
     from components.trainer.training.warm_start import warm_start_from

@@ -80,6 +80,7 @@ def _model_section(training: Dict[str, Any]) -> List[str]:
     model = training["model"]
     base = training.get("base_checkpoint")
     lora = training.get("lora")
+    warm = training.get("warm_start")
     rows = [
         ["architecture", f"decoder-only Transformer, {model.get('num_layers')} layers, {model.get('num_heads')} heads, "
                          f"width {model.get('model_dim')}, MLP {model.get('mlp_dim')}, {model.get('position_encoding')} positions"],
@@ -88,6 +89,8 @@ def _model_section(training: Dict[str, Any]) -> List[str]:
         ["vocabulary", _number(training.get("vocab_size"))],
         ["tokenizer sha256", f"`{training.get('tokenizer_sha256', '')}`"],
         ["base checkpoint", f"{base['source']} (sha256 `{base.get('sha256', '')}`)" if base else "none: trained from scratch"],
+        ["starting weights", f"warm-started from registered version {warm['registered_version']} ({warm['saved_model_dir']})"
+                             if warm else ("the base checkpoint" if base else "random initialisation")],
         ["adaptation", f"LoRA rank {lora['rank']}, alpha {lora['alpha']}, on {', '.join(lora['targets'])}; merged into the weights"
                        if lora else "all weights trained"],
     ]

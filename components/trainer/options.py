@@ -127,6 +127,13 @@ class LoraOptions(Options):
     targets: List[Literal["attention", "mlp"]] = Field(
         ["attention"], min_length=1,
         description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).")
+    frozen_dtype: Literal["auto", "float32"] = Field(
+        "auto", description="How the frozen weights (embeddings, projection kernels and biases) are stored: auto = in "
+                            "the compute dtype of a mixed-precision run (bfloat16 under mixed_bfloat16, float16 under "
+                            "mixed_float16), the dtype every matmul reads them in anyway, so training computes the same "
+                            "with half their memory (a bfloat16 checkpoint is not widened); float32 under float32 "
+                            "precision. float32 = always float32 copies. Adapters and norms are float32 either way; "
+                            "exports are float32.")
 
 
 RECOMPUTE_MODES = ("off", "attention", "block")
@@ -227,7 +234,10 @@ class TrainingOptions(Options):
                                  "and their end-of-turn token, as TRL, torchtune and axolotl train by default) or all "
                                  "(every token of the rendered conversation, the template's own included)."
     )
-    warm_start: bool = Field(False, description="Initialise from the latest blessed model when its shape and vocabulary match.")
+    warm_start: bool = Field(
+        False, description="Initialise from the model the registry serves as production when its tokenizer (sha256) "
+                           "and weights (names and shapes) match; with training.lora its merged weights are the frozen "
+                           "base and new adapters train on top.")
     peak_flops: Optional[float] = Field(
         None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
     )

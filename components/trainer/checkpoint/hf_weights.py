@@ -22,7 +22,7 @@ import tensorflow as tf
 
 from components.trainer.checkpoint.errors import CheckpointError
 from components.trainer.checkpoint.hf_config import GPT2_TYPES, CheckpointConfig, checkpoint_model_options, read_config
-from components.trainer.checkpoint.safetensors_files import BFLOAT16, SUPPORTED_DTYPES, SafetensorsCheckpoint
+from components.trainer.checkpoint.safetensors_files import SUPPORTED_DTYPES, SafetensorsCheckpoint
 from components.trainer.model.backbone import GPTBackbone, build_backbone
 from components.trainer.options import ModelOptions
 
@@ -190,8 +190,7 @@ def check_tensors(files: SafetensorsCheckpoint, planned: List[Planned], checkpoi
 
 def _value(files: SafetensorsCheckpoint, entry: Planned, variable: tf.Variable) -> np.ndarray:
     """The array for `variable`, in its dtype: each source read, transposed if Linear, concatenated."""
-    dtype = BFLOAT16 if variable.dtype == tf.bfloat16 else np.float32
-    parts = [files.read(source.name, dtype) for source in entry.sources]
+    parts = [files.read(source.name, variable.dtype.as_numpy_dtype) for source in entry.sources]
     parts = [part.T if source.linear else part for source, part in zip(entry.sources, parts)]
     value = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
     return value[: entry.rows] if entry.rows is not None else value
@@ -200,8 +199,9 @@ def _value(files: SafetensorsCheckpoint, entry: Planned, variable: tf.Variable) 
 def load_weights(backbone: GPTBackbone, checkpoint_dir: str, checkpoint: CheckpointConfig) -> int:
     """Copies the checkpoint's weights into `backbone` (built with `checkpoint_model_options`),
     tensor by tensor, after checking every tensor against the plan (`check_tensors`: nothing is
-    assigned from a checkpoint that fails it); returns the number of tensors read. A variable
-    stored as bfloat16 (a frozen base weight, model/lora.py) gets a bfloat16 tensor unwidened."""
+    assigned from a checkpoint that fails it); returns the number of tensors read. Each tensor is
+    read in its variable's dtype: a frozen base weight stored as bfloat16 (model/lora.py) gets a
+    bfloat16 tensor unwidened."""
     with SafetensorsCheckpoint(checkpoint_dir) as files:
         planned = tensor_plan(backbone.architecture, backbone.vocab_size, checkpoint, files.names(), files.source)
         count = check_tensors(files, planned, checkpoint)

@@ -168,8 +168,8 @@ class SafetensorsCheckpoint:
         return posixpath.join(self.directory, self.tensors[name].file)
 
     def read(self, name: str, dtype=np.float32) -> np.ndarray:
-        """Tensor `name` as an array of `dtype`: np.float32, or `BFLOAT16` (a BF16 tensor's bits as
-        they are stored; a float32/float16 one rounded to nearest, as a cast to bfloat16 rounds)."""
+        """Tensor `name` as an array of numpy `dtype` (np.float32 by default; `BFLOAT16` keeps a BF16
+        tensor's bits as stored; any other conversion rounds to nearest, as a TensorFlow cast does)."""
         info = self.tensors[name]
         path = self._local_path(info.file)
         if info.dtype == "BF16":
@@ -179,7 +179,7 @@ class SafetensorsCheckpoint:
                 halves = np.fromfile(handle, dtype="<u2", count=count).reshape(info.shape)
             if dtype == BFLOAT16:
                 return halves.view(BFLOAT16)
-            return (halves.astype(np.uint32) << 16).view(np.float32)
+            return (halves.astype(np.uint32) << 16).view(np.float32).astype(dtype, copy=False)
         if info.dtype not in _NUMPY_DTYPES:
             raise CheckpointError(f"{self.file_of(name)}: tensor {name} has dtype {info.dtype} "
                                   f"(supported: {', '.join(SUPPORTED_DTYPES)})")

@@ -177,7 +177,7 @@ class CausalSelfAttention(keras.layers.Layer):
     """
 
     def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, recompute_core: bool = False,
-                 **kwargs):
+                 frozen_dtype: Optional[str] = None, **kwargs):
         super().__init__(**kwargs)
         self.recompute_core = recompute_core
         self.context_length = config.context_length
@@ -190,8 +190,8 @@ class CausalSelfAttention(keras.layers.Layer):
             if config.position_encoding == "rotary" else None
         )
         width = (config.num_heads + 2 * config.kv_heads) * self.head_dim
-        self.qkv = lora.projection(width, "qkv", lora.ATTENTION, lora_options, use_bias=config.attention_bias)
-        self.output_projection = lora.projection(config.model_dim, "output", lora.ATTENTION, lora_options,
+        self.qkv = lora.projection(width, "qkv", lora.ATTENTION, lora_options, frozen_dtype, use_bias=config.attention_bias)
+        self.output_projection = lora.projection(config.model_dim, "output", lora.ATTENTION, lora_options, frozen_dtype,
                                                  use_bias=config.attention_bias)
         self.attention_dropout = keras.layers.Dropout(config.dropout)
 
@@ -285,18 +285,19 @@ class DecoderBlock(keras.layers.Layer):
     """
 
     def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, recompute_core: bool = False,
-                 **kwargs):
+                 frozen_dtype: Optional[str] = None, **kwargs):
         super().__init__(**kwargs)
         self.attention_norm = make_norm(config, "attention_norm")
-        self.attention = CausalSelfAttention(config, lora_options, recompute_core, name="attention")
+        self.attention = CausalSelfAttention(config, lora_options, recompute_core, frozen_dtype, name="attention")
         self.mlp_norm = make_norm(config, "mlp_norm")
         fused = 2 if config.mlp == "swiglu" else 1
         self.mlp_in = lora.projection(
-            fused * config.mlp_dim, "mlp_in", lora.MLP, lora_options, activation="gelu" if config.mlp == "gelu" else None,
-            use_bias=config.mlp_bias,
+            fused * config.mlp_dim, "mlp_in", lora.MLP, lora_options, frozen_dtype,
+            activation="gelu" if config.mlp == "gelu" else None, use_bias=config.mlp_bias,
         )
         self.mlp_activation = {"gelu": None, "gelu_tanh": gelu_tanh, "swiglu": swiglu}[config.mlp]
-        self.mlp_out = lora.projection(config.model_dim, "mlp_out", lora.MLP, lora_options, use_bias=config.mlp_bias)
+        self.mlp_out = lora.projection(config.model_dim, "mlp_out", lora.MLP, lora_options, frozen_dtype,
+                                       use_bias=config.mlp_bias)
         self.dropout = keras.layers.Dropout(config.dropout)
 
     def feed_forward(self, normalized: tf.Tensor) -> tf.Tensor:
@@ -351,24 +352,30 @@ class GPTBackbone(keras.Model):
     """Token ids [batch, length] -> float32 logits [batch, length, vocab_size] (length <= context_length)."""
 
     def __init__(self, config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None,
-                 recompute: str = "off", **kwargs):
+                 recompute: str = "off", frozen_dtype: Optional[str] = None, **kwargs):
         super().__init__(**kwargs)
         check_recompute(recompute, config)
         self.architecture = config
         self.recompute = recompute
         self.lora = lora_options if lora_options is not None and lora_options.rank > 0 else None
+        # Under LoRA every weight but the adapters (and the tiny norms) is frozen: stored in
+        # `frozen_dtype` when given (lora.frozen_weight_dtype).
+        self.frozen_dtype = frozen_dtype if self.lora is not None else None
+        frozen = {"dtype": self.frozen_dtype} if self.frozen_dtype else {}
         self.context_length = config.context_length
         self.vocab_size = vocab_size
         rotary = config.position_encoding == "rotary"
-        self.token_embedding = keras.layers.Embedding(vocab_size, config.model_dim, name="token_embedding")
+        self.token_embedding = keras.layers.Embedding(vocab_size, config.model_dim, name="token_embedding", **frozen)
         self.position_embedding = (
-            None if rotary else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding")
+            None if rotary else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding",
+                                                       **frozen)
         )
-        self.blocks = [DecoderBlock(config, self.lora, recompute != "off", name=f"block_{index}")
+        self.blocks = [DecoderBlock(config, self.lora, recompute != "off", self.frozen_dtype, name=f"block_{index}")
                        for index in range(config.num_layers)]
         self.final_norm = make_norm(config, "final_norm")
         # Created last, so a tied model's variables keep their order and names.
-        self.output_embedding = None if config.tie_embeddings else OutputEmbedding(vocab_size, config.model_dim, name="output_embedding")
+        self.output_embedding = None if config.tie_embeddings else OutputEmbedding(vocab_size, config.model_dim,
+                                                                                   name="output_embedding", **frozen)
         self.embedding_dropout = keras.layers.Dropout(config.dropout)
         # Set only on serving copies (serving/weights.py): a separate output projection
         # (pre-transposed, optionally int8) computing the same logits as `output_matrix`.
@@ -446,14 +453,17 @@ class GPTBackbone(keras.Model):
 
 
 def build_backbone(config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None,
-                   recompute: str = "off") -> GPTBackbone:
+                   recompute: str = "off", frozen_dtype: Optional[str] = None) -> GPTBackbone:
     """Creates the backbone and its weights (by calling it once on a one-token batch: no weight's
     shape depends on the length, and a full-context call would allocate [context, vocab] logits and
     [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels).
 
     `recompute` is `training.recompute`: "attention" recomputes the attention core, "block" each
     block's activations, in the backward pass of a training call (model/recompute.py); inference and
-    the serving copies never do."""
-    model = GPTBackbone(config, vocab_size, lora_options, recompute, name="gpt")
+    the serving copies never do.
+
+    `frozen_dtype` (with LoRA only): the dtype the frozen weights are stored in
+    (`lora.frozen_weight_dtype`); None keeps them float32 (or the policy's variable dtype)."""
+    model = GPTBackbone(config, vocab_size, lora_options, recompute, frozen_dtype, name="gpt")
     model(tf.zeros([1, 1], tf.int64))
     return model

@@ -5,6 +5,9 @@ and `b` are frozen, and only `A` [in, rank] and `B` [rank, out] train. `B` start
 training starts from exactly the pretrained model, and the optimizer state is that of the small
 adapters only.
 
+Under mixed precision the frozen weights may be stored in the compute dtype instead of float32
+(`frozen_weight_dtype`, `training.lora.frozen_dtype`): half the memory, the same computation.
+
 Before export the adapters are merged into the kernels (`W + (alpha / rank) * A @ B`), so the
 serving graph is the same as a fully trained model's: no extra ops, no extra latency, and the
 exported model knows nothing about LoRA (`merged_weights`).
@@ -23,27 +26,47 @@ import tf_keras as keras
 from components.trainer.options import LoraOptions
 
 ATTENTION, MLP = "attention", "mlp"
+# The compute dtype of each mixed-precision Keras policy: what frozen weights are stored in.
+_COMPUTE_DTYPES = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
+
+
+def frozen_weight_dtype(options: Optional[LoraOptions], policy_name: str) -> Optional[str]:
+    """The dtype the frozen weights of a LoRA backbone are stored in (`training.lora.frozen_dtype`),
+    or None for float32 like every other weight.
+
+    With `auto` under a mixed-precision policy it is the policy's compute dtype: every matmul and
+    lookup casts a float32 frozen weight to that dtype before reading it, and a weight that never
+    trains needs no float32 master copy, so storing it cast once computes the same values with
+    half the memory. Without LoRA every weight trains and keeps a float32 master.
+    """
+    if options is None or options.rank == 0 or options.frozen_dtype != "auto":
+        return None
+    return _COMPUTE_DTYPES.get(policy_name)
 
 
 class LoraDense(keras.layers.Dense):
     """A Dense layer whose kernel and bias are frozen and which adds a trainable low-rank update.
 
     Same variables as `keras.layers.Dense` (`kernel`, `bias`, with the same names, so checkpoint
-    import and warm start address it like any Dense), plus `lora_a` and `lora_b`.
+    import and warm start address it like any Dense), plus `lora_a` and `lora_b`. `frozen_dtype`
+    stores the frozen kernel and bias in that dtype (`frozen_weight_dtype`); the adapters keep the
+    layer's variable dtype (float32).
     """
 
-    def __init__(self, units: int, rank: int, alpha: float, **kwargs):
+    def __init__(self, units: int, rank: int, alpha: float, frozen_dtype: Optional[str] = None, **kwargs):
         super().__init__(units, **kwargs)
         if rank < 1:
             raise ValueError(f"LoRA rank must be >= 1, not {rank}")
         self.rank = rank
         self.scale = alpha / rank
+        self.frozen_dtype = frozen_dtype
 
     def build(self, input_shape) -> None:
         input_dim = int(input_shape[-1])
+        frozen = self.frozen_dtype or self.dtype
         self.kernel = self.add_weight(
-            "kernel", shape=[input_dim, self.units], initializer=self.kernel_initializer, dtype=self.dtype, trainable=False)
-        self.bias = (self.add_weight("bias", shape=[self.units], initializer=self.bias_initializer, dtype=self.dtype,
+            "kernel", shape=[input_dim, self.units], initializer=self.kernel_initializer, dtype=frozen, trainable=False)
+        self.bias = (self.add_weight("bias", shape=[self.units], initializer=self.bias_initializer, dtype=frozen,
                                      trainable=False) if self.use_bias else None)
         # A random, B zero: the update starts at zero, so step 0 is the pretrained model.
         self.lora_a = self.add_weight(
@@ -75,11 +98,15 @@ def _matmul_last_axis(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [0]])
 
 
-def projection(units: int, name: str, target: str, lora: Optional[LoraOptions], **dense_kwargs) -> keras.layers.Dense:
+def projection(units: int, name: str, target: str, lora: Optional[LoraOptions], frozen_dtype: Optional[str] = None,
+               **dense_kwargs) -> keras.layers.Dense:
     """The Dense projection `name` of kind `target` (ATTENTION or MLP): a LoraDense when `lora` is
-    enabled for that kind, else a plain Dense. Used by the backbone for every block projection."""
+    enabled for that kind, else a plain Dense, which under LoRA is frozen whole and so stored in
+    `frozen_dtype` (when given). Used by the backbone for every block projection."""
     if lora is not None and lora.rank > 0 and target in lora.targets:
-        return LoraDense(units, lora.rank, lora.alpha, name=name, **dense_kwargs)
+        return LoraDense(units, lora.rank, lora.alpha, frozen_dtype, name=name, **dense_kwargs)
+    if frozen_dtype:
+        dense_kwargs["dtype"] = frozen_dtype
     return keras.layers.Dense(units, name=name, **dense_kwargs)
 
 

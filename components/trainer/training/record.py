@@ -8,6 +8,7 @@
      "steps_run": 300, "last_step": {"step": 300, "loss": 3.1, "eval_loss": 3.4, ...},
      "exported_step": 300 | {the step whose weights were kept: lowest eval loss, training/selection.py},
      "base_checkpoint": null | {"source": "gs://…/gpt2", "sha256": "…"},
+     "warm_start": null | {"saved_model_dir": "…/serving/3", "registered_version": 3},
      "lora": null | {"rank": 8, "alpha": 16.0, "targets": ["attention"]}}
 
 The Pusher reads it (components/pusher/model_card.py); a model exported before this file existed
@@ -46,6 +47,7 @@ class TrainingRecord:
     exported_step: Optional[int] = None
     packing: Optional[Dict[str, Any]] = None  # conversation data: packing.PackingStats of the train split
     chat: Optional[Dict[str, Any]] = None  # conversation data: the chat template, its sha256 and stop ids
+    warm_start: Optional[Dict[str, Any]] = None  # the production model the weights started from (training.warm_start)
 
     @property
     def lora(self) -> Optional[Dict[str, Any]]:

@@ -73,8 +73,10 @@ def _launched_as_tfjob(fn_args: "FnArgs", settings: TrainerSettings) -> bool:
     return True
 
 
-def _warm_start_model(settings: TrainerSettings) -> str:
-    """The SavedModel to warm-start from: the registry's production model, or "" when none.
+def _warm_start(backbone, settings: TrainerSettings, tokenizer_sha256: str) -> Optional[dict]:
+    """Warm-starts `backbone` from the registry's production model when there is one whose
+    tokenizer and weights fit (warm_start.py); returns which model it started from (for the
+    training record), or None.
 
     Looked up at run time (no ML Metadata resolver), the same way on every runner; the pipeline
     passes where the registry is in the settings.
@@ -84,10 +86,12 @@ def _warm_start_model(settings: TrainerSettings) -> str:
     production = find_production_model(settings.registry, settings.model_name, settings.registry_dir or None)
     if production is None:
         logging.info("Not warm-starting: no model is registered as production yet")
-        return ""
+        return None
     logging.info("Warm start: production model is registered version %d (%s)",
                  production.registered_version, production.saved_model_dir)
-    return production.saved_model_dir
+    if not warm_start_from(backbone, production.saved_model_dir, tokenizer_sha256):
+        return None
+    return {"saved_model_dir": production.saved_model_dir, "registered_version": production.registered_version}
 
 
 def resolve_model(model_config: ModelOptions, vocab_size: int) -> Tuple[ModelOptions, Optional[CheckpointConfig]]:
@@ -256,19 +260,20 @@ def run_fn(fn_args: "FnArgs") -> None:
             if sharded:
                 mesh, backbone, optimizer = sharded_loop.build(model_config, vocab_size, training, policy_name, mesh_device_type)
             else:
-                backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute)
+                # Not on parameter servers: their variables' placement is not tested with mixed dtypes.
+                frozen_dtype = None if parameter_server else lora.frozen_weight_dtype(training.lora, policy_name)
+                backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute, frozen_dtype)
                 optimizer = make_optimizer(training, policy_name)
         if checkpoint:
             load_weights(backbone, model_config.checkpoint, checkpoint)
             _export_base_model(backbone, transform_output, generation, model_uri, strategy)
         if training.lora.rank:
             lora.freeze_all_but_adapters(backbone)
-            logging.info("LoRA: rank %d, alpha %g on %s; training %s of %s parameters",
+            logging.info("LoRA: rank %d, alpha %g on %s; training %s of %s parameters; frozen weights stored as %s",
                          training.lora.rank, training.lora.alpha, ", ".join(training.lora.targets),
-                         f"{_count(backbone.trainable_variables):,}", f"{_count(backbone.variables):,}")
-        base_model = _warm_start_model(trainer_settings) if training.warm_start else ""
-        if base_model:
-            warm_start_from(backbone, base_model, tokenizer.sha256)
+                         f"{_count(backbone.trainable_variables):,}", f"{_count(backbone.variables):,}",
+                         backbone.frozen_dtype or "float32")
+        warm_started = _warm_start(backbone, trainer_settings, tokenizer.sha256) if training.warm_start else None
         run_dirs = dict(checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
                         summary_dir=os.path.join(fn_args.model_run_dir, "train"))
         if sharded:  # ordinary global batches: the sharded trainer packs them into DTensors
@@ -309,5 +314,6 @@ def run_fn(fn_args: "FnArgs") -> None:
             if checkpoint else None,
             packing=packing_stats.to_dict() if packing_stats else None,
             chat=_chat_record(tokenizer),
+            warm_start=warm_started,
         ))
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)
