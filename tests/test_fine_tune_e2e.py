@@ -59,6 +59,7 @@ PUNCTUATION = {"happy to help.": "happy to help!", "Settings > ": '"Settings" > 
 
 
 def _write_corpus(directory: str) -> str:
+    """The tiny corpus under `directory`, with the punctuation above in its replies; returns it."""
     corpus = write_tiny_corpus(directory)
     path = os.path.join(corpus, "replies.txt")
     with open(path, encoding="utf-8") as handle:
@@ -83,28 +84,44 @@ def _token_ids_trained_on(output_root: str) -> set:
     return found
 
 
-def _run(family: str, root) -> tuple:
+def _config(checkpoint: str, root, *overrides):
     from pipeline.config import load_config
 
-    checkpoint = checkpoint_with_tokenizer(family, str(root / "checkpoint"))
-    config = load_config(overrides=FINE_TUNE_OVERRIDES + [f"model.checkpoint={checkpoint}"],
-                         data_root=_write_corpus(str(root / "corpus")), output_root=str(root / "out"))
-    return checkpoint, config, run_locally(config)
+    return load_config(overrides=FINE_TUNE_OVERRIDES + [f"model.checkpoint={checkpoint}", *overrides],
+                       data_root=str(root / "corpus"), output_root=str(root / "out"))
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    """family -> (checkpoint, config, summary) of the first fine-tuning run into a fresh output
+    root, made once per module (the next-run test continues from the Llama one)."""
+    runs = {}
+
+    def run(family: str) -> tuple:
+        if family not in runs:
+            root = tmp_path_factory.mktemp(family)
+            checkpoint = checkpoint_with_tokenizer(family, str(root / "checkpoint"))
+            _write_corpus(str(root / "corpus"))
+            config = _config(checkpoint, root)
+            runs[family] = (checkpoint, config, run_locally(config), root)
+        return runs[family]
+
+    return run
 
 
 @pytest.mark.parametrize("family,tokenizer_kind", [("gpt2", "byte_level_bpe"), ("llama", "sentencepiece_bpe")])
-def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pushed(family, tokenizer_kind, tmp_path):
+def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pushed(family, tokenizer_kind, first_run):
     from tokenizers import Tokenizer as HfTokenizer
 
     from components.model_client import ModelClient
     from tests.hf_checkpoints import expected_text
 
-    checkpoint, config, summary = _run(family, tmp_path)
+    checkpoint, config, summary, root = first_run(family)
     assert summary["succeeded"], summary["error"]
     if family == "gpt2":  # the token data the TokenGate passed has ids 0-2: ordinary bytes there
         reference = HfTokenizer.from_file(os.path.join(checkpoint, "tokenizer.json"))
         assert [reference.token_to_id(char) for char in '!"#'] == [0, 1, 2]
-        assert {0, 1, 2} <= _token_ids_trained_on(str(tmp_path / "out"))
+        assert {0, 1, 2} <= _token_ids_trained_on(str(root / "out"))
     assert summary["blessing"]["blessed"], summary["blessing"]
     with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:
         evaluation = json.load(handle)
@@ -152,3 +169,38 @@ def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pus
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd="/",
                             env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert result.returncode == 0 and "GENERATED:" in result.stdout, result.stderr[-3000:]
+
+
+def test_the_next_run_reuses_the_tokenizer_warm_starts_its_adapters_and_is_compared_with_production(first_run):
+    """The second scheduled run of the Llama fine-tune, into the same output root, with
+    `tokenizer.policy=reuse` and `training.warm_start`: the Tokenizer stage takes the production
+    model's copy of the checkpoint's tokenizer (same hash), the Trainer warm-starts the LoRA
+    backbone from production (its merged weights the frozen base, new adapters on top), and the
+    Evaluator compares the candidate with production (registered version 1), not with the base
+    checkpoint the Trainer exports again. A shorter run: the cached data stages are reused."""
+    from ml_metadata.metadata_store import metadata_store
+    from tfx.orchestration import metadata
+
+    from components.trainer.training import record
+    from pipeline.run_summary import RunRecord
+
+    checkpoint, _, first, root = first_run("llama")
+    assert first["push"]["pushed"] and first["push"]["version"] == 1, first["push"]
+    config = _config(checkpoint, root, "tokenizer.policy=reuse", "training.warm_start=true", "training.train_steps=10")
+    summary = run_locally(config)
+    assert summary["succeeded"], summary["error"]
+
+    store = metadata_store.MetadataStore(metadata.sqlite_metadata_connection_config(config.layout.metadata_path))
+    tokenizer = RunRecord(store, config.pipeline_name, summary["run_id"]).output("Tokenizer", "tokenizer")
+    properties = {name: value.string_value for name, value in tokenizer.custom_properties.items()}
+    assert properties["source"] == "reused" and "registered version 1" in properties["source_detail"]
+    assert properties["sha256"] == loaded.load(checkpoint).sha256
+    assert properties["model_path"] == loaded.saved_model_dir(first["push"]["path"])
+
+    trained = record.read(summary["trained_model"])
+    assert trained["warm_start"]["registered_version"] == 1 and trained["lora"]["rank"] == 4
+    with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:
+        baseline = json.load(handle)["baseline"]
+    assert baseline["kind"] == "production" and baseline["registry"]["registered_version"] == 1, baseline
+    assert baseline["path"] == first["push"]["path"] and "bits_per_byte" in baseline
+    assert os.path.isdir(record.base_model_path(summary["trained_model"]))  # exported, not the baseline now

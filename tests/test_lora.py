@@ -175,13 +175,22 @@ def test_a_resumed_lora_run_restores_its_adapters_and_optimizer_state_and_keeps_
         np.testing.assert_array_equal(weight.numpy(), base_before[weight.name])
 
 
-def test_frozen_weights_are_stored_in_the_compute_dtype_only_under_mixed_precision_with_lora():
-    auto, kept = LoraOptions(rank=4), LoraOptions(rank=4, frozen_dtype="float32")
-    assert lora.frozen_weight_dtype(auto, "mixed_bfloat16") == "bfloat16"
-    assert lora.frozen_weight_dtype(auto, "mixed_float16") == "float16"
-    assert lora.frozen_weight_dtype(auto, "float32") is None
-    assert lora.frozen_weight_dtype(kept, "mixed_bfloat16") is None
-    assert lora.frozen_weight_dtype(LoraOptions(rank=0), "mixed_bfloat16") is None  # full fine-tuning: float32 masters
+def test_frozen_weights_are_bfloat16_only_under_mixed_bfloat16_with_lora_and_by_default_only_when_lossless():
+    from components.trainer.training.precision import frozen_weight_dtype
+
+    auto, always, never = (LoraOptions(rank=4, frozen_dtype=dtype) for dtype in ("auto", "bfloat16", "float32"))
+    bf16, f32 = frozenset({"BF16"}), frozenset({"F32"})
+    assert frozen_weight_dtype(auto, "mixed_bfloat16", bf16, warm_start=False) == "bfloat16"
+    assert frozen_weight_dtype(auto, "mixed_bfloat16", f32, warm_start=False) is None  # the exports keep float32 values
+    assert frozen_weight_dtype(auto, "mixed_bfloat16", frozenset({"BF16", "F32"}), warm_start=False) is None
+    assert frozen_weight_dtype(auto, "mixed_bfloat16", frozenset(), warm_start=False) is None  # no checkpoint
+    assert frozen_weight_dtype(auto, "mixed_bfloat16", bf16, warm_start=True) is None  # production's merged float32
+    assert frozen_weight_dtype(always, "mixed_bfloat16", f32, warm_start=True) == "bfloat16"
+    for policy in ("float32", "mixed_float16"):  # these graphs do not read every weight as bfloat16
+        assert frozen_weight_dtype(always, policy, bf16, warm_start=False) is None
+    assert frozen_weight_dtype(never, "mixed_bfloat16", bf16, warm_start=False) is None
+    assert frozen_weight_dtype(LoraOptions(rank=0), "mixed_bfloat16", bf16, False) is None  # full fine-tuning
+    assert frozen_weight_dtype(None, "mixed_bfloat16", bf16, False) is None
     assert build_backbone(BACKBONES["gpt2"], 97, None, frozen_dtype="bfloat16").frozen_dtype is None
 
 

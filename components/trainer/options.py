@@ -127,13 +127,13 @@ class LoraOptions(Options):
     targets: List[Literal["attention", "mlp"]] = Field(
         ["attention"], min_length=1,
         description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).")
-    frozen_dtype: Literal["auto", "float32"] = Field(
-        "auto", description="How the frozen weights (embeddings, projection kernels and biases) are stored: auto = in "
-                            "the compute dtype of a mixed-precision run (bfloat16 under mixed_bfloat16, float16 under "
-                            "mixed_float16), the dtype every matmul reads them in anyway, so training computes the same "
-                            "with half their memory (a bfloat16 checkpoint is not widened); float32 under float32 "
-                            "precision. float32 = always float32 copies. Adapters and norms are float32 either way; "
-                            "exports are float32.")
+    frozen_dtype: Literal["auto", "bfloat16", "float32"] = Field(
+        "auto", description="How the frozen weights (embeddings, projection kernels and biases) are stored under "
+                            "mixed_bfloat16 precision, which reads them as bfloat16 in every matmul anyway: auto = "
+                            "bfloat16 when that loses nothing (a bfloat16 model.checkpoint, no training.warm_start), "
+                            "half their float32 memory; bfloat16 = always, rounding float32 values once (training "
+                            "computes the same, but the float32 exports then hold the rounded values); float32 = never. "
+                            "Other precisions keep float32. Adapters and norms are float32 either way.")
 
 
 RECOMPUTE_MODES = ("off", "attention", "block")

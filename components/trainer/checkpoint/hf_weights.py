@@ -212,6 +212,13 @@ def load_weights(backbone: GPTBackbone, checkpoint_dir: str, checkpoint: Checkpo
     return count
 
 
+def stored_weight_dtypes(checkpoint_dir: str) -> frozenset:
+    """The safetensors dtypes the checkpoint's weights are stored in (buffers aside), from its
+    headers: {"BF16"} for a bfloat16 checkpoint such as TinyLlama's."""
+    with SafetensorsCheckpoint(checkpoint_dir) as files:
+        return frozenset(info.dtype for name, info in files.tensors.items() if not name.endswith(_BUFFER_SUFFIXES))
+
+
 def import_checkpoint(checkpoint_dir: str, options: ModelOptions = None) -> Tuple[GPTBackbone, CheckpointConfig]:
     """A backbone with the architecture and weights of the Hugging Face checkpoint at `checkpoint_dir`
     (`options`: the run's model options, whose explicit architecture fields must agree)."""

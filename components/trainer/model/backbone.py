@@ -359,7 +359,7 @@ class GPTBackbone(keras.Model):
         self.recompute = recompute
         self.lora = lora_options if lora_options is not None and lora_options.rank > 0 else None
         # Under LoRA every weight but the adapters (and the tiny norms) is frozen: stored in
-        # `frozen_dtype` when given (lora.frozen_weight_dtype).
+        # `frozen_dtype` when given (training/precision.py `frozen_weight_dtype`).
         self.frozen_dtype = frozen_dtype if self.lora is not None else None
         frozen = {"dtype": self.frozen_dtype} if self.frozen_dtype else {}
         self.context_length = config.context_length
@@ -462,8 +462,8 @@ def build_backbone(config: ModelOptions, vocab_size: int, lora_options: Optional
     block's activations, in the backward pass of a training call (model/recompute.py); inference and
     the serving copies never do.
 
-    `frozen_dtype` (with LoRA only): the dtype the frozen weights are stored in
-    (`lora.frozen_weight_dtype`); None keeps them float32 (or the policy's variable dtype)."""
+    `frozen_dtype` (with LoRA only): the dtype the frozen weights are stored in (training/precision.py
+    `frozen_weight_dtype`); None keeps them in the policy's variable dtype (float32)."""
     model = GPTBackbone(config, vocab_size, lora_options, recompute, frozen_dtype, name="gpt")
     model(tf.zeros([1, 1], tf.int64))
     return model

@@ -5,8 +5,9 @@ and `b` are frozen, and only `A` [in, rank] and `B` [rank, out] train. `B` start
 training starts from exactly the pretrained model, and the optimizer state is that of the small
 adapters only.
 
-Under mixed precision the frozen weights may be stored in the compute dtype instead of float32
-(`frozen_weight_dtype`, `training.lora.frozen_dtype`): half the memory, the same computation.
+Under mixed_bfloat16 the frozen weights may be stored as bfloat16 instead of float32 (`frozen_dtype`
+of `projection`; the rule is training/precision.py `frozen_weight_dtype`): half the memory, the
+same computation, since the graph reads them as bfloat16 anyway.
 
 Before export the adapters are merged into the kernels (`W + (alpha / rank) * A @ B`), so the
 serving graph is the same as a fully trained model's: no extra ops, no extra latency, and the
@@ -26,31 +27,13 @@ import tf_keras as keras
 from components.trainer.options import LoraOptions
 
 ATTENTION, MLP = "attention", "mlp"
-# The compute dtype of each mixed-precision Keras policy: what frozen weights are stored in.
-_COMPUTE_DTYPES = {"mixed_bfloat16": "bfloat16", "mixed_float16": "float16"}
-
-
-def frozen_weight_dtype(options: Optional[LoraOptions], policy_name: str) -> Optional[str]:
-    """The dtype the frozen weights of a LoRA backbone are stored in (`training.lora.frozen_dtype`),
-    or None for float32 like every other weight.
-
-    With `auto` under a mixed-precision policy it is the policy's compute dtype: every matmul and
-    lookup casts a float32 frozen weight to that dtype before reading it, and a weight that never
-    trains needs no float32 master copy, so storing it cast once computes the same values with
-    half the memory. Without LoRA every weight trains and keeps a float32 master.
-    """
-    if options is None or options.rank == 0 or options.frozen_dtype != "auto":
-        return None
-    return _COMPUTE_DTYPES.get(policy_name)
-
-
 class LoraDense(keras.layers.Dense):
     """A Dense layer whose kernel and bias are frozen and which adds a trainable low-rank update.
 
     Same variables as `keras.layers.Dense` (`kernel`, `bias`, with the same names, so checkpoint
     import and warm start address it like any Dense), plus `lora_a` and `lora_b`. `frozen_dtype`
-    stores the frozen kernel and bias in that dtype (`frozen_weight_dtype`); the adapters keep the
-    layer's variable dtype (float32).
+    stores the frozen kernel and bias in that dtype; the adapters keep the layer's variable dtype
+    (float32).
     """
 
     def __init__(self, units: int, rank: int, alpha: float, frozen_dtype: Optional[str] = None, **kwargs):

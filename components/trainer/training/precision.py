@@ -17,12 +17,20 @@ settings (`loop.LanguageModelTrainer`). Measurements: benchmarks/README.md ("Spe
 decoding, serving").
 The model is exported with the policy it was trained under, except mixed_bfloat16, whose serving
 copy computes in float32 (components/trainer/serving/weights.py).
+
+LoRA's frozen weights under mixed_bfloat16 are stored as bfloat16 where that loses nothing
+(`frozen_weight_dtype`): every matmul and lookup of the mixed_bfloat16 graph casts a float32
+weight to bfloat16 before reading it, so a weight that never trains needs no float32 copy. The
+exports (float32) hold the same values as before only when the stored values were bfloat16
+already: a bfloat16 checkpoint, without a warm start from a float32 export.
 """
 import contextlib
-from typing import Iterator
+from typing import AbstractSet, Iterator, Optional
 
 import tensorflow as tf
 from tf_keras import mixed_precision
+
+from components.trainer.options import LoraOptions
 
 
 def accelerator_kind(strategy: tf.distribute.Strategy) -> str:
@@ -79,3 +87,22 @@ def keras_policy(policy_name: str) -> Iterator[None]:
         yield
     finally:
         mixed_precision.set_global_policy(previous)
+
+
+def frozen_weight_dtype(lora: Optional[LoraOptions], policy_name: str, checkpoint_dtypes: AbstractSet[str],
+                        warm_start: bool) -> Optional[str]:
+    """"bfloat16" when a LoRA run's frozen weights are stored as bfloat16 (`training.lora.frozen_dtype`),
+    else None (float32, the policy's variable dtype). `checkpoint_dtypes`: the safetensors dtypes of
+    `model.checkpoint`'s weights (empty without one); `warm_start`: `training.warm_start`.
+
+    Only under mixed_bfloat16, whose graph reads every frozen weight as bfloat16 (training computes
+    the same either way), and only with LoRA (full fine-tuning trains every weight, which keeps a
+    float32 master). `auto` also needs nothing to be lost: the weights loaded must be bfloat16
+    already (a BF16 checkpoint), and a warm start would load the production model's float32
+    merged weights, so it keeps float32. `bfloat16` rounds whatever is loaded once.
+    """
+    if lora is None or lora.rank == 0 or policy_name != "mixed_bfloat16" or lora.frozen_dtype == "float32":
+        return None
+    if lora.frozen_dtype == "bfloat16" or (set(checkpoint_dtypes) == {"BF16"} and not warm_start):
+        return "bfloat16"
+    return None

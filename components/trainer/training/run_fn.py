@@ -32,7 +32,7 @@ import tf_keras as keras
 from components.trainer.checkpoint.hf_config import CheckpointConfig, check_vocabulary, checkpoint_model_options, read_config
 from components.trainer.checkpoint.fingerprint import checkpoint_sha256
 from components.trainer.checkpoint.hf_export import export_hugging_face
-from components.trainer.checkpoint.hf_weights import load_weights
+from components.trainer.checkpoint.hf_weights import load_weights, stored_weight_dtypes
 from components.trainer.model import lora
 from components.trainer.model.backbone import build_backbone
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
@@ -44,7 +44,8 @@ from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
 from components.trainer.training.ps_loop import ParameterServerTrainer, check_parameter_server_settings
-from components.trainer.training.precision import accelerator_kind, keras_policy, resolve_jit_compile, resolve_precision
+from components.trainer.training.precision import (accelerator_kind, frozen_weight_dtype, keras_policy,
+                                                   resolve_jit_compile, resolve_precision)
 from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, is_chief, writable_dir
 from components.trainer.training.warm_start import warm_start_from
 from components.tokenizer import loaded
@@ -261,7 +262,9 @@ def run_fn(fn_args: "FnArgs") -> None:
                 mesh, backbone, optimizer = sharded_loop.build(model_config, vocab_size, training, policy_name, mesh_device_type)
             else:
                 # Not on parameter servers: their variables' placement is not tested with mixed dtypes.
-                frozen_dtype = None if parameter_server else lora.frozen_weight_dtype(training.lora, policy_name)
+                stored = stored_weight_dtypes(model_config.checkpoint) if checkpoint else frozenset()
+                frozen_dtype = None if parameter_server else frozen_weight_dtype(training.lora, policy_name, stored,
+                                                                                  training.warm_start)
                 backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute, frozen_dtype)
                 optimizer = make_optimizer(training, policy_name)
         if checkpoint:
