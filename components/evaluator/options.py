@@ -69,8 +69,8 @@ class ReplyOptions(Options):
     max_new_tokens: int = Field(96, ge=1, description="Reply length limit; a reply that has not stopped by then counts "
                                                       "against the stop rate.")
     temperature: float = Field(0.0, ge=0.0, description="0 = greedy (the default: replies comparable run to run).")
-    top_k: int = Field(0, ge=0)
-    seed: int = 0
+    top_k: int = Field(0, ge=0, description="Top-k of sampled replies when temperature > 0 (0 = off).")
+    seed: int = Field(0, description="Seed of sampled replies and of the paired bootstrap resampling.")
     metric: Literal["rouge_l", "chrf", "exact_match"] = Field(
         "rouge_l", description="The metric of the non-regression gate quality.reply_<metric> (all three are reported).")
     max_regression: float = Field(
@@ -78,7 +78,7 @@ class ReplyOptions(Options):
                                           "only when it falls further AND the paired bootstrap interval of the "
                                           "difference lies below 0.")
     confidence: float = Field(0.95, gt=0.5, lt=1.0, description="Of the paired bootstrap interval.")
-    bootstrap_resamples: int = Field(2000, ge=100)
+    bootstrap_resamples: int = Field(2000, ge=100, description="Resamples of the paired bootstrap interval.")
     min_stop_rate: float = Field(0.8, ge=0.0, le=1.0, description="Gate quality.stop_rate: the fraction of replies that "
                                                                    "must end with a stop token within max_new_tokens.")
     report_samples: int = Field(12, ge=0, description="Conversations shown side by side in the report.")
@@ -90,7 +90,7 @@ class InstructionFollowingOptions(Options):
     prompts_file: str = Field(bundled("data/instruction_following/prompts.jsonl"),
                               description="JSONL of {prompt, constraint, value}; constraints max_words, include_keyword, "
                                           "json_object, forbidden_word.")
-    max_new_tokens: int = Field(64, ge=1)
+    max_new_tokens: int = Field(64, ge=1, description="Reply length limit of each instruction-following prompt.")
     min_accuracy: float = Field(0.0, ge=0.0, le=1.0, description="Gate quality.instruction_following on strict "
                                                                    "accuracy; 0 reports it without gating.")
 
