@@ -70,6 +70,10 @@ STYLES = {
     "inst": (INST_STYLE, INST_SPECIAL, INST_VARIABLES),
 }
 
+# Every template the fixtures were recorded with (tests/fixtures/make_chat_fixtures.py), by style.
+TEMPLATES_BY_STYLE = {**{name: template for name, (template, _, _) in STYLES.items()},
+                      "chatml_generation": CHATML_WITH_GENERATION_MARKERS}
+
 CONVERSATIONS = [
     [("user", "How do I turn on sync?")],
     [("user", "How do I turn on sync?"), ("assistant", "Open Settings > Sync and switch it on.")],
@@ -80,3 +84,14 @@ CONVERSATIONS = [
     [("system", "Réponds en français, sans formules."), ("user", "Où est l'export ? 🙂")],
     [("user", "Emoji 👩\u200d💻🎉 and a\ttab"), ("assistant", "\n  Noted: «ok».\n\n"), ("user", "Ещё раз, пожалуйста")],
 ]
+
+
+def conversation_batch(conversations):
+    """(roles, contents) [batch, turns] string tensors, "" after each conversation's last turn (the
+    `chat` signature's and Transform's conversation layout)."""
+    import tensorflow as tf
+
+    width = max(len(c) for c in conversations)
+    roles = [[role for role, _ in c] + [""] * (width - len(c)) for c in conversations]
+    contents = [[content for _, content in c] + [""] * (width - len(c)) for c in conversations]
+    return tf.constant(roles), tf.constant(contents)

@@ -250,7 +250,7 @@ def _sentencepiece_bpe_json(data: bytes, path: str) -> Vocabulary:
     vocab, merges, specials, unk = _bpe_tokens(spec, model, path)
     full = {**vocab, **specials}
     steps = TextSteps(normalizer, metaspace is not None, bool(metaspace and metaspace[0]),
-                      bool(metaspace and metaspace[1]), strip)
+                      bool(metaspace and metaspace[1]), strip, bool(metaspace and metaspace[2]))
     return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, text_steps=steps)
 
 
@@ -275,8 +275,9 @@ def _normalizer_steps(normalizer: Optional[dict], path: str) -> tuple:
     return tuple(found)
 
 
-def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool]]:
-    """None without a pre-tokenizer, else a Metaspace's (prepends '▁', splits at '▁')."""
+def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool, bool]]:
+    """None without a pre-tokenizer, else a Metaspace's (prepends '▁', splits at '▁', prepends
+    only at the start of the input: prepend_scheme `first`)."""
     if pre is None:
         return None
     if pre.get("type") != "Metaspace" or pre.get("replacement", SPACE_SYMBOL) != SPACE_SYMBOL:
@@ -286,7 +287,7 @@ def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool]]:
         scheme = "always" if pre.get("add_prefix_space", True) else "never"
     if scheme not in ("always", "first", "never"):
         raise _unsupported(path, "pre_tokenizer.prepend_scheme", scheme)
-    return scheme != "never", bool(pre.get("split", True))
+    return scheme != "never", bool(pre.get("split", True)), scheme == "first"
 
 
 SENTENCEPIECE_DECODER = [{"type": "Replace", "pattern": {"String": SPACE_SYMBOL}, "content": " "},
