@@ -356,19 +356,29 @@ def _config_id(config: dict, field: str, path: str) -> Optional[int]:
     return value
 
 
+NAMED_ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+
+
+def token_names(files: Dict[str, bytes], directory: str) -> Dict[str, str]:
+    """{role: token} for the special tokens the tokenizer files name (`bos_token`, ... in
+    tokenizer_config.json, which wins, or special_tokens_map.json): what transformers calls them."""
+    names: Dict[str, str] = {}
+    for name in reversed(SIDE_FILES):  # tokenizer_config.json wins over special_tokens_map.json
+        if name in files:
+            side = _json(files[name], os.path.join(directory, name))
+            for role in NAMED_ROLES:
+                token = _token_name(side.get(f"{role}_token"))
+                if token is not None:
+                    names[role] = token
+    return names
+
+
 def _special_tokens(directory: str, kind: str, files: Dict[str, bytes], tokens: Vocabulary) -> special.SpecialTokens:
     """bos/eos/pad ids as the checkpoint defines them (see module docstring)."""
     config_path = os.path.join(directory, CONFIG_JSON)
     config_data = _read(directory, CONFIG_JSON)
     config = _json(config_data, config_path) if config_data is not None else {}
-    names: Dict[str, str] = {}
-    for name in reversed(SIDE_FILES):  # tokenizer_config.json wins over special_tokens_map.json
-        if name in files:
-            side = _json(files[name], os.path.join(directory, name))
-            for role in ("bos", "eos", "pad", "unk"):
-                token = _token_name(side.get(f"{role}_token"))
-                if token is not None:
-                    names[role] = token
+    names = token_names(files, directory)
 
     def resolve(role: str) -> Optional[int]:
         from_config = _config_id(config, f"{role}_token_id", config_path)
