@@ -342,6 +342,30 @@ def test_the_chat_signature_answers_as_transformers(served):
     assert [reply.stopped for reply in replies] == [row["stopped"] for row in rows]
 
 
+def test_the_export_declares_the_signature_contract_with_the_chat_signatures(served):
+    from components.trainer.serving import signatures
+    from tests.test_serving_requests import assert_signature_contract
+
+    client = served[-1]
+    assert_signature_contract(client._model, set(signatures.INPUTS))  # the SavedModel the client loaded
+
+
+def test_the_chat_signature_refuses_what_the_template_refuses(served):
+    """transformers raises for a conversation its template refuses; the signature answers such a
+    row with accepted false and no reply (it rendered it with the boundaries it has before), and
+    the client raises naming it."""
+    from components.trainer.serving import signatures
+
+    name, _, _, _, _, client = served
+    result = client.call(signatures.CHAT, roles=[["user", ""], ["tool", "user"]], contents=[["Hi", ""], ["{}", "Hi"]],
+                         max_new_tokens=4, temperature=0.0, top_k=0, top_p=1.0, seed=0)
+    assert result["accepted"].tolist() == [True, False]
+    assert result["num_generated_tokens"].tolist()[1] == 0 and result["generations"][1] == b""
+    assert not result["stopped"][1] and result["num_generated_tokens"][0] > 0
+    with pytest.raises(ValueError, match="refuses conversation 1 of the batch .roles tool, user."):
+        client.chat([[("user", "Hi")], [("tool", "{}"), ("user", "Hi")]], 4, temperature=0.0)
+
+
 def test_textgen_generate_chat_answers_as_transformers(served, tmp_path, capsys):
     """`textgen generate` in this process: --chat with --system on the GPT-2 model, --messages
     (a multi-turn conversation) on the Llama one."""
