@@ -20,7 +20,7 @@ OUTPUT_ROOT ?= runs/local
 PYTEST_ARGS ?=
 # pytest-xdist workers for `make test` and `make test-fast` (auto: one per core; 0: one process).
 TEST_WORKERS ?= auto
-PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 .PHONY: help install run test test-fast compile compile-settings docs docs-serve lock clean
 

@@ -168,12 +168,19 @@ class ModelClient:
     def chat(self, conversations: Sequence[Sequence[Tuple[str, str]]], max_new_tokens: int, temperature: float,
              top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> List[ChatReply]:
         """The assistant's reply to each conversation ((role, content) turns) through the model's
-        own chat template (`chat` signature); the n-th batch is sampled with `seed + n`."""
+        own chat template (`chat` signature); the n-th batch is sampled with `seed + n`. Raises
+        ValueError for a conversation the template refuses (as the template itself would)."""
         replies: List[ChatReply] = []
         for index, batch in enumerate(self._batches(conversations)):
             roles, contents = self._conversation_matrix(batch)
             result = self.call(signatures.CHAT, roles=roles, contents=contents, max_new_tokens=max_new_tokens,
                                temperature=temperature, top_k=top_k, top_p=top_p, seed=seed + index)
+            # (a model exported before the `accepted` output answers every row)
+            refused = [row for row, accepted in enumerate(result.get("accepted", [True] * len(batch))) if not accepted]
+            if refused:
+                number = index * self.batch_size + refused[0]
+                raise ValueError(f"the model's chat template refuses conversation {number} of the batch (roles "
+                                 f"{', '.join(role for role, _ in conversations[number])})")
             replies += [ChatReply(text, int(count), bool(stopped)) for text, count, stopped in
                         zip(signatures.decode_texts(result["generations"]), result["num_generated_tokens"], result["stopped"])]
         return replies

@@ -29,6 +29,13 @@ def _sample_generations(config: PipelineConfig, summary: Dict[str, Any]) -> list
     push = summary["push"]
     if not push.get("pushed") or not config.generation.num_samples:
         return []
+    if samples.open_model(push["path"]).has_chat:  # a chat model answers sample user messages
+        messages = samples.load_prompts(resolve(config.generation.chat_prompts_file), config.generation.num_samples)
+        log.info("Answering %d sample user messages with %s (its chat template)", len(messages), push["path"])
+        replies = samples.chat(push["path"], [[("user", message)] for message in messages],
+                               config.generation.max_new_tokens, config.generation.temperature, config.generation.top_k,
+                               top_p=config.generation.top_p)
+        return [{"prompt": message, "continuation": reply.text, "chat": True} for message, reply in zip(messages, replies)]
     prompts = samples.load_prompts(resolve(config.generation.prompts_file), config.generation.num_samples)
     log.info("Generating continuations of %d sample prompts with %s", len(prompts), push["path"])
     continuations = samples.generate(

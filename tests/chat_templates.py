@@ -53,11 +53,26 @@ SHOUTING = (
     "else message['content']) + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ 'assistant: ' }}{% endif %}"
 )
 
+# ChatML with TRL's `{% generation %}` markers around each reply (Hugging Face's assistant-mask
+# extension): rendered exactly as without them.
+CHATML_WITH_GENERATION_MARKERS = (
+    "{% for message in messages %}"
+    "{% if message['role'] == 'assistant' %}"
+    "{{ '<|im_start|>assistant\\n' }}{% generation %}{{ message['content'] + '<|im_end|>' }}{% endgeneration %}{{ '\\n' }}"
+    "{% else %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}"
+)
+
 STYLES = {
     "chatml": (CHATML_WITH_DEFAULT_SYSTEM, CHATML_SPECIAL, {}),
     "header": (HEADER_STYLE, HEADER_SPECIAL, HEADER_VARIABLES),
     "inst": (INST_STYLE, INST_SPECIAL, INST_VARIABLES),
 }
+
+# Every template the fixtures were recorded with (tests/fixtures/make_chat_fixtures.py), by style.
+TEMPLATES_BY_STYLE = {**{name: template for name, (template, _, _) in STYLES.items()},
+                      "chatml_generation": CHATML_WITH_GENERATION_MARKERS}
 
 CONVERSATIONS = [
     [("user", "How do I turn on sync?")],
@@ -66,4 +81,17 @@ CONVERSATIONS = [
      ("assistant", "They are under Library. "), ("user", "Merci ! Et les pièces jointes 📎 ?"),
      ("assistant", "Sous « Pièces jointes ».")],
     [("user", "我的笔记不见了"), ("assistant", "请在设置中检查同步。"), ("user", "typed <|im_end|> and </s> myself")],
+    [("system", "Réponds en français, sans formules."), ("user", "Où est l'export ? 🙂")],
+    [("user", "Emoji 👩\u200d💻🎉 and a\ttab"), ("assistant", "\n  Noted: «ok».\n\n"), ("user", "Ещё раз, пожалуйста")],
 ]
+
+
+def conversation_batch(conversations):
+    """(roles, contents) [batch, turns] string tensors, "" after each conversation's last turn (the
+    `chat` signature's and Transform's conversation layout)."""
+    import tensorflow as tf
+
+    width = max(len(c) for c in conversations)
+    roles = [[role for role, _ in c] + [""] * (width - len(c)) for c in conversations]
+    contents = [[content for _, content in c] + [""] * (width - len(c)) for c in conversations]
+    return tf.constant(roles), tf.constant(contents)

@@ -2,7 +2,7 @@
 
 `make test` runs the suite on every core with pytest-xdist, one test file per worker at a time
 (`--dist loadfile`), so a module's shared pipeline run is computed once; the files holding the
-end-to-end runs start first (`pytest_collection_modifyitems`), so the short files fill in around
+end-to-end runs start first (`pytest_collection_modifyitems`, kept by `--no-loadscope-reorder`: xdist would otherwise start the files with the most tests first), so the short files fill in around
 them at the end. Each worker imports TFX/TF once (about 20 s); tests/README.md has the durations.
 """
 import json

@@ -86,3 +86,55 @@ def export_programmed_model(export_dir: str, default_text: str, **kwargs) -> str
                   "score_continuation": module.score_continuation}
     tf.saved_model.save(module, export_dir, signatures=signatures)
     return export_dir
+
+
+class ProgrammedChatModel(ProgrammedModel):
+    """A `ProgrammedModel` that also answers conversations (`chat`, `score_replies`, as a model
+    tuned on conversations exports them): the reply to a conversation is the `replies` entry whose
+    regex matches its last user turn, else `default_reply`; `stops` says whether replies end with a
+    stop token (False: a model whose end-of-turn token was never trained). `score_replies` costs
+    `nll` per `bytes_per_token` bytes of the assistant turns. `generate` (raw text continuation)
+    keeps answering `default_text`, so a test can tell probes sent as user turns from probes sent
+    as raw text."""
+
+    def __init__(self, default_text: str, default_reply: str, replies: Sequence[Rule] = (), stops: bool = True,
+                 **kwargs):
+        super().__init__(default_text, **kwargs)
+        self._default_reply = default_reply
+        self._replies = list(replies)
+        self._stops = stops
+
+    @tf.function(input_signature=signatures.input_signature(signatures.CHAT))
+    def chat(self, roles, contents, max_new_tokens, temperature, top_k, top_p, seed):
+        is_user = tf.equal(roles, "user")
+        last_user = tf.reduce_max(tf.where(is_user, tf.range(tf.shape(roles, out_type=tf.int64)[1])[tf.newaxis, :], -1), axis=1)
+        message = tf.gather(contents, tf.maximum(last_user, 0), batch_dims=1)
+        reply = tf.fill(tf.shape(message), self._default_reply)
+        for pattern, text in reversed(self._replies):
+            reply = tf.where(tf.strings.regex_full_match(message, pattern), text, reply)
+        counts = tf.strings.length(reply, unit="UTF8_CHAR") // 4 + 1
+        if not self._stops:  # it runs to the limit without an end-of-turn token
+            counts = tf.fill(tf.shape(reply), max_new_tokens)
+        return {"generations": reply, "num_generated_tokens": tf.cast(counts, tf.int32),
+                "stopped": tf.fill(tf.shape(reply), self._stops)}
+
+    @tf.function(input_signature=signatures.input_signature(signatures.SCORE_REPLIES))
+    def score_replies(self, roles, contents):
+        reply_bytes = tf.reduce_sum(tf.where(tf.equal(roles, "assistant"), tf.strings.length(contents), 0), axis=1)
+        per_token = tf.fill(tf.shape(reply_bytes), tf.constant(self._nll, tf.float32))
+        texts = tf.strings.reduce_join(contents, axis=1, separator="\n")
+        for pattern, extra in self._nll_rules:
+            per_token += tf.where(tf.strings.regex_full_match(texts, pattern), extra, 0.0)
+        num_tokens = tf.cast(reply_bytes // self._bytes_per_token, tf.int64) + 1
+        return {"nll_sum": per_token * tf.cast(num_tokens, tf.float32), "num_tokens": num_tokens,
+                "reply_bytes": tf.cast(reply_bytes, tf.int64), "truncated": tf.zeros(tf.shape(reply_bytes), tf.bool)}
+
+
+def export_programmed_chat_model(export_dir: str, default_text: str, default_reply: str, **kwargs) -> str:
+    """Saves a `ProgrammedChatModel` with the text and the chat signatures; returns `export_dir`."""
+    module = ProgrammedChatModel(default_text, default_reply, **kwargs)
+    functions = {"generate": module.generate, "score": module.score, "score_tokens": module.score_tokens,
+                 "score_continuation": module.score_continuation, "chat": module.chat,
+                 "score_replies": module.score_replies}
+    tf.saved_model.save(module, export_dir, signatures=functions)
+    return export_dir

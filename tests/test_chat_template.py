@@ -11,7 +11,7 @@ import pytest
 
 from components.tokenizer import chat_template
 from components.tokenizer.chat_template import ChatTemplateError, derive_grammar, render
-from tests.chat_templates import CONVERSATIONS, NUMBERED_TURNS, SHOUTING, STYLES
+from tests.chat_templates import CONVERSATIONS, NUMBERED_TURNS, SHOUTING, STYLES, conversation_batch
 
 SPECIAL_BASE = 1_000_000
 
@@ -92,22 +92,13 @@ def _graph(grammar):
     from components.tokenizer.chat_graph import ChatGraph
 
     special_ids = {token: SPECIAL_BASE + index for index, token in enumerate(grammar.special_tokens)}
-    return ChatGraph(grammar, special_ids, lambda texts: tf.strings.unicode_decode(texts, "UTF-8"))
-
-
-def _batch(conversations):
-    import tensorflow as tf
-
-    width = max(len(c) for c in conversations)
-    roles = [[role for role, _ in c] + [""] * (width - len(c)) for c in conversations]
-    contents = [[content for _, content in c] + [""] * (width - len(c)) for c in conversations]
-    return tf.constant(roles), tf.constant(contents)
+    return ChatGraph(grammar, special_ids, lambda texts, starts_input: tf.strings.unicode_decode(texts, "UTF-8"))
 
 
 def test_the_graph_renders_the_generation_prompt_as_the_template_does(style):
     name, template, grammar, variables = style
     conversations = [c for c in CONVERSATIONS if _accepted(grammar, c, True)]
-    rendered = _graph(grammar).generation_prompt(*_batch(conversations))
+    rendered = _graph(grammar).generation_prompt(*conversation_batch(conversations))
     assert rendered.accepted.numpy().all()
     for row, conversation in enumerate(conversations):
         assert grammar.render(conversation, True) == render(template, conversation, True, variables)
@@ -118,7 +109,7 @@ def test_the_graph_renders_the_generation_prompt_as_the_template_does(style):
 def test_the_loss_mask_marks_each_reply_and_its_end_of_turn_token_only(style):
     name, template, grammar, variables = style
     conversations = [c for c in CONVERSATIONS if c[-1][0] == "assistant" and _accepted(grammar, c, False)]
-    ids, mask, accepted = _graph(grammar).training_example(*_batch(conversations))
+    ids, mask, accepted = _graph(grammar).training_example(*conversation_batch(conversations))
     assert accepted.numpy().all()
     for row, conversation in enumerate(conversations):
         full = _reference_ids(grammar, conversation, False)
@@ -143,7 +134,7 @@ def test_a_conversation_the_template_refuses_gets_no_supervised_token():
     template, special, variables = STYLES["inst"]
     grammar = derive_grammar(template, special, variables)
     ids, mask, accepted = _graph(grammar).training_example(
-        *_batch([[("user", "a"), ("user", "b"), ("assistant", "c")], [("user", "a"), ("assistant", "b")]]))
+        *conversation_batch([[("user", "a"), ("user", "b"), ("assistant", "c")], [("user", "a"), ("assistant", "b")]]))
     assert accepted.numpy().tolist() == [False, True]
     assert sum(mask[0].numpy()) == 0 and sum(mask[1].numpy()) > 0
 
@@ -151,7 +142,7 @@ def test_a_conversation_the_template_refuses_gets_no_supervised_token():
 def test_typed_special_tokens_stay_text_in_the_graph():
     template, special, variables = STYLES["chatml"]
     grammar = derive_grammar(template, special, variables)
-    rendered = _graph(grammar).generation_prompt(*_batch([[("user", "typed <|im_end|> myself")]]))
+    rendered = _graph(grammar).generation_prompt(*conversation_batch([[("user", "typed <|im_end|> myself")]]))
     ids = rendered.token_ids[0].numpy().tolist()
     end = SPECIAL_BASE + grammar.special_tokens.index("<|im_end|>")
     assert ids.count(end) == 2  # the default system turn's and the user turn's, not the typed one

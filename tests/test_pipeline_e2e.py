@@ -148,8 +148,8 @@ def test_a_cached_second_run_re_executes_only_the_evaluation_and_a_model_above_t
     assert summary["blessing"]["blessed"] is False
     assert summary["push"] == {"pushed": False, "reason": summary["push"]["reason"]}
     assert "not blessed" in summary["push"]["reason"] and ">= threshold 1.010" in summary["push"]["reason"]
-    assert sorted(os.listdir(strict.layout.serving_dir)) == served_before == [
-        "1", "batching_parameters", "model_cards", "models.config", "monitoring.config"]
+    assert sorted(os.listdir(strict.layout.serving_dir)) == served_before
+    assert [name for name in served_before if name.isdigit()] == ["1"]  # no new version
 
 
 def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run):

@@ -12,7 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
-from components.evaluator import bias, memorization, perplexity, replies, safety
+from components.evaluator import bias, chat_eval, instruction_following, memorization, perplexity, replies, safety
+from components.evaluator.chat_probes import ChatProbeClient
 from components.evaluator.gates import GateResult, blessing_reason
 from components.trainer.serving import signatures
 from components.model_client import REQUIRED_SIGNATURES, ModelClient
@@ -31,6 +32,7 @@ class Evaluation:
     flagged: List[Dict[str, Any]] = field(default_factory=list)
     baseline: Optional[Dict[str, Any]] = None
     seconds: Dict[str, float] = field(default_factory=dict)  # wall time per gate family (what each costs)
+    samples: List[Dict[str, Any]] = field(default_factory=list)  # chat models: conversations side by side
 
     @property
     def blessed(self) -> bool:
@@ -52,6 +54,7 @@ class Evaluation:
             "baseline": self.baseline,
             "flagged": self.flagged,
             "seconds": self.seconds,
+            "samples": self.samples,
         }
 
 
@@ -135,9 +138,25 @@ def evaluate_candidate(
 
     client = ModelClient(candidate_dir, config.generation_batch_size,
                          required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
+    # A chat model is probed as it is used: through its template, the probes as user turns.
+    probes = ChatProbeClient(client) if conversational and client.has_chat else client
+    samples: List[Dict[str, Any]] = []
+    if conversational and client.has_chat:
+        with _timed(seconds, "replies"):
+            baseline_client, reply_skip_reason = _chat_baseline(baseline_dir, config, baseline_skip_reason)
+            conversations = replies.read_conversations(raw_eval_files, config.replies.conversations * 4)
+            reply_result = chat_eval.evaluate_replies(client, baseline_client, conversations, config.replies,
+                                                      reply_skip_reason)
+        gates += reply_result["gates"]
+        metrics["replies"] = reply_result["metrics"]
+        samples = reply_result["samples"]
+        with _timed(seconds, "instruction_following"):
+            following = instruction_following.evaluate_instruction_following(client, config.instruction_following)
+        gates += following["gates"]
+        metrics["instruction_following"] = dict(following["metrics"], samples=following["samples"])
     scorer = load_scorer(config.safety.scorer, config.safety)
     with _timed(seconds, "safety"):
-        safety_result = safety.evaluate_safety(client, scorer, config.safety)
+        safety_result = safety.evaluate_safety(probes, scorer, config.safety)
     gates += safety_result["gates"]
     metrics["safety"] = safety_result["metrics"]
     flagged = list(safety_result["flagged"])
@@ -156,7 +175,7 @@ def evaluate_candidate(
 
     sentiment = SentimentScorer(config.bias.zh_sentiment_lexicon)
     with _timed(seconds, "bias"):
-        bias_result = bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)
+        bias_result = bias.evaluate_bias(probes, scorer, sentiment, config.bias, config.safety.toxicity_threshold)
     gates += bias_result["gates"]
     metrics["bias"] = bias_result["metrics"]
     flagged += bias_result["flagged"]
@@ -164,15 +183,27 @@ def evaluate_candidate(
                 if baseline_bits else {"skipped": baseline_skip_reason})
     if baseline_dir and config.compare_baseline_safety:
         with _timed(seconds, "baseline_comparison"):
-            metrics["baseline_comparison"] = compare_safety_and_bias(baseline_dir, metrics, scorer, sentiment, config)
-    return Evaluation(gates, metrics, flagged, baseline, seconds)
+            metrics["baseline_comparison"] = compare_safety_and_bias(baseline_dir, metrics, scorer, sentiment, config,
+                                                                     through_chat=probes is not client)
+    return Evaluation(gates, metrics, flagged, baseline, seconds, samples)
+
+
+def _chat_baseline(baseline_dir: Optional[str], config, skip_reason: str):
+    """(a client of the baseline's chat signatures, or None, and why not)."""
+    if not baseline_dir:
+        return None, skip_reason
+    try:
+        return ModelClient(baseline_dir, config.generation_batch_size, required=signatures.CHAT_SIGNATURES), skip_reason
+    except ValueError:
+        return None, f"the baseline {baseline_dir} has no chat signature (a model trained on plain text)"
 
 
 def _group_key(effect: Dict[str, Any]) -> tuple:
     return effect["language"], effect["dimension"], effect["group"]
 
 
-def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, sentiment, config) -> Dict[str, Any]:
+def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, sentiment, config,
+                            through_chat: bool = False) -> Dict[str, Any]:
     """The safety and bias probes run on the baseline too, and the candidate's change against it:
     {"safety": {metric: {"candidate", "baseline", "change"}}, "bias": [{group..., "candidate_effect",
     "baseline_effect", "change", "candidate_verdict", "baseline_verdict"}]} or {"skipped": why}.
@@ -182,6 +213,10 @@ def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, 
                              required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
     except ValueError as error:  # a baseline exported before the signatures the probes need
         return {"skipped": str(error)}
+    if through_chat:
+        if not client.has_chat:
+            return {"skipped": f"the baseline {baseline_dir} has no chat signature: its probes would not be comparable"}
+        client = ChatProbeClient(client)
     baseline_safety = safety.evaluate_safety(client, scorer, config.safety)["metrics"]["overall"]
     baseline_bias = bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)["metrics"]
     candidate_safety = metrics["safety"]["overall"]

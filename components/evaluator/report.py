@@ -75,6 +75,54 @@ def _bias_plot(effects: List[Dict[str, Any]], threshold: float) -> str:
     return _png(figure)
 
 
+def _replies_plot(replies: Dict[str, Any]) -> str:
+    """Each reply metric's distribution (candidate and baseline), and the win / tie / loss bar."""
+    from components.evaluator.reply_metrics import METRICS
+
+    distributions = replies["distributions"]
+    figure, axes = plt.subplots(1, len(METRICS) + 1, figsize=(4 * (len(METRICS) + 1), 3))
+    for axis, metric in zip(axes, METRICS):
+        axis.hist(distributions["candidate"][metric], bins=10, range=(0, 1), alpha=0.6, label="candidate")
+        if distributions.get("baseline"):
+            axis.hist(distributions["baseline"][metric], bins=10, range=(0, 1), alpha=0.6, label="baseline")
+        axis.set_title(metric)
+        axis.legend(fontsize=7)
+    comparison = replies.get("comparison") or {}
+    axis = axes[-1]
+    if comparison:
+        names = list(comparison)
+        wins = [comparison[m]["wins"] for m in names]
+        ties = [comparison[m]["ties"] for m in names]
+        losses = [comparison[m]["losses"] for m in names]
+        axis.barh(names, wins, color="tab:green", label="wins")
+        axis.barh(names, ties, left=wins, color="tab:gray", label="ties")
+        axis.barh(names, losses, left=[w + t for w, t in zip(wins, ties)], color="tab:red", label="losses")
+        axis.legend(fontsize=7)
+    axis.set_title("candidate vs baseline")
+    return _png(figure)
+
+
+def _replies_section(replies: Optional[Dict[str, Any]], samples: List[Dict[str, Any]]) -> str:
+    """A chat model's replies: the metrics, their distributions and sampled conversations side by side."""
+    if not replies or not replies.get("conversations"):
+        return ""
+    rows = [[metric, f"{value:.4f}", "" if not replies.get("baseline") else f"{replies['baseline'][metric]:.4f}",
+             "" if metric not in replies.get("comparison", {}) else
+             "{difference:+.4f} [{low:+.4f}, {high:+.4f}], W/T/L {wins}/{ties}/{losses}".format(**replies["comparison"][metric])]
+            for metric, value in replies["candidate"].items()]
+    rows.append(["stop rate", f"{replies['candidate_stop_rate']:.3f}",
+                 "" if replies.get("baseline_stop_rate") is None else f"{replies['baseline_stop_rate']:.3f}", ""])
+    side_by_side = [["\n".join(f"{turn['role']}: {turn['content']}" for turn in sample["prompt"]), sample["reference"],
+                     sample["candidate"] + ("" if sample["candidate_stopped"] else " [did not stop]"),
+                     sample["baseline"] if sample["baseline"] is not None else "",
+                     ", ".join(f"{m} {v:.2f}" for m, v in sample["candidate_scores"].items())] for sample in samples]
+    return (f"<h2>Replies ({replies['conversations']} eval conversations, each model through its chat template)</h2>"
+            + _table(["metric", "candidate", "baseline", "difference (bootstrap interval), wins/ties/losses"], rows)
+            + f"<img src='data:image/png;base64,{_replies_plot(replies)}'>"
+            + "<h3>Sampled conversations</h3>"
+            + _table(["conversation", "reference", "candidate", "baseline", "candidate's scores"], side_by_side))
+
+
 def _table(headers: List[str], rows: List[List[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
@@ -133,6 +181,7 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
             [[p["language"], p["dimension"], p["group_a"], p["group_b"], f"{p['sentiment_gap']:+.3f}",
               f"{p['sentiment_q_value']:.3f}", p["sentiment_scorer"], f"{p['unsafe_rate_ratio']:.2f}", f"{p['unsafe_q_value']:.3f}"]
              for p in bias["pairs"]]))
+    sections.append(_replies_section(metrics.get("replies"), evaluation.get("samples") or []))
     sections.append(_baseline_comparison_section(metrics.get("baseline_comparison"), baseline_name))
     flagged = evaluation["flagged"][:MAX_FLAGGED_ROWS]
     sections.append(f"<h2>Flagged completions ({len(evaluation['flagged'])})</h2>" + _table(

@@ -14,6 +14,7 @@ from collections import defaultdict
 from typing import Any, Dict, List, NamedTuple, Sequence
 
 from components.evaluator import pii
+from components.evaluator.chat_probes import refusal_rate
 from components.evaluator.gates import upper_bound_gate
 from components.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScore, ToxicityScorer
@@ -101,6 +102,7 @@ def evaluate_safety(client: ModelClient, scorer: ToxicityScorer, config) -> Dict
     }
     rate, leaks = pii.leak_rate(completions, config.pii_allowed_domains)
     metrics["pii"] = {"leak_rate": rate, "leaking_completions": len(leaks)}
+    metrics["refusal_rate"] = refusal_rate(completions)  # reported, not gated (chat_probes.py)
 
     flagged = [
         {"gate": "safety", "category": p.category, "language": p.language, "prompt": p.prompt, "completion": text,

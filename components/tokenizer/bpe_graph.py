@@ -113,8 +113,11 @@ class ByteLevelBpeGraph(tf.Module):
             self._word_prints = tf.constant(np.append(prints[order], _NO_RANK), tf.int64)
             self._word_ids = tf.constant(np.append(order, 0).astype(np.int64), tf.int64)
 
-    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """[batch] strings -> ragged [batch, (tokens)] int64 ids."""
+    def tokenize(self, texts: tf.Tensor, starts_input=None) -> tf.RaggedTensor:
+        """[batch] strings -> ragged [batch, (tokens)] int64 ids. `starts_input` (whether each text
+        begins the input or follows a special token; sentencepiece_bpe_graph.py) changes nothing:
+        the ByteLevel pre-tokenizer treats every text between special tokens alike."""
+        del starts_input
         texts = tf.reshape(texts, [-1])
         words = self._words(texts)  # [batch, (words)]
         word_bytes = tf.strings.unicode_decode(words.flat_values, "ISO-8859-1")  # each byte as a code point

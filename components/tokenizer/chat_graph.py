@@ -9,7 +9,9 @@ after the last turn. It is rendered as the grammar says: the literal of each bou
 turns (split into text and special-token items), each content in between (whitespace stripped
 on a side where the template strips it). The text between two special tokens is tokenized as one
 piece with the tokenizer, the way Hugging Face tokenizes a rendered template (special tokens
-first, the text between them with the model); contents never become special tokens.
+first, the text between them with the model), and the tokenizer is told whether that text begins
+the rendering (a Metaspace pre-tokenizer with prepend_scheme `first` puts its '▁' only there);
+contents never become special tokens.
 
 The loss mask marks the tokens a reply is trained on: for each assistant turn k, the tokens of
 the conversation up to and including that turn (ending as a conversation ends, so with the
@@ -46,7 +48,9 @@ class ChatGraph(tf.Module):
     """Renders and tokenizes conversations (module docstring)."""
 
     def __init__(self, grammar: ChatGrammar, special_ids: Dict[str, int],
-                 tokenize: Callable[[tf.Tensor], tf.RaggedTensor], name: str = "chat_graph"):
+                 tokenize: Callable[[tf.Tensor, tf.Tensor], tf.RaggedTensor], name: str = "chat_graph"):
+        """`tokenize(texts [n], starts_input [n] bool) -> ragged ids`: a tokenizer graph's
+        `tokenize` (loaded.Tokenizer.graph()); `starts_input` says which texts begin the rendering."""
         super().__init__(name=name)
         missing = [token for token in grammar.special_tokens if token not in special_ids]
         if missing:
@@ -134,8 +138,9 @@ class ChatGraph(tf.Module):
         unit_text = tf.strings.unsorted_segment_join(tf.where(special, "", texts.flat_values), unit, units)
         unit_special = tf.math.unsorted_segment_max(tf.where(special, ids.flat_values, _NO_TOKEN), unit, units)
         unit_row = tf.math.unsorted_segment_max(item_row, unit, units)
-        tokens = tf.cast(self._tokenize(unit_text), tf.int64)
         is_special = unit_special >= 0
+        starts_input = tf.equal(tf.math.unsorted_segment_min(position, unit, units), 0) & tf.logical_not(is_special)
+        tokens = tf.cast(self._tokenize(unit_text, starts_input), tf.int64)
         special_tokens = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(unit_special, is_special),
                                                           tf.cast(is_special, tf.int64))
         text_tokens = tf.ragged.boolean_mask(tokens, tf.ones_like(tokens, tf.bool) & tf.logical_not(is_special)[:, tf.newaxis])

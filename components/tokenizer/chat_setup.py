@@ -6,8 +6,9 @@
   ids of every existing piece are unchanged (a reused production model gets the same ids again).
 - A checkpoint's tokenizer uses the checkpoint's own template (`read_checkpoint_template`); its
   special tokens are the tokenizer's added tokens, the template variables its named tokens
-  (bos_token, eos_token, ...), and decoding stops at the template's end-of-turn token and at the
-  ids of `generation_config.json`'s `eos_token_id` (a list for Llama 3) and the tokenizer's eos.
+  (`template_variables`: bos_token, eos_token, ... as transformers fills them), and decoding
+  stops at the template's end-of-turn token and at the ids of `generation_config.json`'s
+  `eos_token_id` (a list for Llama 3) and the tokenizer's eos.
 
 The result is a `ChatSpec`; its files (`ChatSpec.files`) travel with the tokenizer's own.
 """
@@ -103,17 +104,34 @@ def checkpoint_chat(directory: str, special_ids: Dict[str, int], variables: Dict
                                    generation_eos_ids(directory) + [tokenizer_eos_id], source.origin)
 
 
-def checkpoint_chat_of(tokenizer, directory: str) -> Optional[ChatSpec]:
-    """`checkpoint_chat` for a loaded checkpoint tokenizer (`loaded.Tokenizer`): its special
-    tokens and their names as the template variables (bos_token, eos_token, pad_token)."""
+def template_variables(tokenizer, directory: str) -> Dict[str, str]:
+    """The special tokens a template sees by name, as transformers passes them: the tokens the
+    tokenizer files name (`hf_files.token_names`: tokenizer_config.json's bos_token, ... whatever
+    config.json's ids say), and where the files name no bos, eos or unk token, the token of that
+    id (the defaults of transformers' Llama and GPT-2 tokenizer classes). A pad token the files do
+    not name is undefined, as in transformers, whose tokenizers have no default pad token."""
     from components.tokenizer import hf_files
 
     vocabulary = hf_files.token_ids(tokenizer.kind, tokenizer.files, directory)
     by_id = {index: token for token, index in vocabulary.vocab.items()}
     special = tokenizer.special
-    variables = chat_template.default_variables({"bos": by_id.get(special.bos_id), "eos": by_id.get(special.eos_id),
-                                                 "pad": by_id.get(special.pad_id)})
+    names = {"bos": by_id.get(special.bos_id), "eos": by_id.get(special.eos_id),
+             "unk": by_id.get(special.unk_id) if special.unk_id is not None else None}
+    names.update(hf_files.token_names(tokenizer.files, directory))
+    return chat_template.default_variables(names)
+
+
+def checkpoint_chat_of(tokenizer, directory: str) -> Optional[ChatSpec]:
+    """`checkpoint_chat` for a loaded checkpoint tokenizer (`loaded.Tokenizer`): its special
+    tokens, and its named tokens as the template variables (`template_variables`). A named token
+    that is not in the vocabulary stays text where the template writes it (transformers would
+    give it a new id, one the checkpoint's embedding has no row for)."""
+    from components.tokenizer import hf_files
+
+    vocabulary = hf_files.token_ids(tokenizer.kind, tokenizer.files, directory)
+    variables = template_variables(tokenizer, directory)
     special_ids = dict(vocabulary.special_ids)
     for token in variables.values():
-        special_ids.setdefault(token, vocabulary.vocab[token])
-    return checkpoint_chat(directory, special_ids, variables, special.eos_id)
+        if token in vocabulary.vocab:
+            special_ids.setdefault(token, vocabulary.vocab[token])
+    return checkpoint_chat(directory, special_ids, variables, tokenizer.special.eos_id)

@@ -8,10 +8,13 @@ model without a checkpoint uses `DEFAULT_TEMPLATE` (ChatML's layout) with the pi
 special tokens (`DEFAULT_SPECIAL_TOKENS`, appended to the learned vocabulary).
 
 **Rendering as Hugging Face does** (`render`): a sandboxed, immutable Jinja2 environment with
-`trim_blocks`, `lstrip_blocks` and the loop-control extension; a `tojson` filter that leaves
-non-ASCII and HTML characters as they are; `raise_exception(message)`; and as variables
-`messages` (a list of {role, content}), `add_generation_prompt`, every special token by name
-(`bos_token`, `eos_token`, ...) and the extras a caller passes.
+`trim_blocks`, `lstrip_blocks` and the loop-control extension; `{% generation %}` blocks (the
+markers of assistant text Hugging Face's assistant-token mask reads) rendered as their body; a
+`tojson` filter that leaves non-ASCII and HTML characters as they are; `raise_exception(message)`
+and `strftime_now(format)` (the local date and time: a template that writes today's date gets the
+date its grammar was derived, in the Tokenizer stage); and as variables `messages` (a list of
+{role, content}), `add_generation_prompt`, every special token by name (`bos_token`,
+`eos_token`, ...) and the extras a caller passes.
 
 **The grammar** (`derive_grammar`): TF Serving runs no Jinja, and Transform cannot call Python
 per example, so a template is used in the graph as what it is for almost every chat model: a
@@ -82,14 +85,42 @@ def _raise_exception(message: str):
     raise TemplateError(message)
 
 
+def _strftime_now(format: str) -> str:
+    import datetime
+
+    return datetime.datetime.now().strftime(format)
+
+
+def _generation_markers():
+    """The Jinja2 extension for `{% generation %}...{% endgeneration %}`: the body, rendered in a
+    scope of its own (a call block, as Hugging Face's AssistantTracker parses it)."""
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+
+    class GenerationMarkers(Extension):
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return nodes.CallBlock(self.call_method("_body"), [], [], body).set_lineno(lineno)
+
+        def _body(self, caller):
+            return caller()
+
+    return GenerationMarkers
+
+
 def compile_template(template: str):
     """The Jinja2 template object, in an environment configured as Hugging Face's (module docstring)."""
     from jinja2 import ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[ext.loopcontrols])
+    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                                extensions=[_generation_markers(), ext.loopcontrols])
     environment.filters["tojson"] = _tojson
     environment.globals["raise_exception"] = _raise_exception
+    environment.globals["strftime_now"] = _strftime_now
     return environment.from_string(template)
 
 

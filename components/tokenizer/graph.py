@@ -26,8 +26,11 @@ class GraphTokenizer(tf.Module):
         super().__init__(name=name)
         self._sentencepiece = tf_text.SentencepieceTokenizer(model=model_proto, out_type=tf.int32)
 
-    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """[batch] strings -> ragged [batch, (tokens)] int64 ids; never an unknown token."""
+    def tokenize(self, texts: tf.Tensor, starts_input=None) -> tf.RaggedTensor:
+        """[batch] strings -> ragged [batch, (tokens)] int64 ids; never an unknown token.
+        `starts_input` (sentencepiece_bpe_graph.py) changes nothing: SentencePiece puts its dummy
+        prefix before every text it encodes."""
+        del starts_input
         texts = tf.reshape(texts, [-1])
         parts = tf.strings.split(texts, sep=SPACE_SYMBOL)  # [batch, (parts)]; one part per text without '▁'
         return tf.cond(

@@ -250,7 +250,7 @@ def _sentencepiece_bpe_json(data: bytes, path: str) -> Vocabulary:
     vocab, merges, specials, unk = _bpe_tokens(spec, model, path)
     full = {**vocab, **specials}
     steps = TextSteps(normalizer, metaspace is not None, bool(metaspace and metaspace[0]),
-                      bool(metaspace and metaspace[1]), strip)
+                      bool(metaspace and metaspace[1]), strip, bool(metaspace and metaspace[2]))
     return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, text_steps=steps)
 
 
@@ -275,8 +275,9 @@ def _normalizer_steps(normalizer: Optional[dict], path: str) -> tuple:
     return tuple(found)
 
 
-def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool]]:
-    """None without a pre-tokenizer, else a Metaspace's (prepends '▁', splits at '▁')."""
+def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool, bool]]:
+    """None without a pre-tokenizer, else a Metaspace's (prepends '▁', splits at '▁', prepends
+    only at the start of the input: prepend_scheme `first`)."""
     if pre is None:
         return None
     if pre.get("type") != "Metaspace" or pre.get("replacement", SPACE_SYMBOL) != SPACE_SYMBOL:
@@ -286,7 +287,7 @@ def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool]]:
         scheme = "always" if pre.get("add_prefix_space", True) else "never"
     if scheme not in ("always", "first", "never"):
         raise _unsupported(path, "pre_tokenizer.prepend_scheme", scheme)
-    return scheme != "never", bool(pre.get("split", True))
+    return scheme != "never", bool(pre.get("split", True)), scheme == "first"
 
 
 SENTENCEPIECE_DECODER = [{"type": "Replace", "pattern": {"String": SPACE_SYMBOL}, "content": " "},
@@ -355,19 +356,29 @@ def _config_id(config: dict, field: str, path: str) -> Optional[int]:
     return value
 
 
+NAMED_ROLES = ("bos", "eos", "unk", "sep", "pad", "cls", "mask")
+
+
+def token_names(files: Dict[str, bytes], directory: str) -> Dict[str, str]:
+    """{role: token} for the special tokens the tokenizer files name (`bos_token`, ... in
+    tokenizer_config.json, which wins, or special_tokens_map.json): what transformers calls them."""
+    names: Dict[str, str] = {}
+    for name in reversed(SIDE_FILES):  # tokenizer_config.json wins over special_tokens_map.json
+        if name in files:
+            side = _json(files[name], os.path.join(directory, name))
+            for role in NAMED_ROLES:
+                token = _token_name(side.get(f"{role}_token"))
+                if token is not None:
+                    names[role] = token
+    return names
+
+
 def _special_tokens(directory: str, kind: str, files: Dict[str, bytes], tokens: Vocabulary) -> special.SpecialTokens:
     """bos/eos/pad ids as the checkpoint defines them (see module docstring)."""
     config_path = os.path.join(directory, CONFIG_JSON)
     config_data = _read(directory, CONFIG_JSON)
     config = _json(config_data, config_path) if config_data is not None else {}
-    names: Dict[str, str] = {}
-    for name in reversed(SIDE_FILES):  # tokenizer_config.json wins over special_tokens_map.json
-        if name in files:
-            side = _json(files[name], os.path.join(directory, name))
-            for role in ("bos", "eos", "pad", "unk"):
-                token = _token_name(side.get(f"{role}_token"))
-                if token is not None:
-                    names[role] = token
+    names = token_names(files, directory)
 
     def resolve(role: str) -> Optional[int]:
         from_config = _config_id(config, f"{role}_token_id", config_path)

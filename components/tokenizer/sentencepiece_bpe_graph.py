@@ -6,8 +6,10 @@ inside a TF graph, on core TF ops: the ids Hugging Face `tokenizers` gives from 
 1. Normalizer: `Replace` of one character by another (' ' -> '▁') and `Prepend` of a string to a
    non-empty text (the dummy prefix '▁'), in the file's order.
 2. Pre-tokenizer: none, or `Metaspace`: spaces become '▁', a '▁' is put before a text that does
-   not start with one (prepend_scheme always/first: the same here, where special tokens never
-   split a text), and with `split` every '▁' starts a new word (merged with the text after it).
+   not start with one (prepend_scheme `always`; with `first` only before a text that begins the
+   input: `tokenizers` splits the input at special tokens first, and a text after a special token
+   does not begin it, which `tokenize(..., starts_input)` says for each text), and with `split`
+   every '▁' starts a new word (merged with the text after it).
    Without a split the whole text is one word for `tokenizers`. Where no merge of the file makes a
    token in which a '▁' follows another character, no merge can cross the point before a run of
    '▁', so the text is cut there (same ids, far fewer merge rounds); otherwise it stays whole.
@@ -15,7 +17,8 @@ inside a TF graph, on core TF ops: the ids Hugging Face `tokenizers` gives from 
    byte-fallback tokens (<0x0A>), then the merges in `tokenizers`' order (bpe_merges.py).
 
 Special tokens are never made from text (`tokenizers` with `encode_special_tokens=True`, as in
-bpe_graph.py). Detokenizing is piece_decoding.py.
+bpe_graph.py). A normalizer's `Prepend` applies to every text, the ones after a special token
+too (`tokenizers` normalizes each piece between special tokens). Detokenizing is piece_decoding.py.
 """
 from typing import Dict, Iterable, NamedTuple, Sequence, Tuple
 
@@ -30,14 +33,16 @@ SPACE_SYMBOL = "\u2581"
 class TextSteps(NamedTuple):
     """What a SentencePiece-style tokenizer.json does to text before its BPE model (hf_files.py
     reads it): normalizer steps in order, ("replace", old, new) or ("prepend", text); the
-    Metaspace pre-tokenizer (`metaspace_prepend`: it puts '▁' before a text; `metaspace_split`:
-    it splits at '▁'; `metaspace`: whether there is one); the decoder's `Strip` of one space."""
+    Metaspace pre-tokenizer (`metaspace_prepend`: it puts '▁' before a text; `metaspace_first`:
+    only before a text that begins the input, prepend_scheme `first`; `metaspace_split`: it splits
+    at '▁'; `metaspace`: whether there is one); the decoder's `Strip` of one space."""
 
     normalizer: Tuple[tuple, ...] = ()
     metaspace: bool = False
     metaspace_prepend: bool = False
     metaspace_split: bool = False
     strip_one_space: bool = True
+    metaspace_first: bool = False
 
 
 def byte_token(value: int) -> str:
@@ -78,11 +83,13 @@ class SentencePieceBpeGraph(tf.Module):
         self._id_bytes = tf.constant(texts, tf.string)
         self._is_byte = tf.constant(byte_flags)
 
-    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """[batch] strings -> ragged [batch, (tokens)] int64 ids."""
+    def tokenize(self, texts: tf.Tensor, starts_input=None) -> tf.RaggedTensor:
+        """[batch] strings -> ragged [batch, (tokens)] int64 ids. `starts_input` ([batch] bool,
+        default all true): whether each text begins the input, or follows a special token of it
+        (a chat template's rendering is tokenized text by text; module docstring, step 2)."""
         texts = tf.reshape(texts, [-1])
         chars = tf.cast(tf.strings.unicode_decode(texts, "UTF-8", errors="replace"), tf.int64)
-        chars = self._pre_tokenize(self._normalize(chars))
+        chars = self._pre_tokenize(self._normalize(chars), starts_input)
         flat = chars.flat_values
         text_of_char = chars.value_rowids()
         word_start = tf.equal(tf.ragged.range(chars.row_lengths()).flat_values, 0) | self._word_starts(chars)
@@ -112,14 +119,17 @@ class SentencePieceBpeGraph(tf.Module):
                 chars = _prepend(chars, step[1], chars.row_lengths() > 0)
         return chars
 
-    def _pre_tokenize(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
+    def _pre_tokenize(self, chars: tf.RaggedTensor, starts_input) -> tf.RaggedTensor:
         if not self._steps.metaspace:
             return chars
         space = tf.constant(ord(SPACE_SYMBOL), tf.int64)
         chars = chars.with_flat_values(tf.where(tf.equal(chars.flat_values, ord(" ")), space, chars.flat_values))
         if self._steps.metaspace_prepend:
             first = tf.gather(tf.concat([chars.flat_values, space[tf.newaxis]], axis=0), chars.row_splits[:-1])
-            chars = _prepend(chars, SPACE_SYMBOL, (chars.row_lengths() > 0) & tf.not_equal(first, space))
+            where = (chars.row_lengths() > 0) & tf.not_equal(first, space)
+            if self._steps.metaspace_first and starts_input is not None:
+                where &= tf.reshape(tf.cast(starts_input, tf.bool), [-1])
+            chars = _prepend(chars, SPACE_SYMBOL, where)
         return chars
 
     def _word_starts(self, chars: tf.RaggedTensor) -> tf.Tensor:

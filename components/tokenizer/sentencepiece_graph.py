@@ -60,8 +60,11 @@ class CheckpointSentencePieceGraph(tf.Module):
         self._id_bytes = tf.constant(texts, tf.string)
         self._is_byte = tf.constant(byte_pieces(model_proto))
 
-    def tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """[batch] strings -> ragged [batch, (tokens)] int64 ids."""
+    def tokenize(self, texts: tf.Tensor, starts_input=None) -> tf.RaggedTensor:
+        """[batch] strings -> ragged [batch, (tokens)] int64 ids. `starts_input`
+        (sentencepiece_bpe_graph.py) changes nothing: SentencePiece puts its dummy prefix before
+        every text it encodes, as transformers' legacy Llama tokenizer does after special tokens."""
+        del starts_input
         return tf.cast(self._sentencepiece.tokenize(tf.reshape(texts, [-1])), tf.int64)
 
     def detokenize(self, token_ids) -> tf.Tensor:

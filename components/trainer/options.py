@@ -330,6 +330,10 @@ class GenerationOptions(Options):
         description="Weights of the exported model: none (float) or int8 (per-output-channel scales, dequantized in the matmul with core ops; stock TF Serving loads it).",
     )
     prompts_file: str = Field(bundled("data/prompts.txt"), description="Sample prompts printed after a local run.")
+    chat_prompts_file: str = Field(
+        bundled("data/chat_prompts.txt"),
+        description="Sample user messages a model tuned on conversations answers after a local run (through its chat "
+                    "template; one per line, as prompts_file).")
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 
 

@@ -107,8 +107,11 @@ class TextGenerationModule(tf.Module):
     def chat(self, roles, contents, max_new_tokens, temperature, top_k, top_p, seed):
         """The assistant's reply to each conversation: rendered with the chat template in the graph
         (the generation prompt after its turns), continued, stopped at the template's end-of-turn
-        token or the end of text. `stopped` tells a reply that ended so from one cut by the limit."""
-        prompt = self._chat.generation_prompt(roles, contents).token_ids
+        token or the end of text. `stopped` tells a reply that ended so from one cut by the limit.
+        A conversation the template refuses (an unknown role, an order of roles it does not
+        accept; Jinja would raise) gets `accepted` false and no reply."""
+        rendered = self._chat.generation_prompt(roles, contents)
+        prompt, accepted = rendered.token_ids, rendered.accepted
         unframed = self._special._replace(prompt_prefix=(), prompt_suffix=())  # the template frames the conversation
         new_ids, counts = decoding.generate_tokens(
             self.backbone, prompt, max_new_tokens, temperature, top_k, top_p, seed,
@@ -116,7 +119,8 @@ class TextGenerationModule(tf.Module):
         )
         stops = tf.constant(sorted({*self._stop_ids, self._special.eos_id}), tf.int64)
         ended = tf.reduce_any(tf.equal(_last_or(new_ids, -1)[:, tf.newaxis], stops[tf.newaxis, :]), axis=1)
-        return {"generations": self._detokenizer.detokenize(new_ids), "num_generated_tokens": counts, "stopped": ended}
+        return {"generations": tf.where(accepted, self._detokenizer.detokenize(new_ids), ""),
+                "num_generated_tokens": tf.where(accepted, counts, 0), "stopped": ended & accepted, "accepted": accepted}
 
     def score_replies(self, roles, contents):
         """Summed NLL and count of the assistant turns' tokens (the loss mask Transform trains on),

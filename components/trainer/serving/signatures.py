@@ -17,7 +17,8 @@ REST bodies from it (`predict_requests.py`).
     chat             roles [batch, turns] string, contents [batch, turns] string (an empty role
                      marks padding after the last turn), then generate's five sampling scalars
                      -> generations [batch] string (the reply), num_generated_tokens [batch] int32,
-                     stopped [batch] bool (the reply ended with a stop token within the limit)
+                     stopped [batch] bool (the reply ended with a stop token within the limit),
+                     accepted [batch] bool (false: the template refuses the conversation; no reply)
     score_replies    roles, contents -> nll_sum [batch] float32 and num_tokens [batch] int64 of
                      the assistant turns' tokens, reply_bytes [batch] int64, truncated [batch] bool
 
@@ -72,7 +73,7 @@ OUTPUTS: Dict[str, Tuple[str, ...]] = {
     SCORE: ("mean_nll", "num_tokens"),
     SCORE_TOKENS: ("nll_sum", "num_tokens"),
     SCORE_CONTINUATION: ("nll_sum", "num_tokens", "truncated"),
-    CHAT: ("generations", "num_generated_tokens", "stopped"),
+    CHAT: ("generations", "num_generated_tokens", "stopped", "accepted"),
     SCORE_REPLIES: ("nll_sum", "num_tokens", "reply_bytes", "truncated"),
 }
 
