@@ -57,40 +57,52 @@ def synthetic_batches(vocab_size: int, batch_size: int, context_length: int, see
     return blocks.batch(batch_size, drop_remainder=True).map(lambda b: (b[:, :-1], b[:, 1:])).repeat().prefetch(4)
 
 
-def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, policy: str, jit: str, eager: bool,
-                 lora_rank: int = 0, recompute: str = "off") -> dict:
-    """Tokens/s of the project's training loop (LanguageModelTrainer) with the given settings
-    (`jit` as `training.jit_compile`: on, off, or auto = XLA unless it cannot compile the step;
-    `lora_rank` > 0: LoRA adapters on the attention projections, everything else frozen;
-    `recompute` as `training.recompute`)."""
+def make_trainer(model_config, vocab_size: int, batch_size: int, total_steps: int, steps_per_call: int, log_every: int,
+                 policy: str, jit: str, lora_rank: int = 0, recompute: str = "off"):
+    """The project's training loop (LanguageModelTrainer) on a randomly initialised backbone, built
+    under the current Keras policy (`keras_policy(policy)`), as run_fn builds it: `jit` as
+    `training.jit_compile` (on, off, or auto = XLA unless it cannot compile the step); `lora_rank`
+    > 0: LoRA adapters on the attention projections, everything else frozen; `recompute` as
+    `training.recompute`. No checkpoint is ever written during the run (only at its end)."""
     import tempfile
 
     import tensorflow as tf
 
     from components.trainer.model.backbone import build_backbone
-    from components.trainer.training import data
     from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
     from components.trainer.training.optimizer import make_optimizer
-    from components.trainer.training.precision import keras_policy
     from components.trainer.model import lora
     from components.trainer.options import LoraOptions, TrainingOptions
 
-    training = TrainingOptions(train_steps=2 * steps, batch_size=batch_size, warmup_steps=2)
+    training = TrainingOptions(train_steps=total_steps, batch_size=batch_size, warmup_steps=2)
     settings = LoopSettings(
-        total_steps=2 * steps, global_batch_size=batch_size, context_length=model_config.context_length,
-        steps_per_call=steps, log_every=steps, checkpoint_every=10**9, jit_compile=jit != "off", xla_fallback=jit == "auto",
+        total_steps=total_steps, global_batch_size=batch_size, context_length=model_config.context_length,
+        steps_per_call=steps_per_call, log_every=log_every, checkpoint_every=10**9, jit_compile=jit != "off",
+        xla_fallback=jit == "auto",
     )
+    backbone = build_backbone(model_config, vocab_size, LoraOptions(rank=lora_rank) if lora_rank else None, recompute)
+    if lora_rank:
+        lora.freeze_all_but_adapters(backbone)
+    return LanguageModelTrainer(backbone, make_optimizer(training, policy), tf.distribute.get_strategy(), settings,
+                                checkpoint_dir=tempfile.mkdtemp())
+
+
+def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, policy: str, jit: str, eager: bool,
+                 lora_rank: int = 0, recompute: str = "off") -> dict:
+    """Tokens/s of the project's training loop (LanguageModelTrainer) with the given settings
+    (`make_trainer`), `steps` measured after as many warm-up steps."""
+    import tensorflow as tf
+
+    from components.trainer.training import data
+    from components.trainer.training.precision import keras_policy
+
     strategy = tf.distribute.get_strategy()
     reports = []
     tf.config.run_functions_eagerly(eager)
     try:
         with keras_policy(policy):
-            backbone = build_backbone(model_config, vocab_size, LoraOptions(rank=lora_rank) if lora_rank else None, recompute)
-            if lora_rank:
-                lora.freeze_all_but_adapters(backbone)
-            trainer = LanguageModelTrainer(
-                backbone, make_optimizer(training, policy), strategy, settings, checkpoint_dir=tempfile.mkdtemp()
-            )
+            trainer = make_trainer(model_config, vocab_size, batch_size, 2 * steps, steps, steps, policy, jit, lora_rank,
+                                   recompute)
             dataset = lambda: synthetic_batches(vocab_size, batch_size, model_config.context_length)  # noqa: E731
             start = time.perf_counter()
             trainer.train(lambda _: iter(data.distributed_blocks(strategy, dataset, batch_size)), on_report=reports.append)
@@ -103,20 +115,32 @@ def measure_ours(model_config, vocab_size: int, batch_size: int, steps: int, pol
             "xla": trainer.jit_compile}
 
 
-def measure_reference(args, model_config, python: str) -> list:
-    """Runs benchmarks/reference_gpt2_train.py in the reference environment; returns its rows."""
-    command = [
-        python, os.path.join(HERE, "reference_gpt2_train.py"),
+def reference_shape_arguments(model_config, vocab_size: int) -> list:
+    """`model_config`'s shape as the flags of reference_gpt2_train.add_shape_arguments."""
+    return [
         "--layers", str(model_config.num_layers), "--heads", str(model_config.num_heads),
         "--width", str(model_config.model_dim), "--mlp", str(model_config.mlp_dim),
-        "--context-length", str(model_config.context_length), "--vocab-size", str(args.vocab_size),
-        "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--lora-rank", str(args.lora_rank),
+        "--context-length", str(model_config.context_length), "--vocab-size", str(vocab_size),
         "--activation", "gelu_new" if model_config.mlp == "gelu_tanh" else "gelu",
     ]
-    completed = subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def run_reference(python: str, script: str, arguments: list):
+    """Runs `script` (in benchmarks/) with the reference environment's `python`; returns the JSON
+    of its last stdout line."""
+    completed = subprocess.run([python, os.path.join(HERE, script), *arguments], capture_output=True, text=True,
+                               check=False)
     if completed.returncode != 0:
-        raise RuntimeError(f"reference benchmark failed:\n{completed.stderr[-3000:]}")
+        raise RuntimeError(f"reference benchmark {script} failed:\n{completed.stderr[-3000:]}")
     return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def measure_reference(args, model_config, python: str) -> list:
+    """Runs benchmarks/reference_gpt2_train.py in the reference environment; returns its rows."""
+    return run_reference(python, "reference_gpt2_train.py", [
+        *reference_shape_arguments(model_config, args.vocab_size),
+        "--batch-size", str(args.batch_size), "--steps", str(args.steps), "--lora-rank", str(args.lora_rank),
+    ])
 
 
 def main() -> None:

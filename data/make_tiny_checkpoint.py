@@ -68,8 +68,12 @@ def weights(seed: int) -> dict:
     return tensors
 
 
-def write_tokenizer(directory: str) -> None:
-    """Byte-level BPE as GPT-2's tokenizer is built, learned from the bundled support replies."""
+def write_tokenizer(directory: str, vocab_size: int = SHAPE["vocab_size"], model_max_length: int = SHAPE["n_positions"],
+                    added_special_tokens: tuple = ()) -> int:
+    """Byte-level BPE as GPT-2's tokenizer is built, learned from the bundled support replies (at
+    most `vocab_size` tokens, <|endoftext|> included), then `added_special_tokens` added after them
+    as special tokens (as transformers' add_special_tokens does, e.g. a chat template's). Returns
+    the tokenizer's size."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
     with open(CORPUS, encoding="utf-8") as handle:
@@ -78,14 +82,16 @@ def write_tokenizer(directory: str) -> None:
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=SHAPE["vocab_size"], special_tokens=[END_OF_TEXT],
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[END_OF_TEXT],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(lines, trainer=trainer)
+    tokenizer.add_special_tokens(list(added_special_tokens))
     tokenizer.save(os.path.join(directory, "tokenizer.json"))
     tokenizer.model.save(directory)  # vocab.json + merges.txt
     _write_json(os.path.join(directory, "tokenizer_config.json"), {
         "bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT, "unk_token": END_OF_TEXT,
-        "model_max_length": SHAPE["n_positions"], "tokenizer_class": "GPT2Tokenizer"})
+        "model_max_length": model_max_length, "tokenizer_class": "GPT2Tokenizer"})
+    return tokenizer.get_vocab_size()
 
 
 def _write_json(path: str, value: dict) -> None:
