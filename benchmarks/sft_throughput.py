@@ -42,7 +42,8 @@ Usage:
     python benchmarks/sft_throughput.py [--context-length 512] [--batch-size 4] [--steps 12] [--warmup-steps 2]
         [--lora-rank 8] [--precision float32] [--threads 2] [--skip-reference] [--keep DIR] [--wait-for-quiet 600]
 
-Prints tables and writes benchmarks/results/sft_throughput.json. Refuses to start above load 1.5
+Prints tables and writes benchmarks/results/sft_throughput.json (sft_throughput_mixed_bfloat16.json
+with that precision). Refuses to start above load 1.5
 unless --allow-high-load (then the results are marked NOT VALID).
 """
 import argparse
@@ -296,7 +297,7 @@ def main() -> None:
           f"{tf.config.threading.get_intra_op_parallelism_threads()}/{tf.config.threading.get_inter_op_parallelism_threads()} "
           f"(0 = every core), torch threads {trl['threads'] if trl else '-'}\n")
     print_tables(rows, packing_rows)
-    path = machine.write_results("sft_throughput", {
+    path = machine.write_results("sft_throughput" + ("" if args.precision == "float32" else f"_{args.precision}"), {
         "command": machine.command_line(), "load": load,
         "machine": {**machine.machine_description(), "platform": platform.platform()},
         "model": {**model_config.model_dump(), "vocab_size": GPT2["vocab_size"], "lora_rank": args.lora_rank},
