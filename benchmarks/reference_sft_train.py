@@ -122,6 +122,8 @@ def main() -> None:
                      "trl": trl.__version__, "datasets": datasets.__version__},
         "threads": torch.get_num_threads(), "attention": model.config._attn_implementation,
         "padding_free": trainer.padding_free, "ids_checked_against_transformers": checked,
+        "config": {key: getattr(config, key) for key in ("packing", "packing_strategy", "max_length", "gradient_checkpointing",
+                                                         "per_device_train_batch_size", "bf16", "optim", "max_grad_norm")},
         "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
         "warmup_seconds": step_ends[args.warmup_steps - 1] - started, "seconds": seconds, "steps": args.steps,
         "step_seconds": [round(end - begin, 3) for begin, end in zip([started] + step_ends[:-1], step_ends)],

@@ -310,7 +310,8 @@ def main() -> None:
         "rows": rows, "packing": packing_rows,
         "ratio_supervised_tokens_per_s": (list(rows.values())[0]["supervised_tokens_per_s"]
                                           / list(rows.values())[1]["supervised_tokens_per_s"]) if trl else None,
-        "reference": {k: v for k, v in trl.items() if k in ("versions", "padding_free", "ids_checked_against_transformers")}
+        "reference": {k: v for k, v in trl.items() if k in ("versions", "padding_free", "ids_checked_against_transformers", "config",
+                                                    "attention", "threads", "trainable_parameters")}
         if trl else None,
     })
     print(f"\nwrote {path}")
