@@ -107,6 +107,7 @@ def test_a_chat_checkpoint_fine_tuned_on_conversations_is_blessed_pushed_and_ans
         assert sorted(json.load(handle)["eos_token_id"]) == [511, 513]  # <|endoftext|>, <|im_end|>
     card = open(os.path.join(config.layout.serving_dir, "model_cards", "1.md"), encoding="utf-8").read()
     assert "<|im_start|>" in card  # the card shows the template
+    assert "Replies generated for 24 eval conversations" in card and "wins / ties / losses" in card
 
     # Asked in a fresh process, through the pushed model's template: the taught reply, in plain
     # text, ended by the end-of-turn token well before the limit.
