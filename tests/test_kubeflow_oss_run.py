@@ -19,12 +19,9 @@ without running its `.pth` files, so the checkout's editable install stays invis
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import sysconfig
-import time
-import urllib.request
 
 import pytest
 
@@ -32,6 +29,7 @@ from pipeline.cli import main
 from pipeline.config import PROJECT_ROOT
 from tests.conftest import FAST_OVERRIDES, WEAK_MODEL_QUALITY, write_tiny_corpus
 from tests.kfp_oss_double import OssKfpDouble, dockerfile_env
+from tests.mlflow_server import running_mlflow_server
 from tests.object_store import start_server
 
 pytestmark = pytest.mark.slow
@@ -118,35 +116,11 @@ def s3():
     server.server.stop()
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def registry_server(tmp_path):
     """A real MLflow tracking server on localhost (SQLite behind it, on this machine only)."""
-    port = _free_port()
-    mlflow = os.path.join(os.path.dirname(sys.executable), "mlflow")
-    server = subprocess.Popen([mlflow, "server", "--backend-store-uri", f"sqlite:///{tmp_path / 'mlflow.db'}",
-                               "--default-artifact-root", str(tmp_path / "mlartifacts"), "--host", "127.0.0.1",
-                               "--port", str(port), "--workers", "1"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    uri = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 120
-    while True:
-        try:
-            urllib.request.urlopen(uri + "/health", timeout=2)
-            break
-        except OSError:
-            if time.time() > deadline or server.poll() is not None:
-                server.kill()
-                raise RuntimeError("the MLflow server did not start")
-            time.sleep(1)
-    yield uri
-    server.terminate()
-    server.wait(timeout=30)
+    with running_mlflow_server(str(tmp_path)) as uri:
+        yield uri
 
 
 # The cluster's Kubernetes secret holding the object store's credentials (as KFP's MinIO has one).

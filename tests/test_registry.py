@@ -5,15 +5,11 @@ starts a real `mlflow server` process on a free localhost port (SQLite backend i
 waits for /health and tears it down.
 """
 import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 
 from components.registry import model_registry as registry
+from tests.mlflow_server import running_mlflow_server
 from tests.pusher_fixtures import fake_saved_model
 
 ALL_TAGS = {
@@ -102,38 +98,11 @@ def test_tokenizer_hash_is_the_sha256_of_the_asset(tmp_path):
         registry.tokenizer_sha256(model)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture
 def mlflow_server(tmp_path):
     """A real `mlflow server` (SQLite backend, local artifact root) on a free port."""
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    mlflow_bin = os.path.join(os.path.dirname(sys.executable), "mlflow")
-    process = subprocess.Popen(
-        [mlflow_bin, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-         "--backend-store-uri", f"sqlite:///{tmp_path}/server.db", "--default-artifact-root", str(tmp_path / "artifacts")],
-        stdout=subprocess.DEVNULL, stderr=open(tmp_path / "server.log", "wb"), start_new_session=True,
-    )
-    try:
-        deadline = time.time() + 120
-        while True:
-            try:
-                if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
-                    break
-            except OSError:
-                pass
-            if process.poll() is not None or time.time() > deadline:
-                raise RuntimeError("mlflow server did not start: " + (tmp_path / "server.log").read_text()[-2000:])
-            time.sleep(0.5)
+    with running_mlflow_server(str(tmp_path)) as url:
         yield url
-    finally:
-        os.killpg(process.pid, 15)
-        process.wait(timeout=30)
 
 
 @pytest.mark.slow

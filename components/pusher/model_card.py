@@ -175,7 +175,25 @@ def _evaluation_section(evaluation: Dict[str, Any]) -> List[str]:
         ["bits per byte (eval split)", _number(quality.get("bits_per_byte")), _number(quality.get("baseline_bits_per_byte"))],
         ["train-split unigram perplexity", _number(quality.get("unigram_perplexity")), ""],
     ])
-    return lines
+    return lines + _replies_lines(evaluation.get("metrics", {}).get("replies") or {})
+
+
+def _replies_lines(replies: Dict[str, Any]) -> List[str]:
+    """A chat model's generated replies against the baseline's (components/evaluator/chat_eval.py)."""
+    if not replies.get("conversations"):
+        return []
+    candidate, baseline = replies.get("candidate") or {}, replies.get("baseline") or {}
+    comparison = replies.get("comparison") or {}
+    rows = []
+    for metric, value in candidate.items():
+        compared = comparison.get(metric)
+        rows.append([metric, _number(value), _number(baseline.get(metric)),
+                     f"{compared['difference']:+.3f} [{compared['low']:+.3f}, {compared['high']:+.3f}]" if compared else "",
+                     f"{compared['wins']} / {compared['ties']} / {compared['losses']}" if compared else ""])
+    rows.append(["stop rate", _number(replies.get("candidate_stop_rate")), _number(replies.get("baseline_stop_rate")), "", ""])
+    lines = [f"Replies generated for {replies['conversations']} eval conversations, scored against their references:", ""]
+    return lines + _table(["metric", "this model", "baseline", "difference [paired bootstrap interval]",
+                           "wins / ties / losses"], rows)
 
 
 def _safety_section(evaluation: Dict[str, Any]) -> List[str]:
