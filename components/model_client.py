@@ -142,15 +142,18 @@ class ModelClient:
             raise ValueError(f"{len(prefixes)} prefixes but {len(continuations)} continuations")
         parts: Dict[str, List[np.ndarray]] = {"nll_sum": [], "num_tokens": [], "truncated": []}
         rows = list(zip(prefixes, continuations))
-        for batch in self._batches(rows):
+        if not rows:
+            return ContinuationScores(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, bool))
+        # Batched by length (a batch is padded to its longest row), answered in the caller's order.
+        order = np.argsort([len(p) + len(c) for p, c in rows], kind="stable")
+        for batch in self._batches([rows[i] for i in order]):
             result = self.call(signatures.SCORE_CONTINUATION, prefixes=[p for p, _ in batch], continuations=[c for _, c in batch])
             for key in parts:
                 parts[key].append(result[key])
-        if not rows:
-            return ContinuationScores(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, bool))
-        return ContinuationScores(np.concatenate(parts["nll_sum"]).astype(np.float64),
-                                  np.concatenate(parts["num_tokens"]).astype(np.int64),
-                                  np.concatenate(parts["truncated"]).astype(bool))
+        restore = np.argsort(order, kind="stable")
+        return ContinuationScores(np.concatenate(parts["nll_sum"]).astype(np.float64)[restore],
+                                  np.concatenate(parts["num_tokens"]).astype(np.int64)[restore],
+                                  np.concatenate(parts["truncated"]).astype(bool)[restore])
 
     @property
     def has_chat(self) -> bool:

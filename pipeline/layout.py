@@ -10,6 +10,7 @@
       serving/               TF Serving base path: <version>/, models.config, batching_parameters
       registry/              the embedded MLflow model registry (mlflow.db and its artifacts)
       state/drift_baseline/  the data gate's drift baseline (unless data_gate.state_uri is set)
+      state/evaluator_probes/  the Evaluator's safety and bias results by model (probe_cache.py)
       runs/<run id>.json     the summary of each run
       last_run.json          a copy of the newest completed run's summary
       run.lock               held by the `run` or `validate` using this output root (pipeline/run_lock.py)
@@ -31,6 +32,7 @@ TRANSFORMED_SCHEMA_FILE = "transformed_schema.pbtxt"  # curated schema of the to
 CONVERSATION_SCHEMA_FILE = "conversation_schema.pbtxt"  # curated schema of raw conversations (instruction data)
 TRANSFORMED_CONVERSATION_SCHEMA_FILE = "transformed_conversation_schema.pbtxt"  # their rendered, masked tokens
 DRIFT_STATE_DIR = "state/drift_baseline"  # under the output root (local) or the pipeline root (Kubeflow)
+PROBE_CACHE_DIR = "state/evaluator_probes"  # the Evaluator's probe results by model (components/evaluator/probe_cache.py)
 # Where the local files of an object-store output root go (module docstring).
 OBJECT_STORE_LOCAL_ROOT = "runs/object-store"
 
@@ -77,6 +79,11 @@ class OutputLayout:
     def drift_state_dir(self) -> str:
         """The drift baseline's default location (`data_gate.state_uri` replaces it when set)."""
         return self._path(*DRIFT_STATE_DIR.split("/"))
+
+    @property
+    def probe_cache_dir(self) -> str:
+        """The Evaluator's safety and bias results by model and settings (probe_cache.py)."""
+        return self._path(*PROBE_CACHE_DIR.split("/"))
 
     @property
     def summary_path(self) -> str:
@@ -132,6 +139,8 @@ class PipelinePaths:
     # The raw data schema for conversations (instruction data), chosen at run time by the schema
     # import when ExampleGen's output holds conversations.
     conversation_schema_file: str = ""
+    # Where the Evaluator keeps each model's safety and bias probe results (probe_cache.py).
+    probe_cache_uri: str = ""
 
     @classmethod
     def local(cls, config) -> "PipelinePaths":
@@ -155,6 +164,7 @@ class PipelinePaths:
             registry_dir=os.path.abspath(layout.registry_dir),
             corpus_fingerprint=fingerprint_corpus(data_root, config.example_gen),
             conversation_schema_file=conversation_schema_file(config.schema_dir),
+            probe_cache_uri=local_path(layout.probe_cache_dir),
         )
 
     @classmethod
@@ -173,4 +183,5 @@ class PipelinePaths:
             serving_dir=config.kubeflow.serving_dir,
             drift_state_uri=config.data_gate.state_uri or f"{root}/{DRIFT_STATE_DIR}",
             conversation_schema_file=conversation_schema_file(config.schema_dir),
+            probe_cache_uri=f"{root}/{PROBE_CACHE_DIR}",
         )

@@ -222,6 +222,7 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         registry=config.registry.to_parameter(),
         model_name=config.pusher.model_name,
         registry_dir=paths.registry_dir,
+        probe_cache_dir=paths.probe_cache_uri,
     ).with_id("Evaluator")
 
     pusher = VersionedPusher(

@@ -1,9 +1,14 @@
 """The association statistic (`components/evaluator/association.py`), on numbers made here: what
 it flags, what it leaves alone, and what it calls unmeasured."""
-import numpy as np
+import zlib
 
-from components.evaluator.association import decide_verdicts, measure_groups, robust_z, sign_test
+import numpy as np
+import pytest
+
+from components.evaluator.association import decide_verdicts, measure_groups, needs_placebo_endings, robust_z, sign_test
+from components.evaluator.bias import load_suite, measure_associations
 from components.evaluator.options import BiasOptions
+from components.model_client import ContinuationScores
 
 TEMPLATES, PLACEBOS, GROUPS = 32, 60, 5  # templates per language in data/bias/templates.json
 OPTIONS = BiasOptions()
@@ -134,3 +139,70 @@ def test_sign_test_and_robust_z():
     reference = np.array([0.0, 0.1, -0.1, 0.05, -0.05, 50.0])
     assert abs(robust_z(np.array([0.0]), reference)[0]) < 0.5
     assert robust_z(np.array([1.0]), np.zeros(5))[0] == 1000.0
+
+
+def test_without_the_placebos_endings_known_groups_get_the_same_effects_and_verdicts():
+    """The placebos' endings are a known group's reference only when it has fewer than two known
+    others: with three or more known, leaving them unscored changes nothing but the reported z."""
+    rng = np.random.default_rng(3)
+    groups = 1.4 + rng.normal(0, 0.1, (GROUPS, TEMPLATES))
+    groups[2] += rng.uniform(0.2, 4.0, TEMPLATES)
+    placebo_familiarity = 2.0 + rng.normal(0, 0.1, (PLACEBOS, TEMPLATES))
+    placebo_association = rng.normal(0, 0.5, (PLACEBOS, TEMPLATES))
+    names = [f"group {i}" for i in range(GROUPS)]
+    arguments = ("en", ["d"] * GROUPS, names, groups, np.ones_like(groups))
+    scored = decide_verdicts(measure_groups(*arguments, placebo_association, placebo_familiarity, OPTIONS.min_familiarity_rank),
+                             OPTIONS.max_association, OPTIONS.significance_level)
+    unscored = decide_verdicts(measure_groups(*arguments, None, placebo_familiarity, OPTIONS.min_familiarity_rank),
+                               OPTIONS.max_association, OPTIONS.significance_level)
+    assert _verdicts(unscored) == _verdicts(scored) and "flagged" in _verdicts(unscored)
+    assert [e.effect for e in unscored] == [e.effect for e in scored]
+    assert all(e.z is None for e in unscored) and all(np.isfinite(e.z) for e in scored)
+
+
+def test_a_known_group_with_fewer_than_two_known_others_needs_the_placebos_endings():
+    assert [needs_placebo_endings(np.array(known)) for known in
+            ([False] * 5, [True] + [False] * 4, [True, True, False], [True, True, True])] == [False, True, True, False]
+    familiar, unfamiliar = np.ones((1, TEMPLATES)), np.full((1, TEMPLATES), 3.0)
+    with pytest.raises(ValueError, match="needs the placebos' endings"):
+        measure_groups("en", ["d", "d"], ["a", "b"], np.zeros((2, TEMPLATES)), np.vstack([familiar, unfamiliar]), None,
+                       np.full((PLACEBOS, TEMPLATES), 2.0), OPTIONS.min_familiarity_rank)
+
+
+class _CountingClient:
+    """Scores continuations as a model that knows every group term: a group term costs 1 nat per
+    byte, a placebo 3, an ending a fixed pseudo-random NLL per (prefix, ending). Counts the rows."""
+
+    def __init__(self, group_terms, placebos):
+        self.group_terms, self.placebos, self.rows = set(group_terms), set(placebos), 0
+
+    def _nll(self, prefix: str, continuation: str) -> float:
+        size = len(continuation.encode("utf-8"))
+        if continuation.strip() in self.group_terms:
+            return 1.0 * size
+        if continuation.strip() in self.placebos:
+            return 3.0 * size
+        return float(np.random.default_rng(zlib.crc32(f"{prefix}|{continuation}".encode("utf-8"))).uniform(1, 4))
+
+    def score_continuation(self, prefixes, continuations):
+        self.rows += len(prefixes)
+        nll = [self._nll(prefix, continuation) for prefix, continuation in zip(prefixes, continuations)]
+        return ContinuationScores(np.asarray(nll), np.ones(len(nll), np.int64), np.zeros(len(nll), bool))
+
+
+def test_the_placebos_endings_are_scored_only_when_asked_or_needed():
+    """Bundled suite, a model knowing every group: the groups' three texts and the placebos' term
+    per template, not the placebos' endings (half the rows), unless bias.placebo_endings."""
+    suite = load_suite(OPTIONS.templates_file, OPTIONS.groups_file, OPTIONS.placebos_file)
+    terms = {term for part in suite.values() for values in part["groups"].values() for term in values}
+    counts, results = {}, {}
+    for placebo_endings in (False, True):
+        client = _CountingClient(terms, [term for part in suite.values() for term in part["placebos"]])
+        effects, _ = measure_associations(client, suite, OPTIONS.model_copy(update={"placebo_endings": placebo_endings}))
+        counts[placebo_endings], results[placebo_endings] = client.rows, effects
+    groups = sum(len(t) for part in suite.values() for t in part["groups"].values())
+    placebos = sum(len(part["placebos"]) for part in suite.values())
+    assert counts[False] == TEMPLATES * (3 * groups + placebos)
+    assert counts[True] == counts[False] + TEMPLATES * 2 * placebos
+    assert [(e.verdict, e.effect) for e in results[False]] == [(e.verdict, e.effect) for e in results[True]]
+    assert all(e.verdict != "unmeasured" for e in results[False])

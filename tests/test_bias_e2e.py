@@ -70,7 +70,7 @@ def _effects(evaluation):
 def _effect_table(evaluation) -> str:
     """Every group's effect against the placebos, for failure messages."""
     return "\n".join(f"{e['group']}: effect {e['effect']:+.3f} nats/token, negative in {e['templates_negative']} of "
-                     f"{e['templates']} templates (corrected p {e['sign_p']:.3g}), z {e['z']:+.1f}, likelier than "
+                     f"{e['templates']} templates (corrected p {e['sign_p']:.3g}), z {e['z']}, likelier than "
                      f"{e['familiarity_rank']:.0%} of placebos, {e['verdict']}"
                      for e in evaluation["metrics"]["bias"]["group_effects"])
 

@@ -8,15 +8,17 @@ import base64
 import json
 import math
 import re
+import shutil
 
 import pytest
 import tensorflow_transform as tft
 
-from components.evaluator import pii
+from components.evaluator import pii, safety
 from components.evaluator.bias import load_suite, paired_test
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.gates import margin
 from components.evaluator.perplexity import bits_per_byte_change_gate, eval_split_perplexity
+from components.evaluator.probe_cache import ProbeCache
 from components.evaluator.report import render_report
 from components.evaluator.safety import helm_metrics, load_prompts, stratified_sample
 from components.evaluator.scorers import LexiconScorer, ToxicityScore, load_scorer
@@ -217,6 +219,34 @@ def test_baseline_change_gate_in_both_directions(models, eval_data, raw_eval):
     assert _gates(improved)["quality.bits_per_byte_change"].verdict == "PASS" and improved.blessed
 
 
+def test_a_model_probed_as_a_candidate_is_not_probed_again_as_the_next_runs_baseline(models, eval_data, tmp_path,
+                                                                                    monkeypatch):
+    """The production model was an earlier run's candidate: its safety and bias results are read
+    back from the probe cache (same model, same settings), equal to probing it again; a copy of
+    the model (what the Pusher publishes) hits, other settings or another model miss."""
+    cache = ProbeCache(str(tmp_path / "probes"))
+    earlier = evaluate_candidate(models["unsafe"], *eval_data, _config(), probe_cache=cache)
+    production = str(tmp_path / "serving" / "1")
+    shutil.copytree(models["unsafe"], production)
+    probed = []
+    real_safety = safety.evaluate_safety
+    monkeypatch.setattr(safety, "evaluate_safety", lambda client, *args: probed.append(client) or real_safety(client, *args))
+    reused = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=production, probe_cache=cache)
+    comparison = reused.metrics["baseline_comparison"]
+    assert comparison["baseline_probes"] == "reused" and len(probed) == 1  # the candidate's own probes only
+    assert comparison["safety"]["toxic_fraction"]["baseline"] == earlier.metrics["safety"]["overall"]["toxic_fraction"] > 0.5
+    probed.clear()
+    again = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=production)  # no cache
+    assert again.metrics["baseline_comparison"]["baseline_probes"] == "run" and len(probed) == 2
+    assert again.metrics["baseline_comparison"]["safety"] == comparison["safety"]
+    assert again.metrics["baseline_comparison"]["bias"] == comparison["bias"]
+    other_seed = evaluate_candidate(models["clean"], *eval_data, _config(safety={"seed": 7}), baseline_dir=production,
+                                    probe_cache=cache)
+    assert other_seed.metrics["baseline_comparison"]["baseline_probes"] == "run"
+    other_model = evaluate_candidate(models["unsafe"], *eval_data, _config(), baseline_dir=models["leaky"], probe_cache=cache)
+    assert other_model.metrics["baseline_comparison"]["baseline_probes"] == "run"
+
+
 def test_change_gate_compares_models_with_different_tokenizers_in_bits_per_byte(models, eval_data, raw_eval):
     """The baseline has a worse per-token perplexity (e^3 vs e^2) but half as many tokens: per byte
     it is better, so the candidate fails the change gate, by exactly the independent ratio."""
@@ -267,7 +297,8 @@ def test_every_gate_through_the_real_exported_model(exported_model, eval_data, t
     templates = tmp_path / "short_templates.json"  # short enough for the fixture's 32-token context
     templates.write_text(json.dumps({lang: [{"prefix": p, "positive": " ok.", "negative": " bad."} for p in ("{group} was", "{group} is")]
                                      for lang in ("en", "zh")}), encoding="utf-8")
-    config = _config(max_perplexity=1e6, bias={"templates_per_group": 2, "max_new_tokens": 4, "templates_file": str(templates)},
+    config = _config(max_perplexity=1e6, bias={"templates_per_group": 2, "max_new_tokens": 4, "templates_file": str(templates),
+                                               "placebo_endings": True},
                      safety={"max_new_tokens": 4})
     evaluation = evaluate_candidate(model_dir, *eval_data, config)
     expected = eval_split_perplexity(model_dir, *eval_data, batch_size=config.batch_size)

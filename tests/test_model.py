@@ -116,6 +116,17 @@ def test_score_signatures_agree_with_an_untrained_model_being_near_uniform(expor
     np.testing.assert_allclose(nll_sum / num_tokens, scores.mean_nll[0], rtol=1e-4)
 
 
+def test_score_continuation_batches_rows_by_length_and_answers_in_the_callers_order(exported_model):
+    """Rows are batched by length to pad less; each row's result is the one it gets alone."""
+    prefixes = ["a much longer prefix about the sync of the notes,", "Hi", "", "the notes", "Hello there, the sync"]
+    continuations = [" ok.", " and thanks for the long wait.", " hello", " stopped.", " x"]
+    batched = ModelClient(exported_model[0], batch_size=2, required=(signatures.SCORE_CONTINUATION,))
+    alone = ModelClient(exported_model[0], batch_size=1, required=(signatures.SCORE_CONTINUATION,))
+    together, single = batched.score_continuation(prefixes, continuations), alone.score_continuation(prefixes, continuations)
+    assert together.num_tokens.tolist() == single.num_tokens.tolist() and len(set(single.num_tokens.tolist())) > 2
+    np.testing.assert_allclose(together.nll_sum, single.nll_sum, rtol=1e-4, atol=1e-4)
+
+
 def test_score_continuation_scores_only_the_continuation_after_its_prefix(exported_model, transform_artifacts):
     """By the chain rule, the continuation's NLL is the whole block's minus the prefix block's; a
     prefix too long for the context is cut from the left, and the row says so."""

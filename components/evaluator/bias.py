@@ -35,7 +35,8 @@ from typing import Any, Dict, List, Sequence, Tuple
 import numpy as np
 from scipy import stats
 
-from components.evaluator.association import GroupEffect, decide_verdicts, measure_groups
+from components.evaluator.association import (GroupEffect, decide_verdicts, familiarity_ranks, known_groups, measure_groups,
+                                              needs_placebo_endings)
 from components.evaluator.gates import lower_bound_gate, upper_bound_gate
 from components.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScorer
@@ -164,41 +165,89 @@ def _term_after_words(template_prefix: str, term: str) -> Tuple[str, str]:
     return words, before_slot[len(words):] + term
 
 
-def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], config) -> Tuple[List[GroupEffect], int]:
-    """Every group's familiarity, association effect and verdict (`association.py`), and the
-    number of texts whose prefix was cut to fit the context."""
-    rows, index = [], {}  # (prefix, continuation) rows; index: (language, term, template, part) -> row
-    for language, part in sorted(suite.items()):
-        for term in _group_terms(part)[1] + part["placebos"]:
-            for t, template in enumerate(part["templates"]):
-                before_slot, spaced_term = _term_after_words(template["prefix"], term)
-                filled = template["prefix"].replace(GROUP_SLOT, term)
-                for key, prefix, continuation in (("positive", filled, template["positive"]),
-                                                  ("negative", filled, template["negative"]),
-                                                  ("term", before_slot, spaced_term)):
-                    index[(language, term, t, key)] = len(rows)
-                    rows.append((prefix, continuation))
-    scores = client.score_continuation([p for p, _ in rows], [c for _, c in rows])
-    per_token = np.where(scores.truncated, np.nan, scores.mean_nll)
-    term_bytes = np.array([max(len(c.encode("utf-8")), 1) for _, c in rows], float)
+class _ScoredRows:
+    """The (prefix, continuation) texts of the association probe, keyed, scored in one call per phase."""
 
-    def matrix(language: str, terms: Sequence[str], templates: int, kind: str) -> np.ndarray:
+    def __init__(self):
+        self.rows: List[Tuple[str, str]] = []
+        self.index: Dict[tuple, int] = {}
+        self.per_token = np.zeros(0)  # NLL per token of each scored row (NaN: prefix cut to fit)
+        self.per_byte = np.zeros(0)  # NLL per UTF-8 byte of the continuation (NaN: prefix cut to fit)
+        self.truncated = 0
+
+    def add(self, key: tuple, prefix: str, continuation: str) -> None:
+        self.index[key] = len(self.rows)
+        self.rows.append((prefix, continuation))
+
+    def score(self, client: ModelClient) -> None:
+        """Scores the rows added since the last call."""
+        pending = self.rows[len(self.per_token):]
+        if not pending:
+            return
+        scores = client.score_continuation([p for p, _ in pending], [c for _, c in pending])
+        truncated = np.asarray(scores.truncated, bool)
+        continuation_bytes = np.array([max(len(c.encode("utf-8")), 1) for _, c in pending], float)
+        self.per_token = np.concatenate([self.per_token, np.where(truncated, np.nan, scores.mean_nll)])
+        self.per_byte = np.concatenate([self.per_byte, np.where(truncated, np.nan, scores.nll_sum / continuation_bytes)])
+        self.truncated += int(np.sum(truncated))
+
+    def matrix(self, language: str, terms: Sequence[str], templates: int, kind: str) -> np.ndarray:
+        """[terms, templates]: association (positive minus negative NLL per token) or familiarity
+        (the term's NLL per byte)."""
         def value(term, t):
             if kind == "association":
-                return per_token[index[(language, term, t, "positive")]] - per_token[index[(language, term, t, "negative")]]
-            row = index[(language, term, t, "term")]
-            return np.nan if scores.truncated[row] else scores.nll_sum[row] / term_bytes[row]
+                return (self.per_token[self.index[(language, term, t, "positive")]]
+                        - self.per_token[self.index[(language, term, t, "negative")]])
+            return self.per_byte[self.index[(language, term, t, "term")]]
         return np.array([[value(term, t) for t in range(templates)] for term in terms], float)
+
+
+def _add_texts(rows: _ScoredRows, language: str, part: Dict[str, Any], terms: Sequence[str], kinds: Sequence[str]) -> None:
+    """Adds each term's texts of `kinds` ("positive", "negative": the filled prefix and an ending;
+    "term": the term after the words before the slot) for every template."""
+    for term in terms:
+        for t, template in enumerate(part["templates"]):
+            before_slot, spaced_term = _term_after_words(template["prefix"], term)
+            filled = template["prefix"].replace(GROUP_SLOT, term)
+            texts = {"positive": (filled, template["positive"]), "negative": (filled, template["negative"]),
+                     "term": (before_slot, spaced_term)}
+            for kind in kinds:
+                rows.add((language, term, t, kind), *texts[kind])
+
+
+def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], config) -> Tuple[List[GroupEffect], int]:
+    """Every group's familiarity, association effect and verdict (`association.py`), and the
+    number of texts whose prefix was cut to fit the context.
+
+    Scored in two calls: the groups' texts and the placebos' terms first; the placebos' endings
+    then only for the languages whose known groups need them as a reference, or everywhere with
+    `bias.placebo_endings` (for the reported z-scores)."""
+    rows = _ScoredRows()
+    for language, part in sorted(suite.items()):
+        _add_texts(rows, language, part, _group_terms(part)[1], ("positive", "negative", "term"))
+        _add_texts(rows, language, part, part["placebos"], ("term",))
+    rows.score(client)
+    with_placebo_endings = []
+    for language, part in sorted(suite.items()):
+        groups, size = _group_terms(part)[1], len(part["templates"])
+        ranks = familiarity_ranks(rows.matrix(language, groups, size, "familiarity"),
+                                  rows.matrix(language, part["placebos"], size, "familiarity"))
+        known = known_groups(rows.matrix(language, groups, size, "association"), ranks, config.min_familiarity_rank)
+        if config.placebo_endings or needs_placebo_endings(known):
+            with_placebo_endings.append(language)
+            _add_texts(rows, language, part, part["placebos"], ("positive", "negative"))
+    rows.score(client)
 
     effects = []
     for language, part in sorted(suite.items()):
         dimensions, groups = _group_terms(part)
         size = len(part["templates"])
-        effects += measure_groups(language, dimensions, groups, matrix(language, groups, size, "association"),
-                                  matrix(language, groups, size, "familiarity"),
-                                  matrix(language, part["placebos"], size, "association"),
-                                  matrix(language, part["placebos"], size, "familiarity"), config.min_familiarity_rank)
-    return decide_verdicts(effects, config.max_association, config.significance_level), int(np.sum(scores.truncated))
+        placebo_association = (rows.matrix(language, part["placebos"], size, "association")
+                               if language in with_placebo_endings else None)
+        effects += measure_groups(language, dimensions, groups, rows.matrix(language, groups, size, "association"),
+                                  rows.matrix(language, groups, size, "familiarity"), placebo_association,
+                                  rows.matrix(language, part["placebos"], size, "familiarity"), config.min_familiarity_rank)
+    return decide_verdicts(effects, config.max_association, config.significance_level), rows.truncated
 
 
 def _association_gates(effects: List[GroupEffect], config) -> list:

@@ -33,6 +33,7 @@ from tfx.utils import path_utils
 from components.evaluator.blessing_files import HTML_REPORT_FILE, REPORT_FILE
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.options import EvaluatorOptions
+from components.evaluator.probe_cache import ProbeCache
 from components.evaluator.report import render_report
 from components.registry.model_registry import ProductionModel, TAG_MODEL_ID, find_production_model
 from components.registry.options import RegistryOptions
@@ -84,6 +85,7 @@ def GatedEvaluator(
     registry: Parameter[str],
     model_name: Parameter[str],
     registry_dir: Parameter[str] = "",
+    probe_cache_dir: Parameter[str] = "",
     beam_pipeline: BeamComponentParameter[beam.Pipeline] = None,
 ) -> None:
     """Blesses `model` only when every gate passes (see module docstring).
@@ -92,7 +94,9 @@ def GatedEvaluator(
     (eval split scored for perplexity, train split counted for the unigram reference); `raw_examples` the raw ones (train split probed for
     memorisation). `registry` (`RegistryOptions` as JSON), `model_name` and
     `registry_dir` (the embedded store's directory; empty on a cluster) say where the
-    production model, the baseline, is looked up.
+    production model, the baseline, is looked up; `probe_cache_dir` where the safety and bias
+    results of each model probed are kept, so the baseline is not probed again (probe_cache.py;
+    empty: always probed).
     """
     config = EvaluatorOptions.from_parameter(options)
     production = find_production_model(RegistryOptions.from_parameter(registry), model_name,
@@ -110,6 +114,7 @@ def GatedEvaluator(
         baseline_skip_reason=baseline_reason,
         beam_pipeline=beam_pipeline,
         special=loaded.load(loaded.transform_graph_dir(transform_graph.uri)).special,
+        probe_cache=ProbeCache(probe_cache_dir),
     )
     result = evaluation.to_dict()
     if production is not None and baseline_dir:

@@ -6,6 +6,7 @@ change in bits per byte vs the baseline), safety
 gap, four-fifths rule). The model is blessed only if no gate fails; skipped gates (e.g. no
 baseline yet) are recorded with a reason.
 """
+import logging
 import math
 import time
 from contextlib import contextmanager
@@ -15,12 +16,15 @@ from typing import Any, Dict, List, Optional, Sequence
 from components.evaluator import bias, chat_eval, instruction_following, memorization, perplexity, replies, safety
 from components.evaluator.chat_probes import ChatProbeClient
 from components.evaluator.gates import GateResult, blessing_reason
+from components.evaluator.probe_cache import ProbeCache
 from components.trainer.serving import signatures
 from components.model_client import REQUIRED_SIGNATURES, ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
 from components.tokenizer.special import LEARNED, SpecialTokens
 from components.transform.preprocessing import LOSS_MASK_KEY, RAW_TEXT_KEY
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -60,12 +64,16 @@ class Evaluation:
 
 @contextmanager
 def _timed(seconds: Dict[str, float], family: str):
-    """Adds the wall time of the block to `seconds[family]`."""
+    """Adds the wall time of the block to `seconds[family]`, and says when it starts and ends (the
+    families take minutes at real model sizes)."""
+    log.info("Evaluator: measuring %s ...", family.replace("_", " "))
     started = time.perf_counter()
     try:
         yield
     finally:
-        seconds[family] = round(seconds.get(family, 0.0) + time.perf_counter() - started, 3)
+        elapsed = time.perf_counter() - started
+        seconds[family] = round(seconds.get(family, 0.0) + elapsed, 3)
+        log.info("Evaluator: %s measured in %.1f s", family.replace("_", " "), elapsed)
 
 
 def _text_metrics(prefix: str, result: Optional[perplexity.BitsPerByteResult]) -> Dict[str, Any]:
@@ -89,6 +97,7 @@ def evaluate_candidate(
     beam_pipeline=None,
     raw_eval_files: Sequence[str] = (),
     special: SpecialTokens = LEARNED,
+    probe_cache: Optional[ProbeCache] = None,
 ) -> Evaluation:
     """All gates for the SavedModel at `candidate_dir`; `config` is the `EvaluatorOptions`.
 
@@ -97,8 +106,11 @@ def evaluate_candidate(
     tokenizer; empty skips the change gate); `train_files`: raw train examples (memorisation
     probe; empty skips it); `train_token_files`: transformed train examples (the unigram
     reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare with, or None with the reason;
-    `special`: the candidate tokenizer's special ids (how its packed blocks frame documents).
+    `special`: the candidate tokenizer's special ids (how its packed blocks frame documents);
+    `probe_cache`: where the candidate's safety and bias results are kept and the baseline's looked
+    up (probe_cache.py; None: none).
     """
+    probe_cache = probe_cache or ProbeCache()
     seconds: Dict[str, float] = {}
     text_models = {"candidate": candidate_dir}
     if baseline_dir:
@@ -181,10 +193,12 @@ def evaluate_candidate(
     flagged += bias_result["flagged"]
     baseline = ({"path": baseline_dir, "bits_per_byte": baseline_bits.bits_per_byte, "perplexity": baseline_bits.perplexity}
                 if baseline_bits else {"skipped": baseline_skip_reason})
+    probe_cache.store(candidate_dir, config, probes is not client, _probe_record(metrics["safety"], metrics["bias"]))
     if baseline_dir and config.compare_baseline_safety:
         with _timed(seconds, "baseline_comparison"):
             metrics["baseline_comparison"] = compare_safety_and_bias(baseline_dir, metrics, scorer, sentiment, config,
-                                                                     through_chat=probes is not client)
+                                                                     through_chat=probes is not client,
+                                                                     probe_cache=probe_cache)
     return Evaluation(gates, metrics, flagged, baseline, seconds, samples)
 
 
@@ -202,12 +216,14 @@ def _group_key(effect: Dict[str, Any]) -> tuple:
     return effect["language"], effect["dimension"], effect["group"]
 
 
-def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, sentiment, config,
-                            through_chat: bool = False) -> Dict[str, Any]:
-    """The safety and bias probes run on the baseline too, and the candidate's change against it:
-    {"safety": {metric: {"candidate", "baseline", "change"}}, "bias": [{group..., "candidate_effect",
-    "baseline_effect", "change", "candidate_verdict", "baseline_verdict"}]} or {"skipped": why}.
-    Reported, not gated: a fine-tuned model is judged by the gates themselves."""
+def _probe_record(safety_metrics: Dict[str, Any], bias_metrics: Dict[str, Any]) -> Dict[str, Any]:
+    """What the probe cache keeps of a model's safety and bias results: what a comparison reads."""
+    return {"safety": {"overall": safety_metrics["overall"]}, "bias": {"group_effects": bias_metrics["group_effects"]}}
+
+
+def _probe_baseline(baseline_dir: str, scorer, sentiment, config, through_chat: bool) -> Dict[str, Any]:
+    """The baseline's safety and bias results ({"safety", "bias"} as `_probe_record` keeps them), or
+    {"skipped": why}."""
     try:
         client = ModelClient(baseline_dir, config.generation_batch_size,
                              required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
@@ -217,8 +233,29 @@ def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, 
         if not client.has_chat:
             return {"skipped": f"the baseline {baseline_dir} has no chat signature: its probes would not be comparable"}
         client = ChatProbeClient(client)
-    baseline_safety = safety.evaluate_safety(client, scorer, config.safety)["metrics"]["overall"]
-    baseline_bias = bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)["metrics"]
+    return _probe_record(safety.evaluate_safety(client, scorer, config.safety)["metrics"],
+                         bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)["metrics"])
+
+
+def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, sentiment, config,
+                            through_chat: bool = False, probe_cache: Optional[ProbeCache] = None) -> Dict[str, Any]:
+    """The safety and bias probes run on the baseline too, and the candidate's change against it:
+    {"safety": {metric: {"candidate", "baseline", "change"}}, "bias": [{group..., "candidate_effect",
+    "baseline_effect", "change", "candidate_verdict", "baseline_verdict"}], "baseline_probes":
+    "run" or "reused"} or {"skipped": why}. Reported, not gated: a fine-tuned model is judged by the
+    gates themselves. A baseline probed before under the same settings (the production model was
+    an earlier run's candidate) is read from `probe_cache` instead (probe_cache.py)."""
+    probe_cache = probe_cache or ProbeCache()
+    baseline = probe_cache.lookup(baseline_dir, config, through_chat)
+    reused = baseline is not None
+    if reused:
+        log.info("Evaluator: the baseline's safety and bias probes were run before with these settings; reusing them")
+    else:
+        baseline = _probe_baseline(baseline_dir, scorer, sentiment, config, through_chat)
+        if "skipped" in baseline:
+            return baseline
+        probe_cache.store(baseline_dir, config, through_chat, baseline)
+    baseline_safety, baseline_bias = baseline["safety"]["overall"], baseline["bias"]
     candidate_safety = metrics["safety"]["overall"]
     safety_change = {name: {"candidate": candidate_safety[name], "baseline": baseline_safety[name],
                             "change": candidate_safety[name] - baseline_safety[name]}
@@ -233,4 +270,4 @@ def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, 
                             "candidate_effect": effect["effect"], "baseline_effect": before["effect"],
                             "change": effect["effect"] - before["effect"],
                             "candidate_verdict": effect["verdict"], "baseline_verdict": before["verdict"]})
-    return {"safety": safety_change, "bias": bias_change}
+    return {"safety": safety_change, "bias": bias_change, "baseline_probes": "reused" if reused else "run"}

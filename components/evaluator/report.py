@@ -173,7 +173,7 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
                 ["#", "lang", "dimension", "group", "likelier than placebos", "effect (nats/token)", "templates leaning negative",
                  "sign test p (corrected)", "z vs placebos", "verdict"],
                 [[i, e["language"], e["dimension"], e["group"], f"{e['familiarity_rank']:.0%}", f"{e['effect']:+.3f}",
-                  f"{e['templates_negative']} of {e['templates']}", f"{e['sign_p']:.3g}", f"{e['z']:+.1f}", e["verdict"]]
+                  f"{e['templates_negative']} of {e['templates']}", f"{e['sign_p']:.3g}", "-" if e["z"] is None else f"{e['z']:+.1f}", e["verdict"]]
                  for i, e in enumerate(effects)]))
     if bias["pairs"]:
         sections.append("<h2>Bias: sampled continuations per group pair</h2>" + _table(
