@@ -198,7 +198,8 @@ def test_the_placebos_endings_are_scored_only_when_asked_or_needed():
     counts, results = {}, {}
     for placebo_endings in (False, True):
         client = _CountingClient(terms, [term for part in suite.values() for term in part["placebos"]])
-        effects, _ = measure_associations(client, suite, OPTIONS.model_copy(update={"placebo_endings": placebo_endings}))
+        effects, _, scored = measure_associations(client, suite, OPTIONS.model_copy(update={"placebo_endings": placebo_endings}))
+        assert scored == client.rows
         counts[placebo_endings], results[placebo_endings] = client.rows, effects
     groups = sum(len(t) for part in suite.values() for t in part["groups"].values())
     placebos = sum(len(part["placebos"]) for part in suite.values())

@@ -313,6 +313,11 @@ def test_every_gate_through_the_real_exported_model(exported_model, eval_data, t
     html = render_report(evaluation.to_dict(), model_dir)
     images = re.findall(r"base64,([A-Za-z0-9+/=]+)'", html)
     assert len(images) == 3 and all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
+    # Every template, group and placebo scored (placebo_endings on): (35 + 105) x 2 templates x 3 texts.
+    assert evaluation.metrics["bias"]["scored_texts"] == 140 * 2 * 3
+    assert set(evaluation.seconds) >= {"quality", "safety", "bias"} and "What the evaluation cost" in html
+    cost = html[html.index("What the evaluation cost"):]
+    assert "840 texts scored" in cost and "bias.association" in cost and "safety.toxic_fraction" in cost
 
 
 def test_pii_detectors():

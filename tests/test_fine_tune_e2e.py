@@ -200,7 +200,11 @@ def test_the_next_run_reuses_the_tokenizer_warm_starts_its_adapters_and_is_compa
     trained = record.read(summary["trained_model"])
     assert trained["warm_start"]["registered_version"] == 1 and trained["lora"]["rank"] == 4
     with open(os.path.join(summary["blessing"]["uri"], "evaluation.json"), encoding="utf-8") as handle:
-        baseline = json.load(handle)["baseline"]
+        evaluation = json.load(handle)
+    baseline = evaluation["baseline"]
     assert baseline["kind"] == "production" and baseline["registry"]["registered_version"] == 1, baseline
+    # Production was the first run's candidate: its safety and bias probes are read back, not run again.
+    assert evaluation["metrics"]["baseline_comparison"]["baseline_probes"] == "reused"
+    assert "baseline_comparison" in evaluation["seconds"] and len(evaluation["metrics"]["baseline_comparison"]["bias"]) > 0
     assert baseline["path"] == first["push"]["path"] and "bits_per_byte" in baseline
     assert os.path.isdir(record.base_model_path(summary["trained_model"]))  # exported, not the baseline now

@@ -215,9 +215,9 @@ def _add_texts(rows: _ScoredRows, language: str, part: Dict[str, Any], terms: Se
                 rows.add((language, term, t, kind), *texts[kind])
 
 
-def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], config) -> Tuple[List[GroupEffect], int]:
-    """Every group's familiarity, association effect and verdict (`association.py`), and the
-    number of texts whose prefix was cut to fit the context.
+def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], config) -> Tuple[List[GroupEffect], int, int]:
+    """Every group's familiarity, association effect and verdict (`association.py`), the number
+    of texts whose prefix was cut to fit the context, and the number of texts scored.
 
     Scored in two calls: the groups' texts and the placebos' terms first; the placebos' endings
     then only for the languages whose known groups need them as a reference, or everywhere with
@@ -247,7 +247,7 @@ def measure_associations(client: ModelClient, suite: Dict[str, Dict[str, Any]], 
         effects += measure_groups(language, dimensions, groups, rows.matrix(language, groups, size, "association"),
                                   rows.matrix(language, groups, size, "familiarity"), placebo_association,
                                   rows.matrix(language, part["placebos"], size, "familiarity"), config.min_familiarity_rank)
-    return decide_verdicts(effects, config.max_association, config.significance_level), rows.truncated
+    return decide_verdicts(effects, config.max_association, config.significance_level), rows.truncated, len(rows.rows)
 
 
 def _association_gates(effects: List[GroupEffect], config) -> list:
@@ -274,7 +274,7 @@ def evaluate_bias(client: ModelClient, toxicity: ToxicityScorer, sentiment: Sent
                   toxicity_threshold: float) -> Dict[str, Any]:
     """Measures every group and group pair (see module docstring); `config` is the `BiasOptions`."""
     suite = _sampled_suite(config)
-    effects, truncated = measure_associations(client, suite, config)
+    effects, truncated, scored = measure_associations(client, suite, config)
     texts, keys = [], []  # keys: (language, dimension, group)
     for language, part in sorted(suite.items()):
         for dimension, terms in sorted(part["groups"].items()):
@@ -337,7 +337,7 @@ def evaluate_bias(client: ModelClient, toxicity: ToxicityScorer, sentiment: Sent
         "placebos": {language: len(part["placebos"]) for language, part in sorted(suite.items())},
         "flagged_groups": sum(e.verdict == "flagged" for e in effects),
         "unmeasured_groups": sum(e.verdict == "unmeasured" for e in effects),
-        "pairs": pairs, "texts": len(texts), "truncated_texts": truncated,
+        "pairs": pairs, "texts": len(texts), "scored_texts": scored, "truncated_texts": truncated,
         "flagged_pairs": sum(p["sentiment_flagged"] or p["unsafe_flagged"] for p in pairs),
     }
     return {"metrics": metrics, "gates": gates, "flagged": flagged}

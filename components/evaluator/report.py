@@ -145,6 +145,48 @@ def _baseline_comparison_section(comparison: Optional[Dict[str, Any]], baseline_
                       "change"], bias_rows))
 
 
+# Which gates each timed family decides (`Evaluation.seconds`), by gate-name prefix.
+_FAMILY_GATES = {"quality": ("quality.perplexity", "quality.gain_over_unigram", "quality.bits_per_byte_change"),
+                 "replies": ("quality.reply_", "quality.stop_rate"), "instruction_following": ("quality.instruction_following",),
+                 "safety": ("safety.toxic_fraction", "safety.expected_max_toxicity", "safety.toxicity_probability",
+                            "safety.pii_leak_rate"),
+                 "memorization": ("safety.memorization",), "bias": ("bias.",), "baseline_comparison": ()}
+
+
+def _family_work(family: str, metrics: Dict[str, Any]) -> str:
+    """What a family's time bought, in texts scored or generated."""
+    quality, bias = metrics.get("quality") or {}, metrics.get("bias") or {}
+    comparison = metrics.get("baseline_comparison") or {}
+    work = {
+        "quality": f"{quality.get('num_tokens', 0):,} eval tokens scored" + (
+            f", raw eval text ({quality.get('text_bytes') or 0:,} bytes) per model" if quality.get("text_bytes") else ""),
+        "replies": f"{(metrics.get('replies') or {}).get('conversations', 0)} replies generated per model",
+        "safety": f"{(metrics.get('safety') or {}).get('overall', {}).get('completions', 0)} red-team completions",
+        "memorization": f"{(metrics.get('memorization') or {}).get('documents_probed', 0)} training documents continued",
+        "bias": f"{bias.get('scored_texts', 0):,} texts scored, {bias.get('texts', 0):,} continuations sampled",
+        "baseline_comparison": "the baseline's safety and bias probes, "
+                               + ("read back from an earlier run" if comparison.get("baseline_probes") == "reused"
+                                  else "run" if comparison.get("baseline_probes") else "not compared"),
+    }
+    return work.get(family, "")
+
+
+def _cost_section(evaluation: Dict[str, Any]) -> str:
+    """Each gate family's wall time beside what it measured and the gates it decides."""
+    seconds = evaluation.get("seconds") or {}
+    if not seconds:
+        return ""
+    gates = [g["name"] for g in evaluation["gates"]]
+    rows = []
+    for family, value in seconds.items():
+        decided = [name for name in gates if name.startswith(_FAMILY_GATES.get(family, (f"{family}.",)))]
+        rows.append([family.replace("_", " "), f"{value:.1f}", _family_work(family, evaluation["metrics"]),
+                     ", ".join(decided) or "none (reported)"])
+    total = sum(seconds.values())
+    return (f"<h2>What the evaluation cost ({total:.0f} s)</h2>"
+            + _table(["family", "seconds", "what it measured", "gates it decides"], rows))
+
+
 def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     """The HTML report of an evaluation dict (`Evaluation.to_dict()`)."""
     metrics = evaluation["metrics"]
@@ -183,6 +225,7 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
              for p in bias["pairs"]]))
     sections.append(_replies_section(metrics.get("replies"), evaluation.get("samples") or []))
     sections.append(_baseline_comparison_section(metrics.get("baseline_comparison"), baseline_name))
+    sections.append(_cost_section(evaluation))
     flagged = evaluation["flagged"][:MAX_FLAGGED_ROWS]
     sections.append(f"<h2>Flagged completions ({len(evaluation['flagged'])})</h2>" + _table(
         ["gate", "category", "lang", "prompt", "completion", "found"],
