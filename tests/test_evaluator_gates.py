@@ -7,6 +7,7 @@ runs every gate through the real exported model fixture.
 import base64
 import json
 import math
+import os
 import re
 import shutil
 
@@ -227,7 +228,10 @@ def test_a_model_probed_as_a_candidate_is_not_probed_again_as_the_next_runs_base
     cache = ProbeCache(str(tmp_path / "probes"))
     earlier = evaluate_candidate(models["unsafe"], *eval_data, _config(), probe_cache=cache)
     production = str(tmp_path / "serving" / "1")
-    shutil.copytree(models["unsafe"], production)
+    shutil.copytree(models["unsafe"], production)  # published as the Pusher does, with its push record beside
+    os.makedirs(os.path.join(production, "assets.extra"), exist_ok=True)
+    with open(os.path.join(production, "assets.extra", "push_info.json"), "w", encoding="utf-8") as handle:
+        handle.write('{"version": 1}')
     probed = []
     real_safety = safety.evaluate_safety
     monkeypatch.setattr(safety, "evaluate_safety", lambda client, *args: probed.append(client) or real_safety(client, *args))

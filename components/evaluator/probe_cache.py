@@ -29,7 +29,9 @@ import tensorflow as tf
 
 log = logging.getLogger(__name__)
 
-_ASSET_DIRS = ("assets", "assets.extra")
+# Only `assets/` (the files the graph reads: the tokenizer's): `assets.extra/` holds what serving
+# adds beside a model (the Pusher's push_info.json, warm-up requests), which no probe reads.
+_ASSET_DIRS = ("assets",)
 
 
 def _package_version() -> str:
