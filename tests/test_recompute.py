@@ -33,8 +33,10 @@ def uneven_attention_chunks(monkeypatch):
     monkeypatch.setattr(recompute, "ATTENTION_QUERY_CHUNK", 5)
 
 
-def _pair(lora_options=None, config=CONFIG, mode="block"):
-    """The same weights built twice: without recomputation and with `mode`."""
+def _pair(lora_options=None, config=CONFIG, mode="block", seed=11):
+    """The same weights built twice: without recomputation and with `mode` (seeded, so a failure
+    reproduces with the same weights)."""
+    keras.utils.set_random_seed(seed)
     plain = build_backbone(config, VOCAB, lora_options)
     recomputing = build_backbone(config, VOCAB, lora_options, recompute=mode)
     recomputing.set_weights(plain.get_weights())
@@ -173,9 +175,13 @@ def test_lora_gradients_are_the_same_with_and_without_recomputation(mode):
     _, plain_gradients = _loss_and_gradients(plain, jit_compile=True)
     _, gradients = _loss_and_gradients(recomputing, jit_compile=True)
     assert all(lora.is_adapter_variable(variable) for variable in recomputing.trainable_variables)
-    # 1e-5 of the largest adapter gradient (about 1.4 here), under 100 float32 ulps: the chunks sum
-    # each query's keys in another order (5.1e-6 apart was seen on an AVX2 EPYC, in one of 64 values).
-    _assert_same(plain_gradients, gradients, tolerance=1e-5)
+    # 1e-4 of the largest adapter gradient (about 1.5 here). The chunks sum each query's keys in
+    # another order and XLA fuses the recomputed block apart from its neighbours, so the two agree
+    # to float rounding only: alone on an AVX2 EPYC they are at most 5e-7 apart (60 weight draws),
+    # against a float64 copy each is about 1e-6 off, and one full-suite CI run on the same kind of
+    # machine saw 2.0e-5 (unseeded weights, not reproduced alone). A wrong recomputation (other
+    # inputs, a missing path) is off by the gradients' own size, 1e4 times this tolerance.
+    _assert_same(plain_gradients, gradients, tolerance=1e-4)
 
 
 def _relative_error(gradients: dict, reference: dict) -> float:
@@ -191,8 +197,7 @@ def test_mixed_bfloat16_gradients_are_as_accurate_with_recomputation(mode):
     their rounding; they are about as close to the float32 gradients of the same weights as those
     without recomputation (measured with this seed: 1.86% relative error without, 1.88% with
     either mode), and nowhere near a wrong gradient."""
-    keras.utils.set_random_seed(0)
-    plain32, _ = _pair(mode=mode)
+    plain32, _ = _pair(mode=mode, seed=0)
     _, reference = _loss_and_gradients(plain32, jit_compile=False)
     with keras_policy("mixed_bfloat16"):
         plain, recomputing = _pair(mode=mode)
