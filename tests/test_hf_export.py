@@ -61,3 +61,35 @@ def test_a_lora_model_is_exported_with_its_adapters_merged(tmp_path):
     ids = tf.constant(rng.integers(0, 512, size=(2, 9)))
     np.testing.assert_allclose(reimported(ids).numpy(), adapted(ids).numpy(), atol=1e-4)
     assert np.abs(reimported(ids).numpy() - base(ids).numpy()).max() > 1e-2  # the adapters are in it
+
+
+def test_weights_over_the_shard_size_are_written_as_indexed_shards_that_import_back(tmp_path, monkeypatch):
+    """A model larger than `MAX_SHARD_BYTES` (here 64 KiB, so the fixture's 512 x 64 embedding is a
+    shard of its own) is written as `model-0000i-of-0000N.safetensors` plus
+    `model.safetensors.index.json`, as save_pretrained shards: every tensor once, its shape kept,
+    the index's total the tensors' bytes; importing it back gives identical logits. Exporting again
+    with one file leaves no shard behind."""
+    from components.trainer.checkpoint import hf_export
+
+    checkpoint = checkpoint_with_tokenizer("llama", str(tmp_path / "checkpoint"))
+    trained, _ = import_checkpoint(checkpoint)
+    _perturb(trained, 2)
+    monkeypatch.setattr(hf_export, "MAX_SHARD_BYTES", 64 * 1024)
+    exported = export_hugging_face(trained, checkpoint, str(tmp_path / "exported"))
+    index = json.load(open(os.path.join(exported, "model.safetensors.index.json")))
+    files = sorted({name for name in index["weight_map"].values()})
+    assert len(files) > 2 and files == sorted(name for name in os.listdir(exported) if name.startswith("model-"))
+    assert files[0] == f"model-00001-of-{len(files):05d}.safetensors" and "model.safetensors" not in os.listdir(exported)
+    shapes = {}
+    for name in files:
+        shapes.update(_tensor_shapes(os.path.join(exported, name)))
+    assert shapes == _tensor_shapes(os.path.join(FIXTURES, "llama", "model.safetensors"))
+    assert set(index["weight_map"]) == set(shapes)
+    assert index["metadata"]["total_size"] == 4 * sum(int(np.prod(shape)) for shape in shapes.values())
+    reimported, _ = import_checkpoint(exported)
+    ids = tf.constant(np.random.default_rng(0).integers(0, 512, size=(2, 11)))
+    np.testing.assert_array_equal(reimported(ids).numpy(), trained(ids).numpy())
+
+    monkeypatch.setattr(hf_export, "MAX_SHARD_BYTES", 2**30)
+    export_hugging_face(trained, checkpoint, exported)
+    assert sorted(name for name in os.listdir(exported) if name.startswith("model")) == ["model.safetensors"]
