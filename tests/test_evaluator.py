@@ -1,6 +1,7 @@
 """The evaluator: perplexity on packed eval blocks and the blessing decision, both directions."""
 import math
 import os
+import shutil
 
 import pytest
 import tensorflow as tf
@@ -70,6 +71,30 @@ def test_an_untrained_model_does_not_beat_the_unigram_reference(exported_model, 
     assert reference is not None and reference.perplexity < perplexities["candidate"].perplexity
     gate = unigram_gain_gate(perplexities["candidate"].mean_nll, reference, EvaluatorOptions().min_gain_over_unigram)
     assert gate.verdict == "FAIL" and gate.value < 0
+
+
+def test_quality_loads_each_saved_model_once_for_all_its_scoring(exported_model, transform_artifacts, tmp_path, monkeypatch):
+    """The candidate scored as packed blocks and as raw text, beside a baseline, in one Beam run:
+    each SavedModel is loaded once (a 1.1B one is 4.2 GB; a copy per step did not fit in 24 GiB),
+    and the results are those of separate measurements."""
+    from components.evaluator.perplexity import QualityRequest, measure_quality
+
+    output_dir, examples, documents = transform_artifacts
+    spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
+    raw = write_raw_examples(str(tmp_path / "eval.gz"), documents)
+    separate_packed = eval_split_perplexity(exported_model[1], examples, spec)
+    separate_bits = measure_quality(QualityRequest({}, examples, spec, {"baseline": exported_model[1]}, [raw]))[1]
+    loads, load = [], tf.saved_model.load
+    monkeypatch.setattr(tf.saved_model, "load", lambda path, *args, **kwargs: loads.append(path) or load(path, *args, **kwargs))
+    baseline = str(tmp_path / "baseline")
+    shutil.copytree(exported_model[1], baseline)
+    request = QualityRequest({"candidate": exported_model[1]}, examples, spec,
+                             {"candidate": exported_model[1], "baseline": baseline}, [raw])
+    perplexities, bits, _ = measure_quality(request)
+    assert sorted(loads) == sorted([exported_model[1], baseline])
+    assert perplexities["candidate"].perplexity == pytest.approx(separate_packed.perplexity, rel=1e-6)
+    assert bits["candidate"].bits_per_byte == pytest.approx(separate_bits["baseline"].bits_per_byte, rel=1e-6)
+    assert bits["baseline"] == pytest.approx(bits["candidate"], rel=1e-6)
 
 
 def test_missing_eval_examples_are_a_clear_error(exported_model, tmp_path, transform_artifacts):
