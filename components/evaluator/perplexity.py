@@ -21,20 +21,18 @@ Two measures, computed in one Beam pipeline:
   with: a model that did not beat it learned nothing from context, whatever the corpus, script
   or vocabulary.
 
-Each worker process loads a SavedModel once, in `DoFn.setup`, and every step that scores with it
-shares that copy (`apache_beam.utils.shared.Shared`, as Beam's RunInference shares its models):
-the candidate's packed and raw-text scoring hold one copy between them, not one each. At 1.1B a
-SavedModel is 4.2 GB in float32; three copies of it (candidate twice, baseline) beside the
-run's other state did not fit in 24 GiB.
+Each worker process loads a SavedModel once (`model_client.load_saved_model`, in `DoFn.setup`),
+and every step that scores with it shares that copy: the candidate's packed and raw-text scoring
+and the Evaluator's later probes hold one copy between them. At 1.1B a SavedModel is 4.2 GB in
+float32, and three copies of it beside the run's other state did not fit in 24 GiB.
 """
 import json
 import math
 import os
 import tempfile
-from typing import Any, Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Any, Dict, Iterable, List, NamedTuple, Optional
 
 import apache_beam as beam
-from apache_beam.utils import shared
 import numpy as np
 import tensorflow as tf
 
@@ -144,35 +142,15 @@ class _PackBlocks(beam.DoFn):
             yield tf.concat([inputs, targets[:, -1:]], axis=1).numpy()
 
 
-class _LoadedModel:
-    """A loaded SavedModel as `Shared` holds it (a weak reference needs a class instance)."""
-
-    def __init__(self, saved_model_dir: str):
-        self.model = tf.saved_model.load(saved_model_dir)
-
-
-def _shared_client(models: shared.Shared, saved_model_dir: str, batch_size: int) -> Tuple["_LoadedModel", ModelClient]:
-    """(holder, client) of the process's one loaded copy of `saved_model_dir`; the DoFn keeps the
-    holder, which keeps the copy alive while any step still scores with it."""
-    if not tf.io.gfile.exists(saved_model_dir):
-        raise FileNotFoundError(f"no SavedModel at {saved_model_dir}")
-    holder = models.acquire(lambda: _LoadedModel(saved_model_dir), tag=saved_model_dir)
-    client = ModelClient(holder.model, batch_size)
-    client.path = saved_model_dir
-    return holder, client
-
-
 class _ScoreBlocks(beam.DoFn):
     """A batch of blocks -> (summed NLL, token count), with the model loaded once per worker."""
 
-    def __init__(self, models: shared.Shared, saved_model_dir: str):
-        self._models = models
+    def __init__(self, saved_model_dir: str):
         self._saved_model_dir = saved_model_dir
-        self._holder: Optional[_LoadedModel] = None
         self._client: Optional[ModelClient] = None
 
     def setup(self):
-        self._holder, self._client = _shared_client(self._models, self._saved_model_dir, 64)
+        self._client = ModelClient(self._saved_model_dir)
 
     def process(self, blocks: np.ndarray):
         yield self._client.score_tokens(blocks)
@@ -181,15 +159,13 @@ class _ScoreBlocks(beam.DoFn):
 class _ScoreTexts(beam.DoFn):
     """A batch of raw texts -> (summed NLL, tokens, UTF-8 bytes) under one model's own tokenizer."""
 
-    def __init__(self, models: shared.Shared, saved_model_dir: str, batch_size: int):
-        self._models = models
+    def __init__(self, saved_model_dir: str, batch_size: int):
         self._saved_model_dir = saved_model_dir
         self._batch_size = batch_size
-        self._holder: Optional[_LoadedModel] = None
         self._client: Optional[ModelClient] = None
 
     def setup(self):
-        self._holder, self._client = _shared_client(self._models, self._saved_model_dir, self._batch_size)
+        self._client = ModelClient(self._saved_model_dir, self._batch_size)
 
     def process(self, texts: List[str]):
         scores = self._client.score(texts)
@@ -226,16 +202,10 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
     it is None.
     """
     pipeline = beam_pipeline if beam_pipeline is not None else beam.Pipeline()
-    models = shared.Shared()  # one loaded copy of each SavedModel per worker process
-    held = []  # the copies this process loaded to read their context length, alive until the run ends
     with tempfile.TemporaryDirectory(prefix="quality-") as scratch:
         with pipeline as p:
             if request.packed_models:
-                context_lengths = {}
-                for name, path in request.packed_models.items():  # loaded here, scored with the same copy
-                    holder, client = _shared_client(models, path, 64)
-                    held.append(holder)
-                    context_lengths[name] = client.context_length
+                context_lengths = {name: ModelClient(path).context_length for name, path in request.packed_models.items()}
                 shards = p | "EvalShards" >> beam.Create(matching_files(request.eval_files, "transformed examples"))
                 for name, path in request.packed_models.items():
                     _ = (
@@ -243,7 +213,7 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
                         | f"Pack[{name}]" >> beam.ParDo(_PackBlocks(request.feature_spec, context_lengths[name], request.batch_size,
                                                                         request.special))
                         | f"Spread[{name}]" >> beam.Reshuffle()
-                        | f"Score[{name}]" >> beam.ParDo(_ScoreBlocks(models, path))
+                        | f"Score[{name}]" >> beam.ParDo(_ScoreBlocks(path))
                         | f"Sum[{name}]" >> beam.CombineGlobally(_sum_tuples)
                         | f"Json[{name}]" >> beam.Map(json.dumps)
                         | f"Write[{name}]" >> beam.io.WriteToText(os.path.join(scratch, "packed-" + name), shard_name_template="")
@@ -270,7 +240,7 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
                 for name, path in request.text_models.items():
                     _ = (
                         texts
-                        | f"ScoreText[{name}]" >> beam.ParDo(_ScoreTexts(models, path, request.text_batch_size))
+                        | f"ScoreText[{name}]" >> beam.ParDo(_ScoreTexts(path, request.text_batch_size))
                         | f"SumText[{name}]" >> beam.CombineGlobally(_sum_tuples)
                         | f"JsonText[{name}]" >> beam.Map(json.dumps)
                         | f"WriteText[{name}]" >> beam.io.WriteToText(os.path.join(scratch, "text-" + name), shard_name_template="")
