@@ -4,16 +4,16 @@ fine-tuned here can be served with vLLM or TGI, loaded with `transformers`, or s
 The directory holds what the imported checkpoint held: `config.json` (the imported one, with
 `torch_dtype` float32 and, for GPT-2, `n_positions` cut to the positions the backbone kept),
 `model.safetensors` (float32, tensor names and layouts as `save_pretrained` writes them: the
-exact inverse of `hf_weights`' mapping), and the checkpoint's tokenizer files.
+exact inverse of `hf_weights`' mapping), and the checkpoint's tokenizer files. LoRA adapters are
+merged into the kernels first. A tied head is not stored (transformers ties it on load), as in
+the checkpoints transformers itself saves.
 
 Weights over `MAX_SHARD_BYTES` (1 GiB) are written as shards, `model-00001-of-0000N.safetensors`
 and a `model.safetensors.index.json` (`metadata.total_size`, `weight_map`: tensor name -> file),
 the layout `save_pretrained(max_shard_size=...)` writes and transformers, vLLM, TGI and this
 project's importer read. Only one shard is held in memory: `safetensors.numpy.save_file` builds a
 file's bytes whole, so writing a 1.1B model (4.4 GB in float32) as one file held three copies of
-it beside the trained model, more than 24 GiB. LoRA adapters are
-merged into the kernels first. A tied head is not stored (transformers ties it on load), as in
-the checkpoints transformers itself saves.
+it beside the trained model, more than 24 GiB.
 
 Only models fine-tuned from a Hugging Face checkpoint are exported: the architecture must be one
 a config.json describes, and the tokenizer must be the checkpoint's.
