@@ -8,7 +8,8 @@ baseline): the fine-tuned model is better on the eval text by a clear margin, an
 bias probes ran on both and report the change, the version is
 pushed with its Hugging Face export and model card, the registry records the base checkpoint and
 the adapter settings, and the pushed SavedModel generates in a fresh process with only TensorFlow
-and TF Text.
+and TF Text. The Llama run writes its exports in a child process (`training.export_process=child`),
+the GPT-2 run in the Trainer's own.
 
 The corpus has '!', '"' and '#', which GPT-2's id layout (the fixture's: bytes first) makes ids
 0, 1 and 2: the TokenGate, whose schema is written for the run's tokenizer, lets them through.
@@ -31,6 +32,7 @@ import pytest
 from components.registry import model_registry as registry
 from components.tokenizer import loaded
 from components.trainer.checkpoint.fingerprint import checkpoint_sha256
+from components.trainer.training import record
 from pipeline.local_runner import run_locally
 from tests.conftest import WEAK_MODEL_QUALITY, write_tiny_corpus
 from tests.hf_checkpoints import checkpoint_with_tokenizer
@@ -102,7 +104,9 @@ def first_run(tmp_path_factory):
             root = tmp_path_factory.mktemp(family)
             checkpoint = checkpoint_with_tokenizer(family, str(root / "checkpoint"))
             _write_corpus(str(root / "corpus"))
-            config = _config(checkpoint, root)
+            # The Llama run exports in a child process (the default from 250M parameters), the GPT-2
+            # one in the Trainer's: both paths make the base, candidate and Hugging Face exports.
+            config = _config(checkpoint, root, *(["training.export_process=child"] if family == "llama" else []))
             runs[family] = (checkpoint, config, run_locally(config), root)
         return runs[family]
 
@@ -144,6 +148,8 @@ def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pus
 
     push = summary["push"]
     assert push["pushed"] and push["version"] == 1
+    trained = record.read(os.path.dirname(baseline["path"]))  # the model artifact holding base_model/
+    assert trained["export_process"] == ("child" if family == "llama" else "inline"), trained.get("export_process")
     serving = config.layout.serving_dir
     tokenizer_assets = os.listdir(os.path.join(push["path"], "assets"))
     assert "tokenizer.json" in tokenizer_assets and "tokenizer.model" not in tokenizer_assets

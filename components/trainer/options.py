@@ -241,6 +241,11 @@ class TrainingOptions(Options):
     peak_flops: Optional[float] = Field(
         None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
     )
+    export_process: Literal["auto", "child", "inline"] = Field(
+        "auto", description="Where the serving and Hugging Face exports run: child (a separate process, so the memory "
+                            "TensorFlow keeps after an export, about 4 bytes a parameter each, goes back to the system "
+                            "before the Evaluator), inline (the Trainer's process) or auto (child from 250M parameters "
+                            "when the Trainer is one process: default or mirrored distribution, no sharding).")
 
     @field_validator("jit_compile", mode="before")
     @classmethod

@@ -9,6 +9,7 @@
      "exported_step": 300 | {the step whose weights were kept: lowest eval loss, training/selection.py},
      "base_checkpoint": null | {"source": "gs://…/gpt2", "sha256": "…"},
      "warm_start": null | {"saved_model_dir": "…/serving/3", "registered_version": 3},
+     "export_process": "inline" | "child" (where the exports ran: serving/export_process.py),
      "lora": null | {"rank": 8, "alpha": 16.0, "targets": ["attention"]}}
 
 The Pusher reads it (components/pusher/model_card.py); a model exported before this file existed
@@ -48,6 +49,7 @@ class TrainingRecord:
     packing: Optional[Dict[str, Any]] = None  # conversation data: packing.PackingStats of the train split
     chat: Optional[Dict[str, Any]] = None  # conversation data: the chat template, its sha256 and stop ids
     warm_start: Optional[Dict[str, Any]] = None  # the production model the weights started from (training.warm_start)
+    export_process: Optional[str] = None  # where the exports ran: "child" or "inline" (training.export_process)
 
     @property
     def lora(self) -> Optional[Dict[str, Any]]:

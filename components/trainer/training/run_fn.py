@@ -31,14 +31,13 @@ import tf_keras as keras
 
 from components.trainer.checkpoint.hf_config import CheckpointConfig, check_vocabulary, checkpoint_model_options, read_config
 from components.trainer.checkpoint.fingerprint import checkpoint_sha256
-from components.trainer.checkpoint.hf_export import export_hugging_face
 from components.trainer.checkpoint.hf_weights import load_weights, stored_weight_dtypes
 from components.trainer.model import lora
 from components.trainer.model.backbone import build_backbone
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
 from components.trainer.options import (ModelOptions, TrainerSettings, TrainingOptions, check_sharding,
                                         read_trainer_custom_config)
-from components.trainer.serving.export import export_serving_model
+from components.trainer.serving.export_process import BackboneRecipe, Exporter, resolve_export_process
 from components.trainer.training import data, packing, record, sharded_loop, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
@@ -46,7 +45,8 @@ from components.trainer.training.optimizer import make_optimizer
 from components.trainer.training.ps_loop import ParameterServerTrainer, check_parameter_server_settings
 from components.trainer.training.precision import (accelerator_kind, frozen_weight_dtype, keras_policy,
                                                    resolve_jit_compile, resolve_precision)
-from components.trainer.training.strategy import choose_strategy, cleanup_worker_dir, is_chief, writable_dir
+from components.trainer.training.strategy import (choose_strategy, cleanup_worker_dir, is_chief, resolve_distribution,
+                                                  writable_dir)
 from components.trainer.training.warm_start import warm_start_from
 from components.tokenizer import loaded
 
@@ -109,7 +109,7 @@ def _count(variables) -> int:
     return sum(int(variable.shape.num_elements()) for variable in variables)
 
 
-def _export_base_model(backbone, transform_output, generation, model_uri: str, strategy) -> None:
+def _export_base_model(backbone, exporter: Exporter, model_uri: str, strategy) -> None:
     """Exports the imported checkpoint, before any training step, beside the model it is
     fine-tuned into (`record.base_model_path`): the Evaluator's first baseline. A retried execution
     that already exported it does not export again (its weights may have been restored trained)."""
@@ -117,9 +117,22 @@ def _export_base_model(backbone, transform_output, generation, model_uri: str, s
     if tf.io.gfile.exists(os.path.join(base_dir, "saved_model.pb")):
         return
     export_dir = writable_dir(base_dir, strategy)
-    export_serving_model(backbone, transform_output, generation, export_dir)
+    exporter.write(backbone, export_dir)
     cleanup_worker_dir(export_dir, strategy)
     logging.info("Exported the base checkpoint (the Evaluator's first baseline) to %s", base_dir)
+
+
+def _hugging_face_dir(checkpoint: Optional[CheckpointConfig], tokenizer: loaded.Tokenizer, model_uri: str,
+                      strategy) -> Optional[str]:
+    """Where this task writes the Hugging Face export: None without a checkpoint, on a worker that is
+    not the chief, or when the run tokenizes with its own learned tokenizer (`tokenizer.policy`)."""
+    if not checkpoint or not is_chief(strategy):
+        return None
+    if tokenizer.kind == loaded.LEARNED_SENTENCEPIECE:
+        logging.info("Not writing a Hugging Face export: the run tokenizes with its own %s tokenizer, "
+                     "not the checkpoint's", tokenizer.kind)
+        return None
+    return record.hugging_face_path(model_uri)
 
 
 def _chat_record(tokenizer: loaded.Tokenizer) -> Optional[dict]:
@@ -267,9 +280,16 @@ def run_fn(fn_args: "FnArgs") -> None:
                                                                                   training.warm_start)
                 backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute, frozen_dtype)
                 optimizer = make_optimizer(training, policy_name)
+        export_process = resolve_export_process(
+            training.export_process, resolve_distribution(training.distribution, training.tpu), sharded,
+            parameter_count(model_config, vocab_size))
+        recipe = BackboneRecipe(model_config.model_dump(), vocab_size, training.lora.model_dump(), training.recompute,
+                                backbone.frozen_dtype, policy_name) if export_process == "child" else None
+        logging.info("Exports run %s", "in a child process" if recipe else "in the Trainer's process")
+        exporter = Exporter(fn_args.transform_output, generation.model_dump(), recipe)
         if checkpoint:
             load_weights(backbone, model_config.checkpoint, checkpoint)
-            _export_base_model(backbone, transform_output, generation, model_uri, strategy)
+            _export_base_model(backbone, exporter, model_uri, strategy)
         if training.lora.rank:
             lora.freeze_all_but_adapters(backbone)
             logging.info("LoRA: rank %d, alpha %g on %s; training %s of %s parameters; frozen weights stored as %s",
@@ -296,16 +316,11 @@ def run_fn(fn_args: "FnArgs") -> None:
         if sharded:
             backbone = trainer.exported_backbone(model_config, vocab_size)
         export_dir = writable_dir(fn_args.serving_model_dir, strategy)
-        export_serving_model(backbone, transform_output, generation, export_dir)
+        hf_dir = _hugging_face_dir(checkpoint, tokenizer, model_uri, strategy)
+        exporter.write(backbone, export_dir, model_config.checkpoint if hf_dir else None, hf_dir)
         cleanup_worker_dir(export_dir, strategy)
-        if checkpoint and is_chief(strategy):
-            if tokenizer.kind == loaded.LEARNED_SENTENCEPIECE:  # tokenizer.policy chose another tokenizer
-                logging.info("Not writing a Hugging Face export: the run tokenizes with its own %s tokenizer, "
-                             "not the checkpoint's", tokenizer.kind)
-            else:
-                hf_dir = export_hugging_face(backbone, model_config.checkpoint, record.hugging_face_path(model_uri),
-                                             chat=tokenizer.chat())
-                logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
+        if hf_dir:
+            logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
     if is_chief(strategy):
         record.write(model_uri, record.TrainingRecord(
             model=model_config.model_dump(), training=training.model_dump(), vocab_size=vocab_size,
@@ -318,5 +333,6 @@ def run_fn(fn_args: "FnArgs") -> None:
             packing=packing_stats.to_dict() if packing_stats else None,
             chat=_chat_record(tokenizer),
             warm_start=warm_started,
+            export_process=export_process,
         ))
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)
