@@ -170,7 +170,7 @@ def main() -> None:
     from components.trainer.options import ModelOptions
 
     model_config = ModelOptions(preset=args.preset, context_length=args.context_length, mlp=args.mlp)
-    flops_per_token = training_flops_per_token(model_config, args.vocab_size)
+    flops_per_token = training_flops_per_token(model_config, args.vocab_size, weight_gradients=not args.lora_rank)
     on_gpu = bool(tf.config.list_physical_devices("GPU"))
     mixed = "mixed_float16" if on_gpu else "mixed_bfloat16"
     ceiling = {"float32": measure_matmul_flops(tf.float32, size=2048), mixed: measure_matmul_flops(tf.bfloat16 if mixed == "mixed_bfloat16" else tf.float16, size=2048)}

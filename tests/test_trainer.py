@@ -77,6 +77,9 @@ def test_parameter_count_and_flops_match_the_built_model():
     assert parameter_count(gpt2, 50257) == 124_439_808  # GPT-2 small's published size
     # 6N dominates; the attention term is 12 * L * d * T.
     assert training_flops_per_token(gpt2, 50257) == pytest.approx(6 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024)
+    # LoRA: frozen weights get no weight gradient, only the activations' (4N, not 6N).
+    assert training_flops_per_token(gpt2, 50257, weight_gradients=False) == pytest.approx(
+        4 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024)
 
 
 def test_presets_are_overridable_and_batch_settings_validated():

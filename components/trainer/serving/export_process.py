@@ -17,7 +17,7 @@ temporary directory, and starts
 
 which builds the same backbone (`BackboneRecipe`: model options, vocabulary, LoRA, recompute,
 frozen dtype, precision policy), reads the weights, and runs the same `export_serving_model`
-(and `export_hugging_face`) the Trainer runs inline. The child sees no GPU
+(or `export_hugging_face`, in a second child) the Trainer runs inline. The child sees no GPU
 (`CUDA_VISIBLE_DEVICES=-1`): the Trainer's process still holds the accelerator's memory, and an
 export computes nothing there. Its log lines pass through to the Trainer's stderr; a child that
 fails makes the Trainer fail with its exit status and last log lines.
@@ -76,13 +76,14 @@ class BackboneRecipe:
 
 @dataclasses.dataclass(frozen=True)
 class ExportJob:
-    """One child's work: rebuild the backbone, read `weights`, write the exports."""
+    """One child's work: rebuild the backbone, read `weights`, write one export: the serving
+    SavedModel to `export_dir`, or the Hugging Face export to `hugging_face_dir`."""
     recipe: BackboneRecipe
     weights: str  # the tf.train.Checkpoint prefix the Trainer wrote
     transform_output: str  # the Transform graph artifact's URI
     generation: dict  # GenerationOptions.model_dump()
-    export_dir: str
-    hugging_face_checkpoint: Optional[str] = None  # with hugging_face_dir: also the Hugging Face export
+    export_dir: Optional[str] = None
+    hugging_face_checkpoint: Optional[str] = None  # the checkpoint the model was fine-tuned from
     hugging_face_dir: Optional[str] = None
 
     def to_json(self) -> str:
@@ -159,16 +160,21 @@ class Exporter:
         scratch = tempfile.mkdtemp(prefix="textgen-export-")
         try:
             weights = tf.train.Checkpoint(backbone=backbone).write(os.path.join(scratch, "weights"))
-            job = ExportJob(self.recipe, weights, self.transform_output, self.generation, export_dir,
-                            hugging_face_checkpoint, hugging_face_dir)
-            job_file = os.path.join(scratch, "job.json")
-            with open(job_file, "w", encoding="utf-8") as handle:
-                handle.write(job.to_json())
-            _run_child(job_file)
+            # One child per export: TensorFlow keeps the serving export's copy in its process too,
+            # and the Hugging Face export's merged copy beside it peaked 7 GiB higher at 1.1B.
+            jobs = [ExportJob(self.recipe, weights, self.transform_output, self.generation, export_dir=export_dir)]
+            if hugging_face_dir:
+                jobs.append(ExportJob(self.recipe, weights, self.transform_output, self.generation,
+                                      hugging_face_checkpoint=hugging_face_checkpoint, hugging_face_dir=hugging_face_dir))
+            for number, job in enumerate(jobs):
+                job_file = os.path.join(scratch, f"job-{number}.json")
+                with open(job_file, "w", encoding="utf-8") as handle:
+                    handle.write(job.to_json())
+                _run_child(job_file)
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _write_here(self, backbone, export_dir: str, hugging_face_checkpoint: Optional[str],
+    def _write_here(self, backbone, export_dir: Optional[str], hugging_face_checkpoint: Optional[str],
                     hugging_face_dir: Optional[str]) -> None:
         import tensorflow_transform as tft
 
@@ -177,8 +183,9 @@ class Exporter:
         from components.trainer.options import GenerationOptions
         from components.trainer.serving.export import export_serving_model
 
-        export_serving_model(backbone, tft.TFTransformOutput(self.transform_output),
-                             GenerationOptions(**self.generation), export_dir)
+        if export_dir:
+            export_serving_model(backbone, tft.TFTransformOutput(self.transform_output),
+                                 GenerationOptions(**self.generation), export_dir)
         if hugging_face_dir:
             chat = loaded.load(loaded.transform_graph_dir(self.transform_output)).chat()
             export_hugging_face(backbone, hugging_face_checkpoint, hugging_face_dir, chat=chat)
@@ -194,7 +201,7 @@ def run_job(job: ExportJob) -> None:
     with keras_policy(job.recipe.policy):
         Exporter(job.transform_output, job.generation).write(
             backbone, job.export_dir, job.hugging_face_checkpoint, job.hugging_face_dir)
-    logging.info("Export: wrote %s%s", job.export_dir, f" and {job.hugging_face_dir}" if job.hugging_face_dir else "")
+    logging.info("Export: wrote %s", job.export_dir or job.hugging_face_dir)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -202,7 +209,8 @@ def main(argv: Optional[List[str]] = None) -> None:
     parser.add_argument("--job", required=True, help="ExportJob JSON written by the Trainer.")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s", force=True)
-    logging.getLogger("tensorflow").setLevel(logging.WARNING)  # its INFO lines on every traced signature
+    for noisy in ("tensorflow", "absl"):  # their INFO lines on every traced signature and written asset
+        logging.getLogger(noisy).setLevel(logging.WARNING)
     from components import filesystems
 
     filesystems.register()  # the export directories may be on gs:// or s3://

@@ -235,7 +235,7 @@ def run_fn(fn_args: "FnArgs") -> None:
         and not parameter_server and not sharded,
         xla_fallback=training.jit_compile == "auto" and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
         and not parameter_server and not sharded,
-        flops_per_token=training_flops_per_token(model_config, vocab_size),
+        flops_per_token=training_flops_per_token(model_config, vocab_size, weight_gradients=not training.lora.rank),
         peak_flops=_peak_flops(training, policy_name),
     )
     model_source = f"checkpoint {model_config.checkpoint}" if checkpoint else f"{model_config.preset} preset"
