@@ -42,10 +42,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.checkpoint_import import SHAPES, make_checkpoint  # noqa: E402
+from data.make_tiny_checkpoint import learn_byte_level_bpe, write_gpt2_tokenizer_files  # noqa: E402
 from benchmarks.machine import LoadGuard, add_load_arguments, command_line, machine_description, write_results  # noqa: E402
 
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
-END_OF_TEXT = "<|endoftext|>"
 GPT2_VOCABULARY = 50257
 COMPONENTS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Tokenizer", "Transform",
               "TransformedStatisticsGen", "TokenGate", "Trainer", "Evaluator", "Pusher")
@@ -69,23 +69,9 @@ SIZES = {
 def write_byte_level_bpe(directory: str, vocab_size: int = GPT2_VOCABULARY) -> int:
     """A byte-level BPE learned on the corpus in GPT-2's id layout (bytes, merges, then
     `<|endoftext|>` as the last id), written as a checkpoint's tokenizer files; returns its size."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-                                  show_progress=False)
     with open(CORPUS, encoding="utf-8") as handle:
-        tokenizer.train_from_iterator((line for line in handle), trainer=trainer)
-    tokenizer.add_special_tokens([END_OF_TEXT])
-    tokenizer.save(os.path.join(directory, "tokenizer.json"))
-    tokenizer.model.save(directory)
-    with open(os.path.join(directory, "tokenizer_config.json"), "w", encoding="utf-8") as handle:
-        json.dump({"bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT, "unk_token": END_OF_TEXT,
-                   "model_max_length": 1024, "tokenizer_class": "GPT2Tokenizer"}, handle)
-    return tokenizer.get_vocab_size()
+        tokenizer = learn_byte_level_bpe(handle, vocab_size, end_of_text_last=True)
+    return write_gpt2_tokenizer_files(tokenizer, directory, model_max_length=1024)
 
 
 def prepare_checkpoint(directory: str, shape: str, dtype: str) -> Dict[str, int]:

@@ -68,30 +68,60 @@ def weights(seed: int) -> dict:
     return tensors
 
 
-def write_tokenizer(directory: str, vocab_size: int = SHAPE["vocab_size"], model_max_length: int = SHAPE["n_positions"],
-                    added_special_tokens: tuple = ()) -> int:
-    """Byte-level BPE as GPT-2's tokenizer is built, learned from the bundled support replies (at
-    most `vocab_size` tokens, <|endoftext|> included), then `added_special_tokens` added after them
-    as special tokens (as transformers' add_special_tokens does, e.g. a chat template's). Returns
-    the tokenizer's size."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+def learn_byte_level_bpe(lines, vocab_size: int, end_of_text_last: bool = False, added_special_tokens: tuple = ()):
+    """A byte-level BPE built as GPT-2's tokenizer is (its pre-tokenizer, regex and decoder), learned
+    with `tokenizers` from `lines`: at most `vocab_size` entries with <|endoftext|>, then
+    `added_special_tokens` after them as special tokens (as transformers' add_special_tokens adds a
+    chat template's).
 
-    with open(CORPUS, encoding="utf-8") as handle:
-        lines = [line.rstrip("\n") for line in handle if line.strip()]
+    The id layout: by default <|endoftext|> is id 0 and the 256 byte symbols follow; with
+    `end_of_text_last`, GPT-2's own layout: the byte symbols take ids 0-255 in code point order
+    ('!' '"' '#' are 0, 1, 2), then the merges, and <|endoftext|> is the last id, listed in the
+    model's vocabulary too (GPT-2's vocab.json lists it)."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[END_OF_TEXT],
+    # A special token given to the trainer takes the first ids; one added after learning, the last.
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1 if end_of_text_last else vocab_size,
+                                  special_tokens=[] if end_of_text_last else [END_OF_TEXT],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(lines, trainer=trainer)
+    if end_of_text_last:
+        end_of_text = tokenizer.get_vocab_size()
+        tokenizer.add_special_tokens([AddedToken(END_OF_TEXT, special=True, normalized=False)])
+        spec = json.loads(tokenizer.to_str())
+        spec["model"]["vocab"][END_OF_TEXT] = end_of_text
+        tokenizer = Tokenizer.from_str(json.dumps(spec))
     tokenizer.add_special_tokens(list(added_special_tokens))
-    tokenizer.save(os.path.join(directory, "tokenizer.json"))
+    return tokenizer
+
+
+def write_gpt2_tokenizer_files(tokenizer, directory: str, model_max_length: int) -> int:
+    """Writes `tokenizer` (from `learn_byte_level_bpe`) as a GPT-2 checkpoint ships it: tokenizer.json,
+    vocab.json + merges.txt, tokenizer_config.json (<|endoftext|> as BOS, EOS and UNK). Returns the
+    tokenizer's size."""
+    os.makedirs(directory, exist_ok=True)
+    spec = json.loads(tokenizer.to_str())
+    with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as handle:
+        json.dump(spec, handle, ensure_ascii=False, indent=2)
     tokenizer.model.save(directory)  # vocab.json + merges.txt
     _write_json(os.path.join(directory, "tokenizer_config.json"), {
         "bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT, "unk_token": END_OF_TEXT,
         "model_max_length": model_max_length, "tokenizer_class": "GPT2Tokenizer"})
     return tokenizer.get_vocab_size()
+
+
+def write_tokenizer(directory: str, vocab_size: int = SHAPE["vocab_size"], model_max_length: int = SHAPE["n_positions"],
+                    added_special_tokens: tuple = ()) -> int:
+    """The tiny checkpoint's tokenizer (`learn_byte_level_bpe`, <|endoftext|> = 0) learned from the
+    bundled support replies and written into `directory`. Returns the tokenizer's size."""
+    with open(CORPUS, encoding="utf-8") as handle:
+        lines = [line.rstrip("\n") for line in handle if line.strip()]
+    tokenizer = learn_byte_level_bpe(lines, vocab_size, added_special_tokens=added_special_tokens)
+    return write_gpt2_tokenizer_files(tokenizer, directory, model_max_length)
 
 
 def _write_json(path: str, value: dict) -> None:
