@@ -61,15 +61,15 @@ def test_allowed_anomaly_types_only_warn(tmp_path):
     assert anomalies and blocking_anomalies(anomalies, anomalies[0].types) == []
 
 
-def _token_data_anomalies(serialized_examples, tmp_path, vocab_size):
-    """TFDV's anomalies in token data against the transformed schema written for a tokenizer of `vocab_size`."""
+def _token_data_anomalies(serialized_examples, tmp_path, tokenizer):
+    """TFDV's anomalies in token data against the transformed schema written for `tokenizer`."""
     path = str(tmp_path / "transformed.tfrecord")
     with tf.io.TFRecordWriter(path) as writer:
         for record in serialized_examples:
             writer.write(record)
     statistics = tfdv.generate_statistics_from_tfrecord(path, pipeline_options=None)
     curated_path = resolve(schema_files(PipelineConfig().schema_dir)[1])
-    schema = schema_for_tokenizer(tfdv.load_schema_text(curated_path), vocab_size, curated_path)
+    schema = schema_for_tokenizer(tfdv.load_schema_text(curated_path), tokenizer, curated_path)
     return parse_anomalies(tfdv.validate_statistics(statistics, schema), "train")
 
 
@@ -89,19 +89,20 @@ def _transformed_example(token_ids, tokenizer, byte_fraction=0.5, bytes_per_toke
 def tokenizers(tokenizer_model):
     """The two kinds: the learned SentencePiece layout ([PAD] [EOS] [UNK] = 0-2) and GPT-2's
     (bytes first: '!' '"' '#' are ids 0-2; <|endoftext|> last, 511)."""
-    return {"learned": loaded.load(tokenizer_model), "gpt2": loaded.load(os.path.join(HF_TOKENIZERS, "gpt2_bpe"))}
+    return {"learned": loaded.load(tokenizer_model), "gpt2": loaded.load(os.path.join(HF_TOKENIZERS, "gpt2_bpe")),
+            "llama": loaded.load(os.path.join(HF_TOKENIZERS, "llama_sp"))}
 
 
 def test_real_transformed_examples_pass_the_token_gate(transform_artifacts, tokenizer_model, tmp_path):
     records = [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(transform_artifacts[1]), compression_type="GZIP")]
-    assert records and _token_data_anomalies(records, tmp_path, loaded.load(tokenizer_model).vocab_size) == []
+    assert records and _token_data_anomalies(records, tmp_path, loaded.load(tokenizer_model)) == []
 
 
 def test_unknown_tokens_and_empty_token_sequences_block_the_token_gate(tokenizers, tmp_path):
     learned = tokenizers["learned"]
     good = [_transformed_example([300, 301, 302], learned) for _ in range(10)]
     anomalies = _token_data_anomalies(good + [_transformed_example([300, 2], learned), _transformed_example([], learned)],
-                                      tmp_path, learned.vocab_size)
+                                      tmp_path, learned)
     assert {a.feature for a in blocking_anomalies(anomalies, [])} == {"special_tokens", "num_tokens"}
 
 
@@ -109,16 +110,16 @@ def test_ids_0_to_2_pass_where_they_are_ordinary_bytes_and_a_special_id_still_bl
     gpt2 = tokenizers["gpt2"]
     assert gpt2.graph().tokenize(tf.constant(['!"#'])).to_list() == [[0, 1, 2]]
     documents = [_transformed_example([0, 1, 2, 300 + i], gpt2) for i in range(10)]
-    assert _token_data_anomalies(documents, tmp_path, gpt2.vocab_size) == []
+    assert _token_data_anomalies(documents, tmp_path, gpt2) == []
     # The same ids where they are the learned tokenizer's [PAD] [EOS] [UNK]: refused.
     learned = tokenizers["learned"]
     blocking = blocking_anomalies(_token_data_anomalies(
-        [_transformed_example([0, 1, 2, 300 + i], learned) for i in range(10)], tmp_path, learned.vocab_size), [])
+        [_transformed_example([0, 1, 2, 300 + i], learned) for i in range(10)], tmp_path, learned), [])
     assert [a.feature for a in blocking] == ["special_tokens"]
     # GPT-2's <|endoftext|> (the separator the pipeline places between documents) inside a document: refused.
     eos = gpt2.special.eos_id
     blocking = blocking_anomalies(_token_data_anomalies(documents + [_transformed_example([5, eos, 6], gpt2)], tmp_path,
-                                                        gpt2.vocab_size), [])
+                                                        gpt2), [])
     assert [a.feature for a in blocking] == ["special_tokens"]
     error, _ = gate_verdict(blocking, DataGateOptions(), stage=STAGES["tokens"])
     assert error.startswith("token gate (after Transform): stopping before the Trainer: 1 blocking anomaly in the "
@@ -129,9 +130,34 @@ def test_an_id_outside_the_vocabulary_blocks_the_token_gate(tokenizers, tmp_path
     gpt2 = tokenizers["gpt2"]
     documents = [_transformed_example([0, 1, 2, 300 + i], gpt2) for i in range(10)]
     blocking = blocking_anomalies(_token_data_anomalies(documents + [_transformed_example([5, 512], gpt2)], tmp_path,
-                                                        gpt2.vocab_size), [])
+                                                        gpt2), [])
     assert [a.feature for a in blocking] == ["token_ids$ragged_values"]
     assert "512" in blocking[0].description
+
+
+def test_a_checkpoint_tokenizers_dummy_prefix_may_take_a_document_under_one_byte_per_token(tokenizers, tmp_path):
+    """Korean through the Llama fixture (a vocabulary learned on English with a little CJK, no
+    Hangul: one byte-fallback token per byte) plus its dummy-prefix '▁': under one byte per token,
+    which the TokenGate lets through for a checkpoint tokenizer (down to 0.5) and still refuses from
+    the learned one. (Found fine-tuning that fixture on a Chinese corpus: the run stopped at the
+    TokenGate with 0.978 bytes per token.)"""
+    llama, learned = tokenizers["llama"], tokenizers["learned"]
+    text = "봄잠에 새벽을 깨닫지 못하니"
+    token_ids = llama.graph().tokenize(tf.constant([text])).to_list()[0]
+    bytes_per_token = len(text.encode("utf-8")) / len(token_ids)
+    assert 0.9 < bytes_per_token < 1.0  # 39 bytes, 40 tokens: the premise of the test
+    documents = [_transformed_example([300 + i, 301], llama) for i in range(10)]
+    korean = _transformed_example(token_ids, llama, byte_fraction=0.97, bytes_per_token=bytes_per_token)
+    assert _token_data_anomalies(documents + [korean], tmp_path, llama) == []
+    learned_documents = [_transformed_example([300 + i, 301], learned) for i in range(10)]
+    blocking = blocking_anomalies(_token_data_anomalies(
+        learned_documents + [_transformed_example([300, 301], learned, bytes_per_token=bytes_per_token)], tmp_path,
+        learned), [])
+    assert [a.feature for a in blocking] == ["bytes_per_token"]
+    # Below what one added token beside a one-byte document gives: refused for the checkpoint too.
+    blocking = blocking_anomalies(_token_data_anomalies(
+        documents + [_transformed_example([300, 301, 302], llama, bytes_per_token=0.4)], tmp_path, llama), [])
+    assert [a.feature for a in blocking] == ["bytes_per_token"]
 
 
 def test_the_token_schema_is_written_for_the_tokenizer(tokenizers, tmp_path):
@@ -154,6 +180,7 @@ def test_the_token_schema_is_written_for_the_tokenizer(tokenizers, tmp_path):
     assert (domain.min, domain.max) == (0, 511)
     special_count = tfdv.get_feature(written, "special_tokens").int_domain
     assert (special_count.min, special_count.max) == (0, 0)
+    assert tfdv.get_feature(written, "bytes_per_token").float_domain.min == 0.5  # a checkpoint tokenizer's
 
 
 def test_a_few_symbolic_documents_are_tolerated_but_a_symbolic_corpus_blocks(tmp_path):

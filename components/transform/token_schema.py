@@ -7,6 +7,16 @@ last id. So the curated transformed schema (schema/transformed_schema.pbtxt) fix
 ExampleValidator uses, with the token ids' domain [0, vocab_size). Ids the pipeline places itself
 (and the unknown token) are refused through Transform's `special_tokens` count, whose domain the
 curated schema fixes at 0 (preprocessing.py, tokenizer/special.py).
+
+The fewest UTF-8 bytes a token stands for depends on the tokenizer too. The learned tokenizer's
+graph adds nothing to a document, so each token covers at least one byte (the curated minimum of
+`bytes_per_token`, 1). A checkpoint's tokenizer may add to the text before it splits it: a dummy
+prefix ('▁' in Llama's SentencePiece and its tokenizer.json, a space with GPT-2's add_prefix_space)
+is a token that covers no byte of the document, so text the vocabulary does not know (Chinese
+through a Latin-script checkpoint: one byte-fallback token per byte) comes out below one byte per
+token, down to 0.5 for a one-byte document. Its minimum is CHECKPOINT_MIN_BYTES_PER_TOKEN; how
+well a checkpoint's vocabulary covers the corpus is `byte_token_fraction`'s to show, not a reason
+to stop the run.
 """
 import os
 
@@ -20,22 +30,29 @@ from tfx.types import standard_artifacts
 from components.resources import resolve
 from components.tokenizer import loaded
 from components.tokenizer.artifact import Tokenizer
-from components.transform.preprocessing import TOKEN_IDS_KEY
+from components.transform.preprocessing import BYTES_PER_TOKEN_KEY, TOKEN_IDS_KEY
 
 TOKEN_IDS_FEATURE = f"{TOKEN_IDS_KEY}$ragged_values"  # how TFDV names a ragged feature's values
+CHECKPOINT_MIN_BYTES_PER_TOKEN = 0.5  # one added token (a dummy prefix) beside a one-byte document
 SCHEMA_FILE_NAME = "schema.pbtxt"  # the name ImportSchemaGen gives it
 
 
-def schema_for_tokenizer(curated: schema_pb2.Schema, vocab_size: int, source: str) -> schema_pb2.Schema:
-    """A copy of `curated` whose token ids' domain is [0, vocab_size) (any curated domain replaced)."""
+def schema_for_tokenizer(curated: schema_pb2.Schema, tokenizer: loaded.Tokenizer, source: str) -> schema_pb2.Schema:
+    """A copy of `curated` for `tokenizer`: the token ids' domain is [0, vocab_size) (any curated
+    domain replaced) and, for a checkpoint's tokenizer, `bytes_per_token` may go down to
+    CHECKPOINT_MIN_BYTES_PER_TOKEN (module docstring). `source` names `curated` in errors."""
     schema = schema_pb2.Schema()
     schema.CopyFrom(curated)
-    features = [feature for feature in schema.feature if feature.name == TOKEN_IDS_FEATURE]
-    if not features:
+    features = {feature.name: feature for feature in schema.feature}
+    if TOKEN_IDS_FEATURE not in features:
         raise ValueError(f"{source}: no feature {TOKEN_IDS_FEATURE!r} (the token ids Transform writes)")
-    features[0].int_domain.Clear()
-    features[0].int_domain.min = 0
-    features[0].int_domain.max = vocab_size - 1
+    ids = features[TOKEN_IDS_FEATURE]
+    ids.int_domain.Clear()
+    ids.int_domain.min = 0
+    ids.int_domain.max = tokenizer.vocab_size - 1
+    compression = features.get(BYTES_PER_TOKEN_KEY)
+    if tokenizer.kind != loaded.LEARNED_SENTENCEPIECE and compression is not None and compression.HasField("float_domain"):
+        compression.float_domain.min = min(compression.float_domain.min, CHECKPOINT_MIN_BYTES_PER_TOKEN)
     return schema
 
 
@@ -58,6 +75,6 @@ def TokenSchemaGen(
     run_tokenizer = loaded.load(tokenizer.uri)
     chosen = conversation_schema_file if conversation_schema_file and run_tokenizer.chat() is not None else schema_file
     path = resolve(chosen)
-    written = schema_for_tokenizer(tfdv.load_schema_text(path), run_tokenizer.vocab_size, path)
+    written = schema_for_tokenizer(tfdv.load_schema_text(path), run_tokenizer, path)
     tf.io.gfile.makedirs(schema.uri)
     tfdv.write_schema_text(written, os.path.join(schema.uri, SCHEMA_FILE_NAME))
