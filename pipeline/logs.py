@@ -57,13 +57,20 @@ def configure(verbose: bool) -> None:
 # to register factories that the TensorFlow build registered already, and say so at ERROR level,
 # on any machine, GPU or not. Harmless, but it reads as a failure; TF_CPP_MIN_LOG_LEVEL=3 would
 # hide it together with every real error TensorFlow logs, so only these lines are dropped.
-_IMPORT_NOISE = re.compile(r"Unable to register (cuFFT|cuDNN|cuBLAS) factory: Attempting to register factory")
+# oneDNN's note at the first int64 kernel of a process, on CPUs whose AVX-512 it does not use for
+# int64 (the AMD EPYCs among them, with or without AVX-512), also at ERROR level though nothing
+# failed: "oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back to the default
+# Eigen-based implementation if present." TensorFlow writes it once per process (util.cc), so
+# `load_tensorflow` runs one int64 kernel while it captures stderr and drops it there.
+_IMPORT_NOISE = re.compile(r"Unable to register (cuFFT|cuDNN|cuBLAS) factory: Attempting to register factory"
+                           r"|oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling back to the default")
 
 
 def load_tensorflow() -> None:
     """Imports TensorFlow with the process's stderr (file descriptor 2, where its C++ logging goes)
-    captured, then writes back everything it printed except the `_IMPORT_NOISE` lines, so a
-    command's expected failure stays one `textgen:` line. A no-op once TensorFlow is loaded."""
+    captured, runs its first int64 kernel (`_first_int64_kernel`), then writes back everything it
+    printed except the `_IMPORT_NOISE` lines, so a command's expected failure stays one `textgen:`
+    line. A no-op once TensorFlow is loaded."""
     if "tensorflow" in sys.modules:
         return
     sys.stderr.flush()
@@ -71,7 +78,9 @@ def load_tensorflow() -> None:
         saved = os.dup(2)
         os.dup2(captured.fileno(), 2)
         try:
-            import tensorflow  # noqa: F401
+            import tensorflow
+
+            _first_int64_kernel(tensorflow)
         finally:
             sys.stderr.flush()
             os.dup2(saved, 2)
@@ -79,6 +88,15 @@ def load_tensorflow() -> None:
             captured.seek(0)
             sys.stderr.write(without_import_noise(captured.read().decode("utf-8", "replace")))
             sys.stderr.flush()
+
+
+def _first_int64_kernel(tf) -> None:
+    """Runs one int64 kernel on the CPU, so that oneDNN's once-per-process DT_INT64 note (see
+    `_IMPORT_NOISE`) is written now. Not on a host with a GPU: the op would start the GPU runtime,
+    and reserve its memory, for commands that never use it (that note then shows as before)."""
+    if tf.config.list_physical_devices("GPU"):
+        return
+    tf.transpose(tf.zeros([1, 1], tf.int64))
 
 
 def without_import_noise(printed: str) -> str:

@@ -309,6 +309,7 @@ IMPORT_NOISE = """\
 2026-12-03 16:11:48.529508: E external/local_xla/xla/stream_executor/cuda/cuda_fft.cc:479] Unable to register cuFFT factory: Attempting to register factory for plugin cuFFT when one has already been registered
 2026-12-03 16:11:48.547214: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:10575] Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when one has already been registered
 2026-12-03 16:11:48.547290: E external/local_xla/xla/stream_executor/cuda/cuda_blas.cc:1442] Unable to register cuBLAS factory: Attempting to register factory for plugin cuBLAS when one has already been registered
+2026-12-05 12:23:30.696010: E tensorflow/core/util/util.cc:131] oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back to the default Eigen-based implementation if present.
 """
 
 
@@ -336,3 +337,20 @@ def test_a_refused_promote_prints_only_its_textgen_line(tmp_path):
     assert done.returncode == EXIT_FAILED, done.stderr
     assert done.stderr.startswith("textgen: no model registry at ") and done.stderr.count("\n") == 1, done.stderr
     assert done.stdout == ""
+
+
+def test_tensorflows_first_int64_kernel_writes_nothing_after_loading():
+    """oneDNN writes an ERROR-level DT_INT64 note at a process's first int64 kernel on the AMD EPYCs
+    (`textgen generate` printed it after the prompt's ids were built); `load_tensorflow` runs that
+    kernel while it captures stderr, so an int64 op afterwards, as `generate` runs, writes nothing."""
+    import subprocess
+    import sys
+
+    script = ("from pipeline import logs; logs.load_tensorflow(); import tensorflow as tf; "
+              "tf.transpose(tf.constant([[1, 2], [3, 4]], tf.int64)); print('ran')")
+    environment = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
+    environment["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + environment.get("PYTHONPATH", "")
+    environment["PYTHONWARNINGS"] = "ignore"
+    done = subprocess.run([sys.executable, "-c", script], env=environment, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout == "ran\n", done.stderr
+    assert "DT_INT64" not in done.stderr, done.stderr
