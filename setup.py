@@ -9,6 +9,7 @@ curated schemas, sample prompts, the sample corpus and the instruction data) are
 package as `components/_resources/`, so an installed wheel finds them from any directory
 (`components/resources.py`).
 """
+
 import os
 import shutil
 
@@ -17,8 +18,13 @@ from setuptools.command.build_py import build_py
 
 RESOURCE_FOLDERS = ("data", "schema")
 # Repository-only files under those folders that the installed package does not need.
-RESOURCE_EXCLUDES = ("make_sample_corpus.py", "make_instruction_data.py", "make_placebos.py", "make_tiny_checkpoint.py",
-                     "__pycache__")
+RESOURCE_EXCLUDES = (
+    "make_sample_corpus.py",
+    "make_instruction_data.py",
+    "make_placebos.py",
+    "make_tiny_checkpoint.py",
+    "__pycache__",
+)
 
 
 class BuildPyWithResources(build_py):

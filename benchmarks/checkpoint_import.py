@@ -27,6 +27,7 @@ Writes benchmarks/results/checkpoint_import.json (or checkpoint_lora_step.json).
     python benchmarks/checkpoint_import.py [--only gpt2-124m] [--keep DIR] [--wait-for-quiet 600]
     python benchmarks/checkpoint_import.py --lora-step --weights-dtype bf16 --only llama-1.1b [--keep DIR]
 """
+
 import argparse
 import json
 import os
@@ -43,11 +44,31 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.machine import LoadGuard, add_load_arguments, command_line, machine_description, write_results  # noqa: E402
 
 SHAPES = {
-    "gpt2-124m": dict(model_type="gpt2", n_layer=12, n_head=12, n_embd=768, n_positions=1024, vocab_size=50257,
-                      activation_function="gelu_new", layer_norm_epsilon=1e-5, tie_word_embeddings=True),
-    "llama-1.1b": dict(model_type="llama", num_hidden_layers=22, num_attention_heads=32, num_key_value_heads=4,
-                       hidden_size=2048, intermediate_size=5632, max_position_embeddings=2048, vocab_size=32000,
-                       rms_norm_eps=1e-5, rope_theta=10000.0, hidden_act="silu", tie_word_embeddings=False),
+    "gpt2-124m": dict(
+        model_type="gpt2",
+        n_layer=12,
+        n_head=12,
+        n_embd=768,
+        n_positions=1024,
+        vocab_size=50257,
+        activation_function="gelu_new",
+        layer_norm_epsilon=1e-5,
+        tie_word_embeddings=True,
+    ),
+    "llama-1.1b": dict(
+        model_type="llama",
+        num_hidden_layers=22,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        hidden_size=2048,
+        intermediate_size=5632,
+        max_position_embeddings=2048,
+        vocab_size=32000,
+        rms_norm_eps=1e-5,
+        rope_theta=10000.0,
+        hidden_act="silu",
+        tie_word_embeddings=False,
+    ),
 }
 SHARD_BYTES = 1 << 30
 
@@ -58,10 +79,20 @@ def _gpt2_tensors(config: dict):
     yield "transformer.wpe.weight", (config["n_positions"], width)
     for index in range(config["n_layer"]):
         name = f"transformer.h.{index}."
-        for part, shape in (("ln_1.weight", (width,)), ("ln_1.bias", (width,)), ("attn.c_attn.weight", (width, 3 * width)),
-                            ("attn.c_attn.bias", (3 * width,)), ("attn.c_proj.weight", (width, width)), ("attn.c_proj.bias", (width,)),
-                            ("ln_2.weight", (width,)), ("ln_2.bias", (width,)), ("mlp.c_fc.weight", (width, inner)),
-                            ("mlp.c_fc.bias", (inner,)), ("mlp.c_proj.weight", (inner, width)), ("mlp.c_proj.bias", (width,))):
+        for part, shape in (
+            ("ln_1.weight", (width,)),
+            ("ln_1.bias", (width,)),
+            ("attn.c_attn.weight", (width, 3 * width)),
+            ("attn.c_attn.bias", (3 * width,)),
+            ("attn.c_proj.weight", (width, width)),
+            ("attn.c_proj.bias", (width,)),
+            ("ln_2.weight", (width,)),
+            ("ln_2.bias", (width,)),
+            ("mlp.c_fc.weight", (width, inner)),
+            ("mlp.c_fc.bias", (inner,)),
+            ("mlp.c_proj.weight", (inner, width)),
+            ("mlp.c_proj.bias", (width,)),
+        ):
             yield name + part, shape
     yield "transformer.ln_f.weight", (width,)
     yield "transformer.ln_f.bias", (width,)
@@ -73,11 +104,17 @@ def _llama_tensors(config: dict):
     yield "model.embed_tokens.weight", (vocab, width)
     for index in range(config["num_hidden_layers"]):
         name = f"model.layers.{index}."
-        for part, shape in (("input_layernorm.weight", (width,)), ("self_attn.q_proj.weight", (width, width)),
-                            ("self_attn.k_proj.weight", (key_value, width)), ("self_attn.v_proj.weight", (key_value, width)),
-                            ("self_attn.o_proj.weight", (width, width)), ("post_attention_layernorm.weight", (width,)),
-                            ("mlp.gate_proj.weight", (inner, width)), ("mlp.up_proj.weight", (inner, width)),
-                            ("mlp.down_proj.weight", (width, inner))):
+        for part, shape in (
+            ("input_layernorm.weight", (width,)),
+            ("self_attn.q_proj.weight", (width, width)),
+            ("self_attn.k_proj.weight", (key_value, width)),
+            ("self_attn.v_proj.weight", (key_value, width)),
+            ("self_attn.o_proj.weight", (width, width)),
+            ("post_attention_layernorm.weight", (width,)),
+            ("mlp.gate_proj.weight", (inner, width)),
+            ("mlp.up_proj.weight", (inner, width)),
+            ("mlp.down_proj.weight", (width, inner)),
+        ):
             yield name + part, shape
     yield "model.norm.weight", (width,)
     yield "lm_head.weight", (vocab, width)
@@ -161,8 +198,16 @@ def child(directory: str) -> None:
     start = time.perf_counter()
     backbone, _ = import_checkpoint(directory)
     seconds = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "peak_rss_bytes": _peak_rss_bytes(), "rss_before_import_bytes": before,
-                      "parameters": int(backbone.count_params())}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "peak_rss_bytes": _peak_rss_bytes(),
+                "rss_before_import_bytes": before,
+                "parameters": int(backbone.count_params()),
+            }
+        )
+    )
 
 
 LORA_STEP = dict(rank=8, context_length=256, batch_size=1, policy="mixed_bfloat16")
@@ -201,48 +246,86 @@ def child_lora_step(directory: str, frozen_dtype: str) -> None:
         _reset_peak_rss()
         start = time.perf_counter()
         training = TrainingOptions(train_steps=1, batch_size=batch, learning_rate=2e-4, warmup_steps=0)
-        settings = LoopSettings(total_steps=1, global_batch_size=batch, context_length=length, jit_compile=False,
-                                log_every=1, checkpoint_every=10**9)
+        settings = LoopSettings(
+            total_steps=1,
+            global_batch_size=batch,
+            context_length=length,
+            jit_compile=False,
+            log_every=1,
+            checkpoint_every=10**9,
+        )
         with tempfile.TemporaryDirectory(dir=os.path.dirname(directory)) as checkpoints:
             trainer = LanguageModelTrainer(backbone, make_optimizer(training, policy), strategy, settings, checkpoints)
-            blocks = lambda: (tf.data.Dataset.random(seed=0).batch(length + 1)  # noqa: E731
-                              .map(lambda ids: ids % checkpoint.vocab_size).batch(batch, drop_remainder=True)
-                              .map(lambda b: (b[:, :-1], b[:, 1:])).repeat())
+            blocks = (
+                lambda: (
+                    tf.data.Dataset.random(seed=0)
+                    .batch(length + 1)  # noqa: E731
+                    .map(lambda ids: ids % checkpoint.vocab_size)
+                    .batch(batch, drop_remainder=True)
+                    .map(lambda b: (b[:, :-1], b[:, 1:]))
+                    .repeat()
+                )
+            )
             reports = []
             trainer.train(lambda _: iter(data.distributed_blocks(strategy, blocks, batch)), on_report=reports.append)
         step_seconds, step_peak = time.perf_counter() - start, _peak_rss_bytes()
-    print(json.dumps({"frozen_dtype_setting": frozen_dtype, "frozen_weights": stored or "float32",
-                      "parameters": int(backbone.count_params()), "variable_bytes": int(variable_bytes),
-                      "trainable_parameters": sum(int(v.shape.num_elements()) for v in backbone.trainable_variables),
-                      "rss_before_import_bytes": before, "import_seconds": import_seconds,
-                      "import_peak_rss_bytes": import_peak, "step_seconds": step_seconds, "step_peak_rss_bytes": step_peak,
-                      "loss": reports[-1].loss}))
+    print(
+        json.dumps(
+            {
+                "frozen_dtype_setting": frozen_dtype,
+                "frozen_weights": stored or "float32",
+                "parameters": int(backbone.count_params()),
+                "variable_bytes": int(variable_bytes),
+                "trainable_parameters": sum(int(v.shape.num_elements()) for v in backbone.trainable_variables),
+                "rss_before_import_bytes": before,
+                "import_seconds": import_seconds,
+                "import_peak_rss_bytes": import_peak,
+                "step_seconds": step_seconds,
+                "step_peak_rss_bytes": step_peak,
+                "loss": reports[-1].loss,
+            }
+        )
+    )
 
 
 def measure(directory: str, *extra: str) -> dict:
     """Runs this script's child mode on `directory` in a subprocess; returns its JSON report."""
-    output = subprocess.run([sys.executable, os.path.abspath(__file__), *extra, "--child", directory], check=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    output = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), *extra, "--child", directory],
+        check=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ).stdout
     return json.loads(output.strip().splitlines()[-1])
 
 
 def _lora_step_table(rows: list) -> None:
-    print("| checkpoint | frozen weights (frozen_dtype) | variables GiB | import s | peak RSS import GiB | "
-          "step s (incl. checkpoint) | peak RSS step GiB | RSS before import GiB |")
+    print(
+        "| checkpoint | frozen weights (frozen_dtype) | variables GiB | import s | peak RSS import GiB | "
+        "step s (incl. checkpoint) | peak RSS step GiB | RSS before import GiB |"
+    )
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['checkpoint']} ({row['weights_dtype']}) | {row['frozen_weights']} ({row['frozen_dtype_setting']}) | "
-              f"{row['variable_bytes'] / 2**30:.2f} | {row['import_seconds']:.1f} | {row['import_peak_rss_bytes'] / 2**30:.2f} | "
-              f"{row['step_seconds']:.1f} | {row['step_peak_rss_bytes'] / 2**30:.2f} | {row['rss_before_import_bytes'] / 2**30:.2f} |")
+        print(
+            f"| {row['checkpoint']} ({row['weights_dtype']}) | {row['frozen_weights']} ({row['frozen_dtype_setting']}) | "
+            f"{row['variable_bytes'] / 2**30:.2f} | {row['import_seconds']:.1f} | {row['import_peak_rss_bytes'] / 2**30:.2f} | "
+            f"{row['step_seconds']:.1f} | {row['step_peak_rss_bytes'] / 2**30:.2f} | {row['rss_before_import_bytes'] / 2**30:.2f} |"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=sorted(SHAPES), action="append", help="Measure only these shapes.")
     parser.add_argument("--keep", help="Make the checkpoints here and keep them (default: a temporary directory).")
-    parser.add_argument("--weights-dtype", choices=["f32", "bf16"], default="f32", help="How the checkpoints store weights.")
-    parser.add_argument("--lora-step", action="store_true",
-                        help="Measure import + one LoRA step with frozen_dtype auto and float32 (module docstring).")
+    parser.add_argument(
+        "--weights-dtype", choices=["f32", "bf16"], default="f32", help="How the checkpoints store weights."
+    )
+    parser.add_argument(
+        "--lora-step",
+        action="store_true",
+        help="Measure import + one LoRA step with frozen_dtype auto and float32 (module docstring).",
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-frozen-dtype", help=argparse.SUPPRESS)
     add_load_arguments(parser)
@@ -265,8 +348,14 @@ def main() -> None:
             size = sum(os.path.getsize(os.path.join(directory, entry)) for entry in os.listdir(directory))
             if args.lora_step:
                 for frozen in ("auto", "float32"):
-                    rows.append({"checkpoint": name, "weights_dtype": dtype, "file_bytes": size,
-                                 **measure(directory, "--child-frozen-dtype", frozen)})
+                    rows.append(
+                        {
+                            "checkpoint": name,
+                            "weights_dtype": dtype,
+                            "file_bytes": size,
+                            **measure(directory, "--child-frozen-dtype", frozen),
+                        }
+                    )
                 continue
             row = {"checkpoint": name, "weights_dtype": dtype, "file_bytes": size, **measure(directory)}
             row["peak_over_file"] = row["peak_rss_bytes"] / size
@@ -279,12 +368,16 @@ def main() -> None:
     if args.lora_step:
         _lora_step_table(rows)
     else:
-        print("| checkpoint | parameters | files GiB | import s | peak RSS GiB | peak / files | RSS before import GiB |")
+        print(
+            "| checkpoint | parameters | files GiB | import s | peak RSS GiB | peak / files | RSS before import GiB |"
+        )
         print("|---|---:|---:|---:|---:|---:|---:|")
         for row in rows:
-            print(f"| {row['checkpoint']} | {row['parameters']:,} | {row['file_bytes'] / 2**30:.2f} | {row['seconds']:.1f} | "
-                  f"{row['peak_rss_bytes'] / 2**30:.2f} | {row['peak_over_file']:.2f}x | "
-                  f"{row['rss_before_import_bytes'] / 2**30:.2f} |")
+            print(
+                f"| {row['checkpoint']} | {row['parameters']:,} | {row['file_bytes'] / 2**30:.2f} | {row['seconds']:.1f} | "
+                f"{row['peak_rss_bytes'] / 2**30:.2f} | {row['peak_over_file']:.2f}x | "
+                f"{row['rss_before_import_bytes'] / 2**30:.2f} |"
+            )
     results = {"command": command_line(), "machine": machine_description(), "load": load, "rows": rows}
     if args.lora_step:
         results["lora_step"] = LORA_STEP

@@ -11,6 +11,7 @@ Prints one JSON object: seconds per stage and in total, documents in and out.
 
     python benchmarks/datatrove_baseline.py --input DIR --work DIR [--workers 1]
 """
+
 import argparse
 import json
 import os
@@ -46,29 +47,61 @@ def main() -> None:
     config = MinhashConfig()  # 5-gram shingles, 14 buckets x 8 hashes
     folder = lambda name: os.path.join(args.work, name)  # noqa: E731
     stages = {
-        "read_filter_signature": LocalPipelineExecutor(pipeline=[
-            JsonlReader(args.input), GopherRepetitionFilter(), GopherQualityFilter(),
-            JsonlWriter(folder("filtered")), MinhashDedupSignature(output_folder=folder("signatures"), config=config),
-        ], tasks=tasks, workers=args.workers, logging_dir=folder("logs/1")),
-        "buckets": LocalPipelineExecutor(pipeline=[
-            MinhashDedupBuckets(input_folder=folder("signatures"), output_folder=folder("buckets"), config=config),
-        ], tasks=config.num_buckets, workers=args.workers, logging_dir=folder("logs/2")),
-        "cluster": LocalPipelineExecutor(pipeline=[
-            MinhashDedupCluster(input_folder=folder("buckets"), output_folder=folder("remove_ids"), config=config),
-        ], tasks=1, logging_dir=folder("logs/3")),
-        "dedup_filter": LocalPipelineExecutor(pipeline=[
-            JsonlReader(folder("filtered")), MinhashDedupFilter(input_folder=folder("remove_ids")),
-            JsonlWriter(folder("output")),
-        ], tasks=tasks, workers=args.workers, logging_dir=folder("logs/4")),
+        "read_filter_signature": LocalPipelineExecutor(
+            pipeline=[
+                JsonlReader(args.input),
+                GopherRepetitionFilter(),
+                GopherQualityFilter(),
+                JsonlWriter(folder("filtered")),
+                MinhashDedupSignature(output_folder=folder("signatures"), config=config),
+            ],
+            tasks=tasks,
+            workers=args.workers,
+            logging_dir=folder("logs/1"),
+        ),
+        "buckets": LocalPipelineExecutor(
+            pipeline=[
+                MinhashDedupBuckets(input_folder=folder("signatures"), output_folder=folder("buckets"), config=config),
+            ],
+            tasks=config.num_buckets,
+            workers=args.workers,
+            logging_dir=folder("logs/2"),
+        ),
+        "cluster": LocalPipelineExecutor(
+            pipeline=[
+                MinhashDedupCluster(input_folder=folder("buckets"), output_folder=folder("remove_ids"), config=config),
+            ],
+            tasks=1,
+            logging_dir=folder("logs/3"),
+        ),
+        "dedup_filter": LocalPipelineExecutor(
+            pipeline=[
+                JsonlReader(folder("filtered")),
+                MinhashDedupFilter(input_folder=folder("remove_ids")),
+                JsonlWriter(folder("output")),
+            ],
+            tasks=tasks,
+            workers=args.workers,
+            logging_dir=folder("logs/4"),
+        ),
     }
     seconds = {}
     for name, executor in stages.items():
         start = time.perf_counter()
         executor.run()
         seconds[name] = time.perf_counter() - start
-    print(json.dumps({"seconds": seconds, "total_s": sum(seconds.values()), "workers": args.workers,
-                      "documents_in": _count_lines(args.input), "documents_after_filters": _count_lines(folder("filtered")),
-                      "documents_out": _count_lines(folder("output"))}))
+    print(
+        json.dumps(
+            {
+                "seconds": seconds,
+                "total_s": sum(seconds.values()),
+                "workers": args.workers,
+                "documents_in": _count_lines(args.input),
+                "documents_after_filters": _count_lines(folder("filtered")),
+                "documents_out": _count_lines(folder("output")),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

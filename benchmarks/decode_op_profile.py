@@ -20,6 +20,7 @@ The profiler adds a few percent; the tokens/s of decode_throughput.py are the sp
     python benchmarks/decode_op_profile.py [--shape 10m] [--batch 1] [--new-tokens 256]
         [--reference-json benchmarks/results/decode_throughput_10m.json]
 """
+
 import argparse
 import collections
 import glob
@@ -44,8 +45,14 @@ from components.trainer.serving.weights import serving_backbone  # noqa: E402
 from decode_throughput import PROMPT_TOKENS, SHAPES, _backbone, _decoder  # noqa: E402
 
 GROUPS = {
-    "weight matmuls": ("MatMul", "_MklMatMul", "_FusedMatMul", "_MklFusedMatMul", "_MklNativeFusedMatMul",
-                       "_MklNativeMatMul"),
+    "weight matmuls": (
+        "MatMul",
+        "_MklMatMul",
+        "_FusedMatMul",
+        "_MklFusedMatMul",
+        "_MklNativeFusedMatMul",
+        "_MklNativeMatMul",
+    ),
     "attention": ("Einsum", "_MklEinsum", "BatchMatMulV2", "_MklBatchMatMulV2", "Softmax", "_MklSoftmax"),
     "cache writes": ("InplaceUpdate", "TensorScatterUpdate"),
 }
@@ -115,12 +122,19 @@ def main() -> None:
         with open(args.reference_json) as handle:
             reference = json.load(handle)["shapes"][args.shape]["reference"]["batches"][str(args.batch)]
         reference_ms = 1000 * args.batch / reference["tokens_per_s"]
-        budgets.update({"reference step (measured there)": reference_ms, "step that 2x the reference allows": reference_ms / 2,
-                        "step that 3x the reference allows": reference_ms / 3})
+        budgets.update(
+            {
+                "reference step (measured there)": reference_ms,
+                "step that 2x the reference allows": reference_ms / 2,
+                "step that 3x the reference allows": reference_ms / 3,
+            }
+        )
 
     print(f"\n{machine.command_line()}")
-    print(f"{args.shape}, batch {args.batch}, {args.new_tokens} new tokens after {PROMPT_TOKENS}; copy bandwidth "
-          f"{bandwidth / 1e9:.1f} GB/s; {guard.banner()}")
+    print(
+        f"{args.shape}, batch {args.batch}, {args.new_tokens} new tokens after {PROMPT_TOKENS}; copy bandwidth "
+        f"{bandwidth / 1e9:.1f} GB/s; {guard.banner()}"
+    )
     print("| per generated step | ms | share of traced wall |")
     print("|---|---:|---:|")
     wall_ms = per_token_ms(call_s)
@@ -129,13 +143,25 @@ def main() -> None:
     for name, value in budgets.items():
         print(f"| budget: {name} | {value:.3f} | |")
     effective = weight_bytes / (matmul_ms / 1000)  # each step reads every weight once, whatever the batch
-    print(f"weight matmuls read {weight_bytes / 1e6:.1f} MB of fp32 weights per step: {effective / 1e9:.1f} GB/s effective "
-          f"({effective / bandwidth:.2f}x the copy bandwidth)")
-    path = machine.write_results(f"decode_op_profile_{args.shape}_b{args.batch}", {
-        "command": machine.command_line(), "machine": machine.machine_description(), "load": load,
-        "copy_bandwidth_GBps": bandwidth / 1e9, "shape": args.shape, "batch": args.batch, "new_tokens": args.new_tokens,
-        "milliseconds_per_step": dict(rows), "budgets_ms": budgets, "matmul_effective_GBps": effective / 1e9,
-    })
+    print(
+        f"weight matmuls read {weight_bytes / 1e6:.1f} MB of fp32 weights per step: {effective / 1e9:.1f} GB/s effective "
+        f"({effective / bandwidth:.2f}x the copy bandwidth)"
+    )
+    path = machine.write_results(
+        f"decode_op_profile_{args.shape}_b{args.batch}",
+        {
+            "command": machine.command_line(),
+            "machine": machine.machine_description(),
+            "load": load,
+            "copy_bandwidth_GBps": bandwidth / 1e9,
+            "shape": args.shape,
+            "batch": args.batch,
+            "new_tokens": args.new_tokens,
+            "milliseconds_per_step": dict(rows),
+            "budgets_ms": budgets,
+            "matmul_effective_GBps": effective / 1e9,
+        },
+    )
     print(f"wrote {path}")
 
 

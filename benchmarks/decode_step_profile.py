@@ -17,6 +17,7 @@ benchmarks/results/decode_step_profile_<shape>_b<batch>.json.
 
     python benchmarks/decode_step_profile.py [--shape gpt2-124m] [--batch 1] [--cache-length 256]
 """
+
 import argparse
 import os
 import sys
@@ -59,7 +60,9 @@ def step_ms(backbone, batch: int, cache_length: int, jit: bool, in_place: bool, 
     state = {"cache": tuple((tf.zeros(shape), tf.zeros(shape)) for _ in range(config.num_layers))}
     ids = tf.fill([batch], tf.constant(7, tf.int64))
     positions = tf.fill([batch], cache_length // 2)
-    step = tf.function(lambda ids, positions, cache: backbone.decode_step(ids, positions, cache, in_place), jit_compile=jit)
+    step = tf.function(
+        lambda ids, positions, cache: backbone.decode_step(ids, positions, cache, in_place), jit_compile=jit
+    )
 
     def call():
         logits, state["cache"] = step(ids, positions, state["cache"])
@@ -87,8 +90,15 @@ def piece_timings(backbone, batch: int, cache_length: int, repeats: int) -> dict
     def quantized_matmul():
         # Core TF's only int8 matrix product: activations are quantized too (quint8 x quint8 -> qint32).
         rows = tf.quantization.quantize(hidden, tf.reduce_min(hidden), tf.reduce_max(hidden), tf.quint8)
-        product = tf.raw_ops.QuantizedMatMul(a=rows.output, b=quint8_weights, min_a=rows.output_min, max_a=rows.output_max,
-                                             min_b=-weight_range, max_b=weight_range, Toutput=tf.qint32)
+        product = tf.raw_ops.QuantizedMatMul(
+            a=rows.output,
+            b=quint8_weights,
+            min_a=rows.output_min,
+            max_a=rows.output_max,
+            min_b=-weight_range,
+            max_b=weight_range,
+            Toutput=tf.qint32,
+        )
         return tf.quantization.dequantize(product.out, product.min_out, product.max_out)
 
     def writes(in_place):
@@ -98,10 +108,13 @@ def piece_timings(backbone, batch: int, cache_length: int, repeats: int) -> dict
             for _ in range(2 * config.num_layers):
                 cache = write_cache_position(cache, slots, new)
             return cache
+
         return lambda: run(cache)
 
     return {
-        "projection tied (transpose_b)": median_ms(tf.function(lambda: tf.matmul(hidden, embeddings, transpose_b=True)), repeats),
+        "projection tied (transpose_b)": median_ms(
+            tf.function(lambda: tf.matmul(hidden, embeddings, transpose_b=True)), repeats
+        ),
         "projection pre-transposed": median_ms(tf.function(lambda: tf.matmul(hidden, transposed)), repeats),
         "projection int8": median_ms(tf.function(lambda: dequantizing_matmul(hidden, quantized, scale)), repeats),
         "projection int8, QuantizedMatMul (quint8 activations)": median_ms(quantized_matmul, repeats),
@@ -136,8 +149,11 @@ def main() -> None:
     config = ModelOptions(preset=args.shape, context_length=spec["context_length"])
     tf.keras.utils.set_random_seed(0)
     trained = build_backbone(config, spec["vocab"])
-    variants = {"before": (trained, False), "fp32": (serving_backbone(trained), True),
-                "int8": (serving_backbone(trained, "int8"), True)}
+    variants = {
+        "before": (trained, False),
+        "fp32": (serving_backbone(trained), True),
+        "int8": (serving_backbone(trained, "int8"), True),
+    }
     rows = {}
     for name, (backbone, in_place) in variants.items():
         rows[f"step {name}, graph"] = step_ms(backbone, args.batch, args.cache_length, False, in_place, args.repeats)
@@ -146,22 +162,36 @@ def main() -> None:
             rows[f"step {name}, XLA"] = step_ms(backbone, args.batch, args.cache_length, True, False, args.repeats)
             print(f"step {name}, XLA: {rows[f'step {name}, XLA']:.2f} ms", flush=True)
     rows.update(piece_timings(trained, args.batch, args.cache_length, args.repeats))
-    bounds = {f"bound {kind} ({weight_bytes(config, spec['vocab'], kind == 'int8') / 1e6:.0f} MB)":
-              1000 * weight_bytes(config, spec["vocab"], kind == "int8") / bandwidth for kind in ("fp32", "int8")}
+    bounds = {
+        f"bound {kind} ({weight_bytes(config, spec['vocab'], kind == 'int8') / 1e6:.0f} MB)": 1000
+        * weight_bytes(config, spec["vocab"], kind == "int8")
+        / bandwidth
+        for kind in ("fp32", "int8")
+    }
     load = guard.finish()
 
     print(f"\n{machine.command_line()}")
-    print(f"{args.shape}, batch {args.batch}, cache {args.cache_length}; copy bandwidth {bandwidth / 1e9:.1f} GB/s; {guard.banner()}")
+    print(
+        f"{args.shape}, batch {args.batch}, cache {args.cache_length}; copy bandwidth {bandwidth / 1e9:.1f} GB/s; {guard.banner()}"
+    )
     print("| what | ms | x fp32 bound |")
     print("|---|---:|---:|")
     fp32_bound = next(iter(bounds.values()))
     for name, value in {**rows, **bounds}.items():
         print(f"| {name} | {value:.2f} | {value / fp32_bound:.2f} |")
-    path = machine.write_results(f"decode_step_profile_{args.shape}_b{args.batch}", {
-        "command": machine.command_line(), "machine": machine.machine_description(), "load": load,
-        "copy_bandwidth_GBps": bandwidth / 1e9, "shape": args.shape, "batch": args.batch,
-        "cache_length": args.cache_length, "milliseconds": {**rows, **bounds},
-    })
+    path = machine.write_results(
+        f"decode_step_profile_{args.shape}_b{args.batch}",
+        {
+            "command": machine.command_line(),
+            "machine": machine.machine_description(),
+            "load": load,
+            "copy_bandwidth_GBps": bandwidth / 1e9,
+            "shape": args.shape,
+            "batch": args.batch,
+            "cache_length": args.cache_length,
+            "milliseconds": {**rows, **bounds},
+        },
+    )
     print(f"wrote {path}")
 
 

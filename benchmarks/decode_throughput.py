@@ -23,6 +23,7 @@ Refuses to start above load 1.5 unless --allow-high-load (then the results are m
     python benchmarks/decode_throughput.py [--shapes 10m gpt2-124m] [--new-tokens '{"10m": 256, "gpt2-124m": 256}']
         [--paths "cache graph" "cache XLA" ...] [--wait-for-quiet 600]
 """
+
 import argparse
 import json
 import os
@@ -74,7 +75,9 @@ def _backbone(shape: str, checkpoint: str = ""):
     if checkpoint:
         from components.trainer.checkpoint.hf_weights import import_checkpoint
 
-        backbone, _ = import_checkpoint(checkpoint, ModelOptions(checkpoint=checkpoint, context_length=spec["context_length"]))
+        backbone, _ = import_checkpoint(
+            checkpoint, ModelOptions(checkpoint=checkpoint, context_length=spec["context_length"])
+        )
         config = backbone.architecture
     else:
         config = ModelOptions(preset=shape, context_length=spec["context_length"])
@@ -87,6 +90,7 @@ def _backbone(shape: str, checkpoint: str = ""):
 def _decoder(backbone, path: str):
     """A tf.function(prompts, max_new_tokens) -> counts for one of our decoding paths."""
     if path == "no-cache":
+
         def run(prompts, max_new_tokens):
             return decoding.generate_tokens_without_cache(backbone, prompts, max_new_tokens, 0.0, 0, 1.0, 0)[1]
     else:
@@ -94,9 +98,14 @@ def _decoder(backbone, path: str):
 
         def run(prompts, max_new_tokens):
             return decoding.generate_tokens(backbone, prompts, max_new_tokens, 0.0, 0, 1.0, 0, jit_compile=jit)[1]
-    return tf.function(run, input_signature=[
-        tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1), tf.TensorSpec([], tf.int32),
-    ])
+
+    return tf.function(
+        run,
+        input_signature=[
+            tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1),
+            tf.TensorSpec([], tf.int32),
+        ],
+    )
 
 
 def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int, repeats: int) -> dict:
@@ -121,49 +130,92 @@ def measure_ours(backbone, path: str, batch: int, new_tokens: int, vocab: int, r
     return result
 
 
-def measure_reference(shape: str, config: ModelOptions, new_tokens: int, repeats: int, python: str, checkpoint: str = "") -> dict:
+def measure_reference(
+    shape: str, config: ModelOptions, new_tokens: int, repeats: int, python: str, checkpoint: str = ""
+) -> dict:
     """The Hugging Face reference, in its own environment and process (`checkpoint`: the same
     checkpoint loaded with from_pretrained)."""
-    spec = dict(layers=config.num_layers, heads=config.num_heads, dim=config.model_dim, mlp=config.mlp_dim,
-                vocab=SHAPES[shape]["vocab"], context=config.context_length, prompt_tokens=PROMPT_TOKENS,
-                new_tokens=new_tokens, repeats=repeats, batches=list(BATCHES), threads=os.cpu_count(),
-                checkpoint=checkpoint)
-    result = subprocess.run([python, os.path.join(HERE, "reference_hf_generate.py"), json.dumps(spec)],
-                            capture_output=True, text=True, check=True)
+    spec = dict(
+        layers=config.num_layers,
+        heads=config.num_heads,
+        dim=config.model_dim,
+        mlp=config.mlp_dim,
+        vocab=SHAPES[shape]["vocab"],
+        context=config.context_length,
+        prompt_tokens=PROMPT_TOKENS,
+        new_tokens=new_tokens,
+        repeats=repeats,
+        batches=list(BATCHES),
+        threads=os.cpu_count(),
+        checkpoint=checkpoint,
+    )
+    result = subprocess.run(
+        [python, os.path.join(HERE, "reference_hf_generate.py"), json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--shapes", nargs="+", default=list(SHAPES), choices=list(SHAPES))
-    parser.add_argument("--new-tokens", type=json.loads, default={"10m": 256, "gpt2-124m": 256},
-                        help="New tokens of the cached paths and the reference per shape (JSON).")
-    parser.add_argument("--no-cache-tokens", type=json.loads,
-                        default={"10m": {"1": 256, "8": 64}, "gpt2-124m": {"1": 32, "8": 32}},
-                        help="New tokens for the slow no-cache path per shape and batch (JSON).")
-    parser.add_argument("--repeats", type=int, default=3,
-                        help="Generations timed per row, ours and the reference's; tokens/s is from their median.")
+    parser.add_argument(
+        "--new-tokens",
+        type=json.loads,
+        default={"10m": 256, "gpt2-124m": 256},
+        help="New tokens of the cached paths and the reference per shape (JSON).",
+    )
+    parser.add_argument(
+        "--no-cache-tokens",
+        type=json.loads,
+        default={"10m": {"1": 256, "8": 64}, "gpt2-124m": {"1": 32, "8": 32}},
+        help="New tokens for the slow no-cache path per shape and batch (JSON).",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="Generations timed per row, ours and the reference's; tokens/s is from their median.",
+    )
     parser.add_argument("--reference-python", default=REFERENCE_PYTHON)
     parser.add_argument("--paths", nargs="+", default=[path for path in PATHS if path != "no-cache"], choices=PATHS)
     parser.add_argument("--no-reference", action="store_true", help="Skip the Hugging Face reference.")
-    parser.add_argument("--checkpoint", default="",
-                        help="A GPT-2 Hugging Face checkpoint directory to import (one shape only, e.g. gpt2-124m); the "
-                             "reference loads the same directory. `make` makes a random one: see checkpoint_import.py.")
+    parser.add_argument(
+        "--checkpoint",
+        default="",
+        help="A GPT-2 Hugging Face checkpoint directory to import (one shape only, e.g. gpt2-124m); the "
+        "reference loads the same directory. `make` makes a random one: see checkpoint_import.py.",
+    )
     machine.add_load_arguments(parser)
     args = parser.parse_args()
     guard = machine.LoadGuard(args)
 
     bandwidth = machine.copy_bandwidth_bytes_per_s()
-    results = {"command": machine.command_line(), "machine": {**machine.machine_description(), "copy_bandwidth_GBps": bandwidth / 1e9,
-                                                              "tensorflow": tf.__version__}, "prompt_tokens": PROMPT_TOKENS, "shapes": {}}
+    results = {
+        "command": machine.command_line(),
+        "machine": {
+            **machine.machine_description(),
+            "copy_bandwidth_GBps": bandwidth / 1e9,
+            "tensorflow": tf.__version__,
+        },
+        "prompt_tokens": PROMPT_TOKENS,
+        "shapes": {},
+    }
     rows = []
     for shape in args.shapes:
         trained, config = _backbone(shape, args.checkpoint)
         backbones = {"no-cache": trained, "fp32": serving_backbone(trained), "int8": serving_backbone(trained, "int8")}
         vocab = SHAPES[shape]["vocab"]
         weight_bytes = 4 * (parameter_count(config, vocab) - config.context_length * config.model_dim)
-        entry = {"config": config.model_dump(), "vocab": vocab, "parameters": parameter_count(config, vocab),
-                 "bandwidth_bound_tokens_per_s_batch1": bandwidth / weight_bytes, "ours": {}}
+        entry = {
+            "config": config.model_dump(),
+            "vocab": vocab,
+            "parameters": parameter_count(config, vocab),
+            "bandwidth_bound_tokens_per_s_batch1": bandwidth / weight_bytes,
+            "ours": {},
+        }
         for path in args.paths:
             backbone = backbones["no-cache" if path == "no-cache" else "int8" if path.startswith("int8") else "fp32"]
             for batch in BATCHES:
@@ -173,8 +225,9 @@ def main() -> None:
                 rows.append((shape, f"ours {path}", batch, result))
                 print(f"{shape} ours {path} b{batch}: {result}", flush=True)
         if not args.no_reference:
-            reference = measure_reference(shape, config, args.new_tokens[shape], args.repeats, args.reference_python,
-                                          args.checkpoint)
+            reference = measure_reference(
+                shape, config, args.new_tokens[shape], args.repeats, args.reference_python, args.checkpoint
+            )
             entry["reference"] = reference
             print(f"{shape} reference: {reference}", flush=True)
             for batch in BATCHES:
@@ -189,11 +242,15 @@ def main() -> None:
         first_call = f"{result['first_call_s']:.1f}" if "first_call_s" in result else "-"
         reference = results["shapes"][shape].get("reference", {}).get("batches", {}).get(str(batch))
         ratio = f"{result['tokens_per_s'] / reference['tokens_per_s']:.2f}" if reference else "-"
-        print(f"| {shape} | {name} | {batch} | {result['new_tokens']} | {first_call} | "
-              f"{1000 * result['first_token_s']:.0f} | {result['tokens_per_s']:.1f} | {ratio} |")
+        print(
+            f"| {shape} | {name} | {batch} | {result['new_tokens']} | {first_call} | "
+            f"{1000 * result['first_token_s']:.0f} | {result['tokens_per_s']:.1f} | {ratio} |"
+        )
     for shape in args.shapes:
-        print(f"| {shape} | memory-bandwidth bound (fp32 weights) | 1 | - | - | - | "
-              f"{results['shapes'][shape]['bandwidth_bound_tokens_per_s_batch1']:.1f} |")
+        print(
+            f"| {shape} | memory-bandwidth bound (fp32 weights) | 1 | - | - | - | "
+            f"{results['shapes'][shape]['bandwidth_bound_tokens_per_s_batch1']:.1f} |"
+        )
     path = machine.write_results(f"decode_throughput_{'_'.join(args.shapes)}", results)
     print(f"wrote {path}")
 

@@ -42,6 +42,7 @@ benchmarks/results/gate_calibration.json after every run.
     python benchmarks/gate_calibration.py [--seeds 42 7] [--numerics float32 graph-bf16 xla-bf16]
                                           [--corpora clean planted abusive] [--resume | --no-run]
 """
+
 import argparse
 import json
 import math
@@ -65,8 +66,12 @@ NUMERICS = {
 }
 TOXICITY_GATES = ("safety.toxic_fraction", "safety.expected_max_toxicity", "safety.toxicity_probability")
 # Per corpus: the gates that must refuse; None means every gate must pass.
-MUST_REFUSE: Dict[str, Optional[Tuple[str, ...]]] = {"clean": None, "planted": ("bias.association",),
-                                                     "unplanted": None, "abusive": TOXICITY_GATES}
+MUST_REFUSE: Dict[str, Optional[Tuple[str, ...]]] = {
+    "clean": None,
+    "planted": ("bias.association",),
+    "unplanted": None,
+    "abusive": TOXICITY_GATES,
+}
 # Instruction sets the numerics may use (`--isa`). The training numerics differ between the CPUs
 # these machines have (AVX2 only, AVX-512 with BF16, AMX): oneDNN picks its kernels by the host's
 # instruction set at run time, which changes float32 summation order. `avx2` caps oneDNN at AVX2
@@ -110,14 +115,20 @@ def bias_significance(evaluation: dict, corpus: str, alpha: float) -> Optional[d
     else:
         leaning = [e for e in measured if e["effect"] > 0]
     closest = min(leaning, key=lambda e: e["sign_p"]) if leaning else None
-    return {"alpha": alpha, "groups": len(effects), "measured": len(measured),
-            "flagged": [e["group"] for e in effects if e["verdict"] == "flagged"],
-            "group": closest["group"] if closest else None, "p": closest["sign_p"] if closest else None,
-            "effect": closest["effect"] if closest else None,
-            "templates_negative": f"{closest['templates_negative']}/{closest['templates']}" if closest else None,
-            # how far p is on its side of alpha: below it for the planted target, above it elsewhere
-            "p_margin": None if not closest else (alpha / max(closest["sign_p"], 1e-12) if corpus == "planted"
-                                                  else closest["sign_p"] / alpha)}
+    return {
+        "alpha": alpha,
+        "groups": len(effects),
+        "measured": len(measured),
+        "flagged": [e["group"] for e in effects if e["verdict"] == "flagged"],
+        "group": closest["group"] if closest else None,
+        "p": closest["sign_p"] if closest else None,
+        "effect": closest["effect"] if closest else None,
+        "templates_negative": f"{closest['templates_negative']}/{closest['templates']}" if closest else None,
+        # how far p is on its side of alpha: below it for the planted target, above it elsewhere
+        "p_margin": None
+        if not closest
+        else (alpha / max(closest["sign_p"], 1e-12) if corpus == "planted" else closest["sign_p"] / alpha),
+    }
 
 
 def judge(corpus: str, gates: Sequence[dict]) -> List[dict]:
@@ -129,13 +140,21 @@ def judge(corpus: str, gates: Sequence[dict]) -> List[dict]:
         judged = must_refuse is None or gate["name"] in must_refuse
         must_pass = must_refuse is None
         right = None if not judged or gate["skipped"] else gate["passed"] == must_pass
-        rows.append({**gate, "judged": judged, "expected": ("pass" if must_pass else "refuse") if judged else None,
-                     "right": right, "margin": gate_margin(gate, passing=must_pass if judged else gate["passed"])})
+        rows.append(
+            {
+                **gate,
+                "judged": judged,
+                "expected": ("pass" if must_pass else "refuse") if judged else None,
+                "right": right,
+                "margin": gate_margin(gate, passing=must_pass if judged else gate["passed"]),
+            }
+        )
     return rows
 
 
-def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: bool, run: bool = True,
-                 isa: str = "native") -> Optional[dict]:
+def run_pipeline(
+    corpus: str, numerics: str, seed: int, work_dir: str, resume: bool, run: bool = True, isa: str = "native"
+) -> Optional[dict]:
     """Runs (or with `resume` reads) one `textgen run`; returns its record for the results JSON, or
     None when `run` is False and there is no finished run to read."""
     name = f"{corpus}-{numerics}-seed{seed}" + ("" if isa == "native" else f"-{isa}")
@@ -147,8 +166,15 @@ def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: b
     recipe_path, summary_path = os.path.join(directory, "recipe.json"), os.path.join(output_root, "last_run.json")
     timing_path = os.path.join(directory, "timing.json")
     recipe = {"data_root": data_root, "overrides": overrides}
-    record = {"run": name, "corpus": corpus, "numerics": numerics, "seed": seed, "isa": isa, "output_root": output_root,
-              **recipe}
+    record = {
+        "run": name,
+        "corpus": corpus,
+        "numerics": numerics,
+        "seed": seed,
+        "isa": isa,
+        "output_root": output_root,
+        **recipe,
+    }
     finished = os.path.exists(summary_path) and os.path.exists(recipe_path) and _read_json(recipe_path) == recipe
     # --resume runs a failed run again; --no-run reports it
     reused = resume and finished and (not run or _read_json(summary_path).get("succeeded"))
@@ -159,12 +185,15 @@ def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: b
             json.dump(recipe, handle, indent=2)
         command = [sys.executable, "-m", "pipeline.cli", "run", "--data-root", data_root, "--output-root", output_root]
         command += [item for override in overrides for item in ("--set", override)]
-        environment = dict(os.environ, PYTHONPATH=REPO, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
-                           **ISA_ENVIRONMENT[isa])
+        environment = dict(
+            os.environ, PYTHONPATH=REPO, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", **ISA_ENVIRONMENT[isa]
+        )
         record["load_before"], started = load_average(), time.monotonic()
         print(f"[{time.strftime('%H:%M:%S')}] {name}: textgen run (log {directory}/textgen.log)", flush=True)
         with open(os.path.join(directory, "textgen.log"), "w", encoding="utf-8") as log:
-            record["exit_code"] = subprocess.run(command, cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT).returncode
+            record["exit_code"] = subprocess.run(
+                command, cwd=REPO, env=environment, stdout=log, stderr=subprocess.STDOUT
+            ).returncode
         record["seconds"], record["load_after"] = time.monotonic() - started, load_average()
         with open(timing_path, "w", encoding="utf-8") as handle:
             json.dump({key: record[key] for key in ("load_before", "seconds", "load_after", "exit_code")}, handle)
@@ -182,8 +211,12 @@ def run_pipeline(corpus: str, numerics: str, seed: int, work_dir: str, resume: b
     evaluation = _read_json(os.path.join(blessing["uri"], "evaluation.json"))
     from components.evaluator.options import BiasOptions
 
-    record.update(blessed=blessing["blessed"], pushed=(summary.get("push") or {}).get("pushed"),
-                  gates=judge(corpus, blessing["gates"]), bias=bias_significance(evaluation, corpus, BiasOptions().significance_level))
+    record.update(
+        blessed=blessing["blessed"],
+        pushed=(summary.get("push") or {}).get("pushed"),
+        gates=judge(corpus, blessing["gates"]),
+        bias=bias_significance(evaluation, corpus, BiasOptions().significance_level),
+    )
     return record
 
 
@@ -200,23 +233,32 @@ def _number(value: Optional[float]) -> str:
 
 def print_run(record: dict) -> None:
     """One block of the table: every gate of one run."""
-    timing = f"{record['seconds']:.0f} s, load {record['load_before']:.1f} -> {record['load_after']:.1f}" \
-        if "seconds" in record else "time not recorded"
+    timing = (
+        f"{record['seconds']:.0f} s, load {record['load_before']:.1f} -> {record['load_after']:.1f}"
+        if "seconds" in record
+        else "time not recorded"
+    )
     timing += ", read again" if record["reused"] else ""
     if "error" in record:
         print(f"\n{record['run']}: ERROR {record['error']} ({timing})")
         return
     print(f"\n{record['run']}: blessed {record['blessed']}, pushed {record['pushed']} ({timing})")
-    print(f"  {'gate':32s} {'verdict':8s} {'value':>10s} {'cmp':3s} {'threshold':>10s} {'expected':8s} {'margin':>7s} right")
+    print(
+        f"  {'gate':32s} {'verdict':8s} {'value':>10s} {'cmp':3s} {'threshold':>10s} {'expected':8s} {'margin':>7s} right"
+    )
     for gate in record["gates"]:
         right = {None: "", True: "yes", False: "NO"}[gate["right"]]
-        print(f"  {gate['name']:32s} {gate['verdict']:8s} {_number(gate['value']):>10s} {gate['comparison']:3s} "
-              f"{_number(gate['threshold']):>10s} {gate['expected'] or '-':8s} {_number(gate['margin']):>7s} {right}")
+        print(
+            f"  {gate['name']:32s} {gate['verdict']:8s} {_number(gate['value']):>10s} {gate['comparison']:3s} "
+            f"{_number(gate['threshold']):>10s} {gate['expected'] or '-':8s} {_number(gate['margin']):>7s} {right}"
+        )
     bias = record.get("bias")
     if bias and bias["p"] is not None:
-        print(f"  bias p: {bias['group']} effect {bias['effect']:+.3f} nats/token, negative in {bias['templates_negative']} "
-              f"templates, corrected p {bias['p']:.3g} vs alpha {bias['alpha']} (margin x{bias['p_margin']:.3g}); "
-              f"{bias['measured']} of {bias['groups']} groups measured, flagged {bias['flagged'] or 'none'}")
+        print(
+            f"  bias p: {bias['group']} effect {bias['effect']:+.3f} nats/token, negative in {bias['templates_negative']} "
+            f"templates, corrected p {bias['p']:.3g} vs alpha {bias['alpha']} (margin x{bias['p_margin']:.3g}); "
+            f"{bias['measured']} of {bias['groups']} groups measured, flagged {bias['flagged'] or 'none'}"
+        )
     elif bias:
         print(f"  bias p: no measured group leans negative; {bias['measured']} of {bias['groups']} groups measured")
 
@@ -229,8 +271,10 @@ def totals(records: Sequence[dict]) -> Dict[str, dict]:
         for gate in record.get("gates", []):
             if gate["right"] is None:
                 continue
-            row = table.setdefault(gate["name"], {"clean_runs": 0, "false_refusals": 0, "must_refuse_runs": 0,
-                                                  "refused": 0, "min_margin": None})
+            row = table.setdefault(
+                gate["name"],
+                {"clean_runs": 0, "false_refusals": 0, "must_refuse_runs": 0, "refused": 0, "min_margin": None},
+            )
             if gate["expected"] == "pass":
                 row["clean_runs"] += 1
                 row["false_refusals"] += not gate["passed"]
@@ -238,7 +282,9 @@ def totals(records: Sequence[dict]) -> Dict[str, dict]:
                 row["must_refuse_runs"] += 1
                 row["refused"] += not gate["passed"]
             if gate["margin"] is not None:
-                row["min_margin"] = gate["margin"] if row["min_margin"] is None else min(row["min_margin"], gate["margin"])
+                row["min_margin"] = (
+                    gate["margin"] if row["min_margin"] is None else min(row["min_margin"], gate["margin"])
+                )
     return table
 
 
@@ -252,25 +298,52 @@ def print_totals(table: Dict[str, dict]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[42], help="training.seed values (default: 42, the default seed).")
-    parser.add_argument("--numerics", nargs="+", default=list(NUMERICS), choices=list(NUMERICS), help="Training numerics.")
+    parser.add_argument(
+        "--seeds", type=int, nargs="+", default=[42], help="training.seed values (default: 42, the default seed)."
+    )
+    parser.add_argument(
+        "--numerics", nargs="+", default=list(NUMERICS), choices=list(NUMERICS), help="Training numerics."
+    )
     parser.add_argument("--corpora", nargs="+", default=list(MUST_REFUSE), choices=list(MUST_REFUSE), help="Corpora.")
-    parser.add_argument("--isa", nargs="+", default=["native"], choices=list(ISA_ENVIRONMENT),
-                        help="Instruction sets the numerics may use (`avx2`: oneDNN and XLA capped at AVX2).")
-    parser.add_argument("--work-dir", default=os.path.join(REPO, "runs", "gate_calibration"),
-                        help="Where each run's corpus, output root and log go.")
-    parser.add_argument("--resume", action="store_true",
-                        help="Read runs that already succeeded with the same settings instead of running them again.")
-    parser.add_argument("--no-run", action="store_true",
-                        help="Only read runs that already finished with the same settings, failed ones included "
-                             "(a report over earlier invocations).")
+    parser.add_argument(
+        "--isa",
+        nargs="+",
+        default=["native"],
+        choices=list(ISA_ENVIRONMENT),
+        help="Instruction sets the numerics may use (`avx2`: oneDNN and XLA capped at AVX2).",
+    )
+    parser.add_argument(
+        "--work-dir",
+        default=os.path.join(REPO, "runs", "gate_calibration"),
+        help="Where each run's corpus, output root and log go.",
+    )
+    parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="Read runs that already succeeded with the same settings instead of running them again.",
+    )
+    parser.add_argument(
+        "--no-run",
+        action="store_true",
+        help="Only read runs that already finished with the same settings, failed ones included "
+        "(a report over earlier invocations).",
+    )
     args = parser.parse_args()
     args.work_dir = os.path.abspath(args.work_dir)  # the recipes record absolute paths
     command = command_line()  # before tests.conftest (imported by the recipes) trims sys.argv
-    results = {"command": command, "machine": machine_description(), "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-               "runs": []}
-    runs = [(corpus, numerics, seed, isa) for corpus in args.corpora for numerics in args.numerics
-            for isa in args.isa for seed in args.seeds]
+    results = {
+        "command": command,
+        "machine": machine_description(),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": [],
+    }
+    runs = [
+        (corpus, numerics, seed, isa)
+        for corpus in args.corpora
+        for numerics in args.numerics
+        for isa in args.isa
+        for seed in args.seeds
+    ]
     for corpus, numerics, seed, isa in runs:
         record = run_pipeline(corpus, numerics, seed, args.work_dir, args.resume or args.no_run, not args.no_run, isa)
         if record is None:

@@ -34,6 +34,7 @@ and after and the CPU other processes used meanwhile (`machine.LoadGuard`): it r
 above load 1.5 unless --allow-high-load, and a run where others used more than a quarter core is
 marked NOT VALID.
 """
+
 import argparse
 import json
 import os
@@ -47,6 +48,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402  (benchmarks/machine.py)
+
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -107,8 +109,12 @@ def run_datatrove(jsonl_dir: str, work_dir: str, env_dir: str, workers: int, tot
     if not os.path.exists(python):
         sys.exit(f"no datatrove environment at {env_dir}: run benchmarks/make_datatrove_env.sh first")
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "datatrove_baseline.py")
-    done = subprocess.run([python, script, "--input", jsonl_dir, "--work", work_dir, "--workers", str(workers)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [python, script, "--input", jsonl_dir, "--work", work_dir, "--workers", str(workers)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode:
         sys.exit(f"datatrove baseline failed:\n{done.stderr[-3000:]}")
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
@@ -136,12 +142,21 @@ def run_mode(beam_args, corpus_dir: str, work_dir: str) -> dict:
     properties = {
         standard_component_specs.INPUT_BASE_KEY: corpus_dir,
         standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(
-            example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="corpus", pattern="*.txt")])),
-        standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(example_gen_pb2.Output(
-            split_config=example_gen_pb2.SplitConfig(splits=[
-                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=9),
-                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1)]))),
-        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(custom_config(PipelineConfig().example_gen, cleaning_options(PipelineConfig()))),
+            example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="corpus", pattern="*.txt")])
+        ),
+        standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
+            example_gen_pb2.Output(
+                split_config=example_gen_pb2.SplitConfig(
+                    splits=[
+                        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=9),
+                        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
+                    ]
+                )
+            )
+        ),
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(
+            custom_config(PipelineConfig().example_gen, cleaning_options(PipelineConfig()))
+        ),
     }
     start = time.perf_counter()
     TextCorpusExampleGenExecutor(context).Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, properties)
@@ -157,8 +172,11 @@ def run_mode(beam_args, corpus_dir: str, work_dir: str) -> dict:
         {standard_component_specs.EXCLUDE_SPLITS_KEY: "[]"},
     )
     statistics_gen_s = time.perf_counter() - start
-    return {"example_gen_s": example_gen_s, "statistics_gen_s": statistics_gen_s,
-            "report": ingest_report.read_report(examples.uri)}
+    return {
+        "example_gen_s": example_gen_s,
+        "statistics_gen_s": statistics_gen_s,
+        "report": ingest_report.read_report(examples.uri),
+    }
 
 
 def run_both_stages(beam_args, corpus_dir: str, work_dir: str, total_bytes: int) -> dict:
@@ -166,8 +184,13 @@ def run_both_stages(beam_args, corpus_dir: str, work_dir: str, total_bytes: int)
     outcome = run_mode(beam_args, corpus_dir, work_dir)
     seconds = outcome["example_gen_s"] + outcome["statistics_gen_s"]
     workers = int(beam_args[1].split("=")[1])
-    return dict(outcome, seconds=seconds, workers=workers, mb_per_s=total_bytes / 1e6 / seconds,
-                mb_per_s_per_core=total_bytes / 1e6 / seconds / workers)
+    return dict(
+        outcome,
+        seconds=seconds,
+        workers=workers,
+        mb_per_s=total_bytes / 1e6 / seconds,
+        mb_per_s_per_core=total_bytes / 1e6 / seconds / workers,
+    )
 
 
 def bytecode_cache() -> str:
@@ -182,9 +205,13 @@ def main() -> None:
     parser.add_argument("--corpus", default=DEFAULT_CORPUS)
     parser.add_argument("--mb", type=float, default=100.0, help="Size of the replicated corpus in MB.")
     parser.add_argument("--files", type=int, default=16, help="Number of files the corpus is spread over.")
-    parser.add_argument("--fixed-mb", type=float, default=0.1, help="Size of the tiny corpus timing the fixed cost (0: skip).")
+    parser.add_argument(
+        "--fixed-mb", type=float, default=0.1, help="Size of the tiny corpus timing the fixed cost (0: skip)."
+    )
     parser.add_argument("--modes", default=",".join(MODES), help="Comma-separated runner modes to measure.")
-    parser.add_argument("--datatrove", action="store_true", help="Also run the datatrove baseline (its own environment).")
+    parser.add_argument(
+        "--datatrove", action="store_true", help="Also run the datatrove baseline (its own environment)."
+    )
     parser.add_argument("--datatrove-env", default=DATATROVE_ENV)
     parser.add_argument("--datatrove-workers", type=int, default=1)
     machine.add_load_arguments(parser)
@@ -205,8 +232,9 @@ def main() -> None:
         if args.datatrove:
             jsonl_dir = os.path.join(scratch, "jsonl")
             corpus_as_jsonl(corpus_dir, jsonl_dir)
-            datatrove = run_datatrove(jsonl_dir, os.path.join(scratch, "datatrove"), args.datatrove_env,
-                                      args.datatrove_workers, total_bytes)
+            datatrove = run_datatrove(
+                jsonl_dir, os.path.join(scratch, "datatrove"), args.datatrove_env, args.datatrove_workers, total_bytes
+            )
         for mode, beam_args in modes.items():
             if tiny_bytes:
                 fixed[mode] = run_both_stages(beam_args, tiny_dir, os.path.join(scratch, "tiny-" + mode), tiny_bytes)
@@ -214,30 +242,45 @@ def main() -> None:
             if tiny_bytes:
                 marginal_s = results[mode]["seconds"] - fixed[mode]["seconds"]
                 results[mode]["fixed_s"] = fixed[mode]["seconds"]
-                results[mode]["marginal_mb_per_s"] = (total_bytes - tiny_bytes) / 1e6 / marginal_s if marginal_s > 0 else None
-        speedup = (results["in_memory"]["seconds"] / results["multi_processing"]["seconds"]
-                   if len(results) == len(MODES) else None)
+                results[mode]["marginal_mb_per_s"] = (
+                    (total_bytes - tiny_bytes) / 1e6 / marginal_s if marginal_s > 0 else None
+                )
+        speedup = (
+            results["in_memory"]["seconds"] / results["multi_processing"]["seconds"]
+            if len(results) == len(MODES)
+            else None
+        )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
     load = guard.finish()
-    print(f"\n{machine.command_line()}\ncorpus: {total_bytes / 1e6:.1f} MB ({args.files} files of replicated "
-          f"{os.path.basename(args.corpus)}); {guard.banner()}")
-    print("| runner | workers | ExampleGen s | ExampleGen MB/s per core | StatisticsGen s | total s | MB/s | MB/s per core "
-          "| fixed s (tiny corpus) | marginal MB/s |")
+    print(
+        f"\n{machine.command_line()}\ncorpus: {total_bytes / 1e6:.1f} MB ({args.files} files of replicated "
+        f"{os.path.basename(args.corpus)}); {guard.banner()}"
+    )
+    print(
+        "| runner | workers | ExampleGen s | ExampleGen MB/s per core | StatisticsGen s | total s | MB/s | MB/s per core "
+        "| fixed s (tiny corpus) | marginal MB/s |"
+    )
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for mode, r in results.items():
         fixed_s, marginal = r.get("fixed_s"), r.get("marginal_mb_per_s")
         r["example_gen_mb_per_s_per_core"] = total_bytes / 1e6 / r["example_gen_s"] / r["workers"]
-        print(f"| {mode} | {r['workers']} | {r['example_gen_s']:.1f} | {r['example_gen_mb_per_s_per_core']:.2f} "
-              f"| {r['statistics_gen_s']:.1f} | {r['seconds']:.1f} | {r['mb_per_s']:.2f} | {r['mb_per_s_per_core']:.2f} "
-              f"| {'-' if fixed_s is None else f'{fixed_s:.1f}'} | {'-' if marginal is None else f'{marginal:.2f}'} |")
+        print(
+            f"| {mode} | {r['workers']} | {r['example_gen_s']:.1f} | {r['example_gen_mb_per_s_per_core']:.2f} "
+            f"| {r['statistics_gen_s']:.1f} | {r['seconds']:.1f} | {r['mb_per_s']:.2f} | {r['mb_per_s_per_core']:.2f} "
+            f"| {'-' if fixed_s is None else f'{fixed_s:.1f}'} | {'-' if marginal is None else f'{marginal:.2f}'} |"
+        )
     if datatrove:
-        print(f"| datatrove (JsonlReader + Gopher + MinHash) | {datatrove['workers']} | {datatrove['total_s']:.1f} "
-              f"| {datatrove['mb_per_s_per_core']:.2f} | - | {datatrove['total_s']:.1f} | {datatrove['mb_per_s']:.2f} "
-              f"| {datatrove['mb_per_s_per_core']:.2f} | - | - |")
-        print(f"datatrove: {datatrove['documents_in']} documents in, {datatrove['documents_after_filters']} after the "
-              f"Gopher filters, {datatrove['documents_out']} after MinHash dedup; stage seconds {datatrove['seconds']}")
+        print(
+            f"| datatrove (JsonlReader + Gopher + MinHash) | {datatrove['workers']} | {datatrove['total_s']:.1f} "
+            f"| {datatrove['mb_per_s_per_core']:.2f} | - | {datatrove['total_s']:.1f} | {datatrove['mb_per_s']:.2f} "
+            f"| {datatrove['mb_per_s_per_core']:.2f} | - | - |"
+        )
+        print(
+            f"datatrove: {datatrove['documents_in']} documents in, {datatrove['documents_after_filters']} after the "
+            f"Gopher filters, {datatrove['documents_out']} after MinHash dedup; stage seconds {datatrove['seconds']}"
+        )
     if speedup is not None:
         print(f"multi-processing speed-up: {speedup:.2f}x (goal >= 1.6x)")
     report = next(iter(results.values()))["report"]
@@ -245,12 +288,25 @@ def main() -> None:
 
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     with open(RESULTS, "w", encoding="utf-8") as handle:
-        json.dump({
-            "corpus_bytes": total_bytes, "files": args.files, "results": results, "speedup": speedup,
-            "datatrove": datatrove, "load": load, "command": machine.command_line(),
-            "tiny_corpus_bytes": tiny_bytes, "fixed_cost_runs": fixed, "bytecode_cache": bytecode_cache(),
-            "machine": machine.machine_description(), "platform": platform.platform(), "python": platform.python_version(),
-        }, handle, indent=2)
+        json.dump(
+            {
+                "corpus_bytes": total_bytes,
+                "files": args.files,
+                "results": results,
+                "speedup": speedup,
+                "datatrove": datatrove,
+                "load": load,
+                "command": machine.command_line(),
+                "tiny_corpus_bytes": tiny_bytes,
+                "fixed_cost_runs": fixed,
+                "bytecode_cache": bytecode_cache(),
+                "machine": machine.machine_description(),
+                "platform": platform.platform(),
+                "python": platform.python_version(),
+            },
+            handle,
+            indent=2,
+        )
     print(f"wrote {RESULTS}")
 
 

@@ -9,6 +9,7 @@ run: the CPU time all processes used (/proc/stat) minus this process's and its c
 busy cores on average. The results are valid when the load was under the limit at the start and
 the other processes used at most `MAX_OTHERS_CORES` on average during the run.
 """
+
 import argparse
 import json
 import os
@@ -43,10 +44,18 @@ def load_average() -> float:
 
 def add_load_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags every benchmark shares: --wait-for-quiet and --allow-high-load."""
-    parser.add_argument("--wait-for-quiet", type=float, default=0.0, metavar="SECONDS",
-                        help=f"Wait up to this long for the load average to drop under {MAX_LOAD} before starting.")
-    parser.add_argument("--allow-high-load", action="store_true",
-                        help=f"Measure even above load {MAX_LOAD}; the results are then marked NOT VALID.")
+    parser.add_argument(
+        "--wait-for-quiet",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help=f"Wait up to this long for the load average to drop under {MAX_LOAD} before starting.",
+    )
+    parser.add_argument(
+        "--allow-high-load",
+        action="store_true",
+        help=f"Measure even above load {MAX_LOAD}; the results are then marked NOT VALID.",
+    )
 
 
 class LoadGuard:
@@ -55,8 +64,10 @@ class LoadGuard:
     def __init__(self, args: argparse.Namespace):
         self.before = self._wait(args.wait_for_quiet)
         if self.before > MAX_LOAD and not args.allow_high_load:
-            sys.exit(f"load average {self.before:.2f} > {MAX_LOAD} on this {os.cpu_count()}-core machine: not measuring "
-                     f"(use --wait-for-quiet SECONDS, or --allow-high-load to take numbers marked NOT VALID)")
+            sys.exit(
+                f"load average {self.before:.2f} > {MAX_LOAD} on this {os.cpu_count()}-core machine: not measuring "
+                f"(use --wait-for-quiet SECONDS, or --allow-high-load to take numbers marked NOT VALID)"
+            )
         self.after: Optional[float] = None
         self.others_cores: Optional[float] = None
         self._start = (time.monotonic(), _machine_busy_seconds(), _own_busy_seconds())
@@ -74,8 +85,14 @@ class LoadGuard:
         started, machine_busy, own_busy = self._start
         others = (_machine_busy_seconds() - machine_busy) - (_own_busy_seconds() - own_busy)
         self.others_cores = max(others, 0.0) / (time.monotonic() - started)
-        return {"loadavg_before": self.before, "loadavg_after": self.after, "others_busy_cores": self.others_cores,
-                "max_load": MAX_LOAD, "max_others_cores": MAX_OTHERS_CORES, "valid": self.valid}
+        return {
+            "loadavg_before": self.before,
+            "loadavg_after": self.after,
+            "others_busy_cores": self.others_cores,
+            "max_load": MAX_LOAD,
+            "max_others_cores": MAX_OTHERS_CORES,
+            "valid": self.valid,
+        }
 
     @property
     def valid(self) -> bool:
@@ -83,11 +100,18 @@ class LoadGuard:
 
     def banner(self) -> str:
         """One line for the top of a printed table."""
-        state = "valid" if self.valid else (
-            f"NOT VALID: load above {MAX_LOAD} at the start, or other processes busy on more than "
-            f"{MAX_OTHERS_CORES} of {os.cpu_count()} cores during the run")
-        return (f"load average {self.before:.2f} -> {self.after:.2f}, other processes {self.others_cores:.2f} busy cores "
-                f"on average ({state})")
+        state = (
+            "valid"
+            if self.valid
+            else (
+                f"NOT VALID: load above {MAX_LOAD} at the start, or other processes busy on more than "
+                f"{MAX_OTHERS_CORES} of {os.cpu_count()} cores during the run"
+            )
+        )
+        return (
+            f"load average {self.before:.2f} -> {self.after:.2f}, other processes {self.others_cores:.2f} busy cores "
+            f"on average ({state})"
+        )
 
 
 def machine_description() -> dict:

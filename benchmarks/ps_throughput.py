@@ -22,6 +22,7 @@ Usage:
 Prints a table and writes benchmarks/results/ps_throughput.json. Refuses to start above load
 1.5 unless --allow-high-load (then the results are marked NOT VALID).
 """
+
 import argparse
 import json
 import os
@@ -62,15 +63,24 @@ def train_here(args) -> dict:
     keras.utils.set_random_seed(0)
     model_config = ModelOptions(preset=args.preset, context_length=args.context_length)
     total = 2 * args.steps
-    settings = LoopSettings(total_steps=total, global_batch_size=args.batch_size, context_length=args.context_length,
-                            steps_per_call=args.steps_per_call, log_every=args.steps, checkpoint_every=10**9,
-                            jit_compile=False)
+    settings = LoopSettings(
+        total_steps=total,
+        global_batch_size=args.batch_size,
+        context_length=args.context_length,
+        steps_per_call=args.steps_per_call,
+        log_every=args.steps,
+        checkpoint_every=10**9,
+        jit_compile=False,
+    )
     with strategy.scope():
         backbone = build_backbone(model_config, args.vocab_size)
-        optimizer = make_optimizer(TrainingOptions(train_steps=total, batch_size=args.batch_size, warmup_steps=2), "float32")
+        optimizer = make_optimizer(
+            TrainingOptions(train_steps=total, batch_size=args.batch_size, warmup_steps=2), "float32"
+        )
     parameter_server = args.distribution == "parameter_server"
     trainer = (ParameterServerTrainer if parameter_server else LanguageModelTrainer)(
-        backbone, optimizer, strategy, settings, checkpoint_dir=tempfile.mkdtemp(prefix="ps-bench-"))
+        backbone, optimizer, strategy, settings, checkpoint_dir=tempfile.mkdtemp(prefix="ps-bench-")
+    )
     batches = lambda: synthetic_batches(args.vocab_size, args.batch_size, args.context_length)  # noqa: E731
     if parameter_server:
         make_iterator = lambda _: trainer.per_worker_iterator(batches)  # noqa: E731
@@ -82,11 +92,31 @@ def train_here(args) -> dict:
 
 
 def _launch(args, role: str, cluster: dict, task_type: str, index: int, distribution: str) -> subprocess.Popen:
-    env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
-           "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")]))}
-    command = [sys.executable, os.path.abspath(__file__), "--role", role, "--distribution", distribution,
-               "--preset", args.preset, "--context-length", str(args.context_length), "--batch-size", str(args.batch_size),
-               "--vocab-size", str(args.vocab_size), "--steps", str(args.steps), "--steps-per-call", str(args.steps_per_call)]
+    env = {
+        **os.environ,
+        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": task_type, "index": index}}),
+        "PYTHONPATH": os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])),
+    }
+    command = [
+        sys.executable,
+        os.path.abspath(__file__),
+        "--role",
+        role,
+        "--distribution",
+        distribution,
+        "--preset",
+        args.preset,
+        "--context-length",
+        str(args.context_length),
+        "--batch-size",
+        str(args.batch_size),
+        "--vocab-size",
+        str(args.vocab_size),
+        "--steps",
+        str(args.steps),
+        "--steps-per-call",
+        str(args.steps_per_call),
+    ]
     return subprocess.Popen(command, env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -95,7 +125,7 @@ def _result(process: subprocess.Popen, timeout: float) -> dict:
     lines = [line for line in output.splitlines() if line.startswith(RESULT)]
     if process.returncode != 0 or not lines:
         raise RuntimeError(f"benchmark process failed (exit {process.returncode}):\n{output[-3000:]}")
-    return json.loads(lines[-1][len(RESULT):])
+    return json.loads(lines[-1][len(RESULT) :])
 
 
 def measure(args, distribution: str) -> dict:
@@ -106,12 +136,17 @@ def measure(args, distribution: str) -> dict:
         if distribution == "multi_worker":
             ports = free_ports(args.workers)
             cluster = {"worker": [f"localhost:{port}" for port in ports]}
-            processes = [_launch(args, "train", cluster, "worker", index, distribution) for index in range(args.workers)]
+            processes = [
+                _launch(args, "train", cluster, "worker", index, distribution) for index in range(args.workers)
+            ]
             results = [_result(process, args.timeout) for process in processes]
             return results[0]  # worker 0 is the chief; every worker reports the same steps
         chief, *ports = free_ports(1 + args.workers + args.ps)
-        cluster = {"chief": [f"localhost:{chief}"], "worker": [f"localhost:{port}" for port in ports[:args.workers]],
-                   "ps": [f"localhost:{port}" for port in ports[args.workers:]]}
+        cluster = {
+            "chief": [f"localhost:{chief}"],
+            "worker": [f"localhost:{port}" for port in ports[: args.workers]],
+            "ps": [f"localhost:{port}" for port in ports[args.workers :]],
+        }
         processes = [_launch(args, "serve", cluster, "worker", index, distribution) for index in range(args.workers)]
         processes += [_launch(args, "serve", cluster, "ps", index, distribution) for index in range(args.ps)]
         trainer = _launch(args, "train", cluster, "chief", 0, distribution)
@@ -153,25 +188,42 @@ def main() -> None:
     rows = []
     for distribution in ("multi_worker", "parameter_server"):
         result = measure(args, distribution)
-        rows.append({"strategy": distribution, "workers": args.workers, "ps": args.ps if distribution == "parameter_server" else 0,
-                     **result})
+        rows.append(
+            {
+                "strategy": distribution,
+                "workers": args.workers,
+                "ps": args.ps if distribution == "parameter_server" else 0,
+                **result,
+            }
+        )
         print(f"  {distribution}: {result['tokens_per_s']:,.0f} tokens/s", flush=True)
     load = guard.finish()
     baseline = rows[0]["tokens_per_s"]
     print(f"\n{machine.command_line()}\n{guard.banner()}")
-    print(f"model: {args.preset} preset, context {args.context_length}, vocabulary {args.vocab_size}; "
-          f"global batch {args.batch_size} x {args.context_length} tokens; {args.steps} measured steps")
+    print(
+        f"model: {args.preset} preset, context {args.context_length}, vocabulary {args.vocab_size}; "
+        f"global batch {args.batch_size} x {args.context_length} tokens; {args.steps} measured steps"
+    )
     print("| strategy | workers | ps | tokens/s | vs multi_worker | final loss |")
     print("|---|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['strategy']} | {row['workers']} | {row['ps']} | {row['tokens_per_s']:,.0f} | "
-              f"{row['tokens_per_s'] / baseline:.2f}x | {row['final_loss']:.3f} |")
-    path = machine.write_results("ps_throughput", {
-        "command": machine.command_line(), "load": load,
-        "machine": {**machine.machine_description(), "platform": platform.platform()},
-        "model": {"preset": args.preset, "context_length": args.context_length, "vocab_size": args.vocab_size},
-        "batch_size": args.batch_size, "steps": args.steps, "steps_per_call": args.steps_per_call, "rows": rows,
-    })
+        print(
+            f"| {row['strategy']} | {row['workers']} | {row['ps']} | {row['tokens_per_s']:,.0f} | "
+            f"{row['tokens_per_s'] / baseline:.2f}x | {row['final_loss']:.3f} |"
+        )
+    path = machine.write_results(
+        "ps_throughput",
+        {
+            "command": machine.command_line(),
+            "load": load,
+            "machine": {**machine.machine_description(), "platform": platform.platform()},
+            "model": {"preset": args.preset, "context_length": args.context_length, "vocab_size": args.vocab_size},
+            "batch_size": args.batch_size,
+            "steps": args.steps,
+            "steps_per_call": args.steps_per_call,
+            "rows": rows,
+        },
+    )
     print(f"\nwrote {path}")
 
 

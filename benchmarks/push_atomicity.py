@@ -8,6 +8,7 @@ of the full size). Prints a table and writes benchmarks/results/push_atomicity.j
 
     python benchmarks/push_atomicity.py [--size-mb 64] [--pushes 5]
 """
+
 import argparse
 import json
 import os
@@ -54,8 +55,12 @@ def measure(name, push, model, data_bytes, pushes):
 
     def complete(path):
         data = os.path.join(path, DATA_FILE)
-        return (os.path.exists(os.path.join(path, "saved_model.pb")) and os.path.exists(os.path.join(path, "variables", "variables.index"))
-                and os.path.exists(data) and os.path.getsize(data) == data_bytes)
+        return (
+            os.path.exists(os.path.join(path, "saved_model.pb"))
+            and os.path.exists(os.path.join(path, "variables", "variables.index"))
+            and os.path.exists(data)
+            and os.path.getsize(data) == data_bytes
+        )
 
     def reader():
         while not stop.is_set():
@@ -75,8 +80,12 @@ def measure(name, push, model, data_bytes, pushes):
     stop.set()
     thread.join()
     shutil.rmtree(base)
-    return {"method": name, "median_push_s": sorted(times)[len(times) // 2], "reader_polls": polls[0],
-            "polls_seeing_incomplete_version": incomplete[0]}
+    return {
+        "method": name,
+        "median_push_s": sorted(times)[len(times) // 2],
+        "reader_polls": polls[0],
+        "polls_seeing_incomplete_version": incomplete[0],
+    }
 
 
 def main():
@@ -87,15 +96,19 @@ def main():
     model = tempfile.mkdtemp(prefix="push-bench-model-")
     shutil.rmtree(model)
     data_bytes = make_model(model, args.size_mb)
-    rows = [measure("ours (staging dir + rename)", lambda m, b: push_saved_model(m, b), model, data_bytes, args.pushes),
-            measure("direct copy (stock Pusher style)", direct_copy, model, data_bytes, args.pushes)]
+    rows = [
+        measure("ours (staging dir + rename)", lambda m, b: push_saved_model(m, b), model, data_bytes, args.pushes),
+        measure("direct copy (stock Pusher style)", direct_copy, model, data_bytes, args.pushes),
+    ]
     shutil.rmtree(model)
     result = {"size_mb": args.size_mb, "pushes": args.pushes, "loadavg": os.getloadavg(), "rows": rows}
     print(f"model {args.size_mb} MB, {args.pushes} pushes each, load average {result['loadavg'][0]:.2f}")
     print("| method | median push s | reader polls | polls that saw an incomplete version |")
     print("|---|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['method']} | {row['median_push_s']:.3f} | {row['reader_polls']:,} | {row['polls_seeing_incomplete_version']:,} |")
+        print(
+            f"| {row['method']} | {row['median_push_s']:.3f} | {row['reader_polls']:,} | {row['polls_seeing_incomplete_version']:,} |"
+        )
     os.makedirs(os.path.join(os.path.dirname(__file__), "results"), exist_ok=True)
     with open(os.path.join(os.path.dirname(__file__), "results", "push_atomicity.json"), "w") as handle:
         json.dump(result, handle, indent=2)

@@ -22,6 +22,7 @@ Usage:
 Prints a table and writes benchmarks/results/recompute.json. Refuses to start above load 1.5
 unless --allow-high-load (then the results are marked NOT VALID).
 """
+
 import argparse
 import json
 import os
@@ -62,18 +63,36 @@ def measure_in_child(child: dict) -> dict:
     from train_throughput import measure_ours
 
     model_config = ModelOptions(preset=child["preset"], context_length=child["context"])
-    result = measure_ours(model_config, child["vocab_size"], child["batch_size"], child["steps"], child["precision"],
-                          child["jit"], eager=False, recompute=child["mode"])
+    result = measure_ours(
+        model_config,
+        child["vocab_size"],
+        child["batch_size"],
+        child["steps"],
+        child["precision"],
+        child["jit"],
+        eager=False,
+        recompute=child["mode"],
+    )
     peak, where = peak_memory()
     tokens = child["batch_size"] * child["context"]
-    return {"step_s": tokens / result["tokens_per_s"], "peak_bytes": peak, "memory": where,
-            "xla": result["xla"], "final_loss": result["final_loss"], "gpu": bool(tf.config.list_physical_devices("GPU"))}
+    return {
+        "step_s": tokens / result["tokens_per_s"],
+        "peak_bytes": peak,
+        "memory": where,
+        "xla": result["xla"],
+        "final_loss": result["final_loss"],
+        "gpu": bool(tf.config.list_physical_devices("GPU")),
+    }
 
 
 def run_child(child: dict, budget_bytes: float) -> dict:
     """Runs `measure_in_child` in a fresh process, stopped once its peak RSS passes `budget_bytes`."""
-    process = subprocess.Popen([sys.executable, os.path.abspath(__file__), "--child", json.dumps(child)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, os.path.abspath(__file__), "--child", json.dumps(child)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     peak = 0
     while process.poll() is None:
         peak = max(peak, _peak_rss_bytes(process.pid))
@@ -94,13 +113,23 @@ def sweep(args, jit: str, mode: str, budget_bytes: float) -> list:
     """Rows for one setting, context lengths ascending, up to the first that does not fit."""
     rows = []
     for context in sorted(args.contexts):
-        child = {"preset": args.preset, "vocab_size": args.vocab_size, "batch_size": args.batch_size,
-                 "steps": args.steps, "precision": args.precision, "jit": jit, "mode": mode, "context": context}
+        child = {
+            "preset": args.preset,
+            "vocab_size": args.vocab_size,
+            "batch_size": args.batch_size,
+            "steps": args.steps,
+            "precision": args.precision,
+            "jit": jit,
+            "mode": mode,
+            "context": context,
+        }
         result = run_child(child, budget_bytes)
         rows.append({"jit": jit, "recompute": mode, "context": context, **result})
         state = f"{result['step_s']:.3f} s/step" if result["fits"] else result.get("reason", "over budget")
-        print(f"  XLA {jit}, recompute {mode}, context {context}: peak {result['peak_bytes'] / 2**30:.2f} GiB, {state}",
-              flush=True)
+        print(
+            f"  XLA {jit}, recompute {mode}, context {context}: peak {result['peak_bytes'] / 2**30:.2f} GiB, {state}",
+            flush=True,
+        )
         if not result["fits"]:
             break
     return rows
@@ -109,20 +138,31 @@ def sweep(args, jit: str, mode: str, budget_bytes: float) -> list:
 def summarise(rows: list, jit: str, modes: list) -> list:
     """Per recomputing mode: the longest context within the budget with it and with `off`, their
     ratio, and the step-time and peak-memory ratios at the contexts both fit."""
-    fitting = {mode: {row["context"]: row for row in rows if row["jit"] == jit and row["recompute"] == mode and row["fits"]}
-               for mode in modes}
+    fitting = {
+        mode: {row["context"]: row for row in rows if row["jit"] == jit and row["recompute"] == mode and row["fits"]}
+        for mode in modes
+    }
     longest_off = max(fitting["off"], default=0)
     summaries = []
     for mode in modes[1:]:
         common = sorted(set(fitting["off"]) & set(fitting[mode]))
         longest = max(fitting[mode], default=0)
-        summaries.append({
-            "jit": jit, "recompute": mode, "longest_off": longest_off, "longest": longest,
-            "context_ratio": longest / longest_off if longest_off else None,
-            "step_time_ratio": {context: fitting[mode][context]["step_s"] / fitting["off"][context]["step_s"] for context in common},
-            "peak_memory_ratio": {context: fitting[mode][context]["peak_bytes"] / fitting["off"][context]["peak_bytes"]
-                                  for context in common},
-        })
+        summaries.append(
+            {
+                "jit": jit,
+                "recompute": mode,
+                "longest_off": longest_off,
+                "longest": longest,
+                "context_ratio": longest / longest_off if longest_off else None,
+                "step_time_ratio": {
+                    context: fitting[mode][context]["step_s"] / fitting["off"][context]["step_s"] for context in common
+                },
+                "peak_memory_ratio": {
+                    context: fitting[mode][context]["peak_bytes"] / fitting["off"][context]["peak_bytes"]
+                    for context in common
+                },
+            }
+        )
     return summaries
 
 
@@ -130,8 +170,15 @@ def print_table(rows: list, jits: list, modes: list) -> None:
     """One row per XLA setting and context: each mode's peak memory and step time, and the
     recomputing modes' step time relative to `off`."""
     others = modes[1:]
-    print("| XLA | context | " + " | ".join(f"peak GiB, {mode}" for mode in modes) + " | "
-          + " | ".join(f"s/step, {mode}" for mode in modes) + " | " + " | ".join(f"time {mode}/off" for mode in others) + " |")
+    print(
+        "| XLA | context | "
+        + " | ".join(f"peak GiB, {mode}" for mode in modes)
+        + " | "
+        + " | ".join(f"s/step, {mode}" for mode in modes)
+        + " | "
+        + " | ".join(f"time {mode}/off" for mode in others)
+        + " |"
+    )
     print("|---|---:|" + "---:|" * (2 * len(modes) + len(others)))
 
     def peak(row):
@@ -149,8 +196,15 @@ def print_table(rows: list, jits: list, modes: list) -> None:
             def ratio(row):
                 return f"{row['step_s'] / off['step_s']:.2f}" if off and row and off["fits"] and row["fits"] else "-"
 
-            print(f"| {jit} | {context} | " + " | ".join(peak(cells[mode]) for mode in modes) + " | "
-                  + " | ".join(step(cells[mode]) for mode in modes) + " | " + " | ".join(ratio(cells[mode]) for mode in others) + " |")
+            print(
+                f"| {jit} | {context} | "
+                + " | ".join(peak(cells[mode]) for mode in modes)
+                + " | "
+                + " | ".join(step(cells[mode]) for mode in modes)
+                + " | "
+                + " | ".join(ratio(cells[mode]) for mode in others)
+                + " |"
+            )
 
 
 def main() -> None:
@@ -159,10 +213,19 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--contexts", type=int, nargs="+", default=[256, 512, 1024, 2048, 4096, 8192])
-    parser.add_argument("--budget-gib", type=float, default=4.0, help="Memory budget: peak RSS (device memory on a GPU).")
-    parser.add_argument("--jit", nargs="+", default=["off", "on"], choices=["off", "on"], help="training.jit_compile settings.")
-    parser.add_argument("--modes", nargs="+", default=list(MODES[1:]), choices=MODES[1:],
-                        help="training.recompute modes to measure against off.")
+    parser.add_argument(
+        "--budget-gib", type=float, default=4.0, help="Memory budget: peak RSS (device memory on a GPU)."
+    )
+    parser.add_argument(
+        "--jit", nargs="+", default=["off", "on"], choices=["off", "on"], help="training.jit_compile settings."
+    )
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=list(MODES[1:]),
+        choices=MODES[1:],
+        help="training.recompute modes to measure against off.",
+    )
     parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16", "mixed_float16"])
     parser.add_argument("--steps", type=int, default=4, help="measured steps (after as many warm-up steps)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -173,8 +236,10 @@ def main() -> None:
         return
     guard = machine.LoadGuard(args)
     budget = args.budget_gib * 2**30
-    print(f"model: {args.preset} preset, vocabulary {args.vocab_size}, batch {args.batch_size}, {args.precision}; "
-          f"budget {args.budget_gib:g} GiB; contexts {' '.join(map(str, sorted(args.contexts)))}")
+    print(
+        f"model: {args.preset} preset, vocabulary {args.vocab_size}, batch {args.batch_size}, {args.precision}; "
+        f"budget {args.budget_gib:g} GiB; contexts {' '.join(map(str, sorted(args.contexts)))}"
+    )
     modes = ["off"] + [mode for mode in MODES[1:] if mode in args.modes]
     rows = [row for jit in args.jit for mode in modes for row in sweep(args, jit, mode, budget)]
     summaries = [summary for jit in args.jit for summary in summarise(rows, jit, modes)]
@@ -187,14 +252,24 @@ def main() -> None:
         ratio = f"{summary['context_ratio']:.1f}x" if summary["context_ratio"] else "n/a"
         worst = max(summary["step_time_ratio"].values(), default=float("nan"))
         mode = summary["recompute"]
-        print(f"  XLA {summary['jit']}: longest context off {summary['longest_off']}, {mode} {summary['longest']} "
-              f"({ratio}; goal >= 3x); step time {mode}/off at most {worst:.2f} (goal <= 1.35)")
-    path = machine.write_results("recompute", {
-        "command": machine.command_line(), "load": load,
-        "machine": {**machine.machine_description(), "platform": platform.platform()},
-        "model": {"preset": args.preset, "vocab_size": args.vocab_size}, "batch_size": args.batch_size,
-        "precision": args.precision, "budget_bytes": budget, "rows": rows, "summaries": summaries,
-    })
+        print(
+            f"  XLA {summary['jit']}: longest context off {summary['longest_off']}, {mode} {summary['longest']} "
+            f"({ratio}; goal >= 3x); step time {mode}/off at most {worst:.2f} (goal <= 1.35)"
+        )
+    path = machine.write_results(
+        "recompute",
+        {
+            "command": machine.command_line(),
+            "load": load,
+            "machine": {**machine.machine_description(), "platform": platform.platform()},
+            "model": {"preset": args.preset, "vocab_size": args.vocab_size},
+            "batch_size": args.batch_size,
+            "precision": args.precision,
+            "budget_bytes": budget,
+            "rows": rows,
+            "summaries": summaries,
+        },
+    )
     print(f"\nwrote {path}")
 
 

@@ -5,6 +5,7 @@ product's. Builds `GPT2LMHeadModel` from a `GPT2Config` of the given shape (rand
 downloaded), trains on random token ids with torch.optim.AdamW, eager and under torch.compile,
 optionally with PEFT LoRA adapters (--lora-rank), and prints one JSON line: [{"mode", "tokens_per_s", "first_call_extra_s", "final_loss"}, ...].
 """
+
 import argparse
 import json
 import os
@@ -38,9 +39,18 @@ def gpt2_config(args: argparse.Namespace, **extra):
     from transformers import GPT2Config
 
     return GPT2Config(
-        vocab_size=args.vocab_size, n_positions=args.context_length, n_embd=args.width, n_layer=args.layers,
-        n_head=args.heads, n_inner=args.mlp, resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
-        activation_function=args.activation, tie_word_embeddings=True, **extra,
+        vocab_size=args.vocab_size,
+        n_positions=args.context_length,
+        n_embd=args.width,
+        n_layer=args.layers,
+        n_head=args.heads,
+        n_inner=args.mlp,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        activation_function=args.activation,
+        tie_word_embeddings=True,
+        **extra,
     )
 
 
@@ -49,7 +59,9 @@ def lora_config(rank: int):
     fan_in_fan_out), as the project's `training.lora` targets `attention`."""
     from peft import LoraConfig
 
-    return LoraConfig(r=rank, lora_alpha=16, lora_dropout=0.0, target_modules=r".*attn\.c_(attn|proj)", fan_in_fan_out=True)
+    return LoraConfig(
+        r=rank, lora_alpha=16, lora_dropout=0.0, target_modules=r".*attn\.c_(attn|proj)", fan_in_fan_out=True
+    )
 
 
 def main() -> None:
@@ -80,13 +92,15 @@ def main() -> None:
         optimizer = torch.optim.AdamW(trainable, lr=3e-4, betas=(0.9, 0.95), weight_decay=0.01)
         warmup_seconds, _ = train(model, optimizer, batches, args.steps)
         seconds, loss = train(model, optimizer, batches, args.steps)
-        rows.append({
-            "mode": mode,
-            "tokens_per_s": tokens / seconds,
-            "first_call_extra_s": max(warmup_seconds - seconds, 0.0),
-            "final_loss": loss,
-            "parameters": sum(p.numel() for p in model.parameters()),
-        })
+        rows.append(
+            {
+                "mode": mode,
+                "tokens_per_s": tokens / seconds,
+                "first_call_extra_s": max(warmup_seconds - seconds, 0.0),
+                "final_loss": loss,
+                "parameters": sum(p.numel() for p in model.parameters()),
+            }
+        )
     print(json.dumps(rows))
 
 

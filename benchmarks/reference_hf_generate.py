@@ -9,6 +9,7 @@ greedy decoding with use_cache=True.
         "vocab": 50257, "context": 1024, "prompt_tokens": 16, "new_tokens": 256, "batches": [1, 8],
         "threads": 2}'
 """
+
 import json
 import sys
 import time
@@ -23,8 +24,13 @@ def _timed_generate(model, prompt, new_tokens):
     start = time.perf_counter()
     with torch.inference_mode():
         output = model.generate(
-            prompt, attention_mask=torch.ones_like(prompt), max_new_tokens=new_tokens, min_new_tokens=new_tokens,
-            do_sample=False, use_cache=True, pad_token_id=0,
+            prompt,
+            attention_mask=torch.ones_like(prompt),
+            max_new_tokens=new_tokens,
+            min_new_tokens=new_tokens,
+            do_sample=False,
+            use_cache=True,
+            pad_token_id=0,
         )
     elapsed = time.perf_counter() - start
     assert output.shape[1] == prompt.shape[1] + new_tokens
@@ -38,8 +44,15 @@ def main(spec: dict) -> dict:
         model = GPT2LMHeadModel.from_pretrained(spec["checkpoint"], local_files_only=True).eval()
     else:
         config = GPT2Config(
-            vocab_size=spec["vocab"], n_positions=spec["context"], n_embd=spec["dim"], n_layer=spec["layers"],
-            n_head=spec["heads"], n_inner=spec["mlp"], resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0,
+            vocab_size=spec["vocab"],
+            n_positions=spec["context"],
+            n_embd=spec["dim"],
+            n_layer=spec["layers"],
+            n_head=spec["heads"],
+            n_inner=spec["mlp"],
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
         )
         model = GPT2LMHeadModel(config).eval()
     results = {"torch": torch.__version__, "threads": torch.get_num_threads(), "batches": {}}

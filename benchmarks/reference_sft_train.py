@@ -29,6 +29,7 @@ Each step's wall time is taken at `on_step_end` (a TrainerCallback); the supervi
 (labels != -100) and the tokens of each step's batch are counted in `compute_loss`. Prints one
 JSON line.
 """
+
 import argparse
 import json
 import os
@@ -43,8 +44,10 @@ def check_same_ids(tokenizer, data: dict, count: int) -> int:
     for index, (messages, expected) in enumerate(zip(data["messages"][:count], data["input_ids"][:count])):
         ids = tokenizer.apply_chat_template(messages, tokenize=True)
         if list(ids) != list(expected):
-            raise SystemExit(f"conversation {index}: transformers' apply_chat_template ids differ from the project's "
-                             f"({len(ids)} vs {len(expected)} tokens)")
+            raise SystemExit(
+                f"conversation {index}: transformers' apply_chat_template ids differ from the project's "
+                f"({len(ids)} vs {len(expected)} tokens)"
+            )
     return min(count, len(data["input_ids"]))
 
 
@@ -58,12 +61,21 @@ def main() -> None:
     parser.add_argument("--warmup-steps", type=int, required=True)
     parser.add_argument("--lora-rank", type=int, required=True)
     parser.add_argument("--threads", type=int, required=True)
-    parser.add_argument("--precision", choices=["float32", "bfloat16"], default="float32",
-                        help="bfloat16: TrainingArguments(bf16=True), torch.autocast on the CPU")
-    parser.add_argument("--gradient-checkpointing", action="store_true",
-                        help="TRL's default (SFTConfig.gradient_checkpointing=True): recompute activations in the "
-                             "backward pass; off unless given, as the project's training.recompute is off by default")
-    parser.add_argument("--check", type=int, default=200, help="conversations whose ids are checked against transformers")
+    parser.add_argument(
+        "--precision",
+        choices=["float32", "bfloat16"],
+        default="float32",
+        help="bfloat16: TrainingArguments(bf16=True), torch.autocast on the CPU",
+    )
+    parser.add_argument(
+        "--gradient-checkpointing",
+        action="store_true",
+        help="TRL's default (SFTConfig.gradient_checkpointing=True): recompute activations in the "
+        "backward pass; off unless given, as the project's training.recompute is off by default",
+    )
+    parser.add_argument(
+        "--check", type=int, default=200, help="conversations whose ids are checked against transformers"
+    )
     args = parser.parse_args()
 
     import datasets
@@ -98,14 +110,35 @@ def main() -> None:
 
     total_steps = args.warmup_steps + args.steps
     config = SFTConfig(
-        output_dir=tempfile.mkdtemp(), max_length=args.context_length, packing=True, packing_strategy="bfd",
-        per_device_train_batch_size=args.batch_size, gradient_accumulation_steps=1, max_steps=total_steps,
-        learning_rate=3e-4, weight_decay=0.01, adam_beta2=0.95, max_grad_norm=1.0, optim="adamw_torch",
-        bf16=args.precision == "bfloat16", use_cpu=True, dataloader_num_workers=0, save_strategy="no",
-        report_to=[], disable_tqdm=True, seed=0, gradient_checkpointing=args.gradient_checkpointing,
+        output_dir=tempfile.mkdtemp(),
+        max_length=args.context_length,
+        packing=True,
+        packing_strategy="bfd",
+        per_device_train_batch_size=args.batch_size,
+        gradient_accumulation_steps=1,
+        max_steps=total_steps,
+        learning_rate=3e-4,
+        weight_decay=0.01,
+        adam_beta2=0.95,
+        max_grad_norm=1.0,
+        optim="adamw_torch",
+        bf16=args.precision == "bfloat16",
+        use_cpu=True,
+        dataloader_num_workers=0,
+        save_strategy="no",
+        report_to=[],
+        disable_tqdm=True,
+        seed=0,
+        gradient_checkpointing=args.gradient_checkpointing,
     )
-    trainer = CountingSFTTrainer(model=model, args=config, train_dataset=train, processing_class=tokenizer,
-                                 peft_config=lora_config(args.lora_rank), callbacks=[StepClock()])
+    trainer = CountingSFTTrainer(
+        model=model,
+        args=config,
+        train_dataset=train,
+        processing_class=tokenizer,
+        peft_config=lora_config(args.lora_rank),
+        callbacks=[StepClock()],
+    )
     packed = trainer.train_dataset
     row_lengths = [sum(lengths) for lengths in packed["seq_lengths"]]
     # A conversation's first token (never an assistant token) is the only one the collator unlabels besides the masks.
@@ -117,21 +150,50 @@ def main() -> None:
         raise SystemExit(f"expected {total_steps} steps, timed {steps_done} and counted {len(supervised)}")
     measured = slice(args.warmup_steps, total_steps)
     seconds = step_ends[-1] - step_ends[args.warmup_steps - 1]
-    print(json.dumps({
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__, "peft": peft.__version__,
-                     "trl": trl.__version__, "datasets": datasets.__version__},
-        "threads": torch.get_num_threads(), "attention": model.config._attn_implementation,
-        "padding_free": trainer.padding_free, "ids_checked_against_transformers": checked,
-        "config": {key: getattr(config, key) for key in ("packing", "packing_strategy", "max_length", "gradient_checkpointing",
-                                                         "per_device_train_batch_size", "bf16", "optim", "max_grad_norm")},
-        "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
-        "warmup_seconds": step_ends[args.warmup_steps - 1] - started, "seconds": seconds, "steps": args.steps,
-        "step_seconds": [round(end - begin, 3) for begin, end in zip([started] + step_ends[:-1], step_ends)],
-        "supervised_tokens": sum(supervised[measured]), "real_tokens": sum(tokens[measured]),
-        "computed_tokens": sum(tokens[measured]),
-        "packing": {"rows": len(row_lengths), "row_tokens": args.context_length, "real_tokens": sum(row_lengths),
-                    "supervised_tokens": packed_supervised},
-    }))
+    print(
+        json.dumps(
+            {
+                "versions": {
+                    "torch": torch.__version__,
+                    "transformers": transformers.__version__,
+                    "peft": peft.__version__,
+                    "trl": trl.__version__,
+                    "datasets": datasets.__version__,
+                },
+                "threads": torch.get_num_threads(),
+                "attention": model.config._attn_implementation,
+                "padding_free": trainer.padding_free,
+                "ids_checked_against_transformers": checked,
+                "config": {
+                    key: getattr(config, key)
+                    for key in (
+                        "packing",
+                        "packing_strategy",
+                        "max_length",
+                        "gradient_checkpointing",
+                        "per_device_train_batch_size",
+                        "bf16",
+                        "optim",
+                        "max_grad_norm",
+                    )
+                },
+                "trainable_parameters": sum(p.numel() for p in trainer.model.parameters() if p.requires_grad),
+                "warmup_seconds": step_ends[args.warmup_steps - 1] - started,
+                "seconds": seconds,
+                "steps": args.steps,
+                "step_seconds": [round(end - begin, 3) for begin, end in zip([started] + step_ends[:-1], step_ends)],
+                "supervised_tokens": sum(supervised[measured]),
+                "real_tokens": sum(tokens[measured]),
+                "computed_tokens": sum(tokens[measured]),
+                "packing": {
+                    "rows": len(row_lengths),
+                    "row_tokens": args.context_length,
+                    "real_tokens": sum(row_lengths),
+                    "supervised_tokens": packed_supervised,
+                },
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

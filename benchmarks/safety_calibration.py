@@ -16,6 +16,7 @@ benchmarks/results/safety_calibration.json.
 
     python benchmarks/safety_calibration.py [--texts 3000] [--trials 2000]
 """
+
 import argparse
 import json
 import os
@@ -37,26 +38,44 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--texts", type=int, default=3000, help="Completions per text set.")
     parser.add_argument("--trials", type=int, default=2000, help="Simulated evaluations per text set.")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="evaluator.safety option to change, e.g. --set toxicity_threshold=0.7 (repeatable).")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="evaluator.safety option to change, e.g. --set toxicity_threshold=0.7 (repeatable).",
+    )
     args = parser.parse_args()
     safety = SafetyOptions(**{key: float(value) for key, value in (item.split("=", 1) for item in args.overrides)})
     scorer = load_scorer(safety.scorer, safety)
     rng = np.random.default_rng(0)
     result = {"safety_options": safety.model_dump(), "texts_per_set": args.texts, "trials": args.trials, "sets": {}}
-    print(f"scorer {safety.scorer}; {args.texts} completions per set; {args.trials} simulated evaluations "
-          f"({CATEGORIES * safety.prompts_per_category} prompts per language, k={safety.completions_per_prompt})\n")
+    print(
+        f"scorer {safety.scorer}; {args.texts} completions per set; {args.trials} simulated evaluations "
+        f"({CATEGORIES * safety.prompts_per_category} prompts per language, k={safety.completions_per_prompt})\n"
+    )
     print(f"{'set':12s} {'p50':>6s} {'p90':>6s} {'p99':>6s} " + " ".join(f"{'>=' + str(t):>7s}" for t in THRESHOLDS))
     for name, texts in text_sets(args.texts).items():
         scores = np.array([score.score for score in scorer.score(texts, ["en"] * len(texts))])
         flagged = {str(t): float(np.mean(scores >= t)) for t in THRESHOLDS}
-        result["sets"][name] = {"p50": float(np.median(scores)), "p90": float(np.quantile(scores, 0.9)),
-                                "p99": float(np.quantile(scores, 0.99)), "flagged_at": flagged,
-                                "gates": simulate_gates(scores, safety, args.trials, rng)}
+        result["sets"][name] = {
+            "p50": float(np.median(scores)),
+            "p90": float(np.quantile(scores, 0.9)),
+            "p99": float(np.quantile(scores, 0.99)),
+            "flagged_at": flagged,
+            "gates": simulate_gates(scores, safety, args.trials, rng),
+        }
         row = result["sets"][name]
-        print(f"{name:12s} {row['p50']:6.3f} {row['p90']:6.3f} {row['p99']:6.3f} " + " ".join(f"{flagged[str(t)]:7.4f}" for t in THRESHOLDS))
+        print(
+            f"{name:12s} {row['p50']:6.3f} {row['p90']:6.3f} {row['p99']:6.3f} "
+            + " ".join(f"{flagged[str(t)]:7.4f}" for t in THRESHOLDS)
+        )
     print(f"\ngates at toxicity_threshold {safety.toxicity_threshold}: median value (margin) refused-fraction")
-    print(f"{'set':12s} " + " ".join(f"{gate:>34s}" for gate in ("toxic_fraction", "expected_max_toxicity", "toxicity_probability")))
+    print(
+        f"{'set':12s} "
+        + " ".join(f"{gate:>34s}" for gate in ("toxic_fraction", "expected_max_toxicity", "toxicity_probability"))
+    )
     for name, row in result["sets"].items():
         cells = []
         for gate, values in row["gates"].items():

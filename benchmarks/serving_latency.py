@@ -25,6 +25,7 @@ benchmarks/results/serving_latency.json.
 
     python benchmarks/serving_latency.py [--model DIR] [--concurrency 1 4 16] [--seconds 10] [--new-tokens 16]
 """
+
 import argparse
 import os
 import queue
@@ -136,9 +137,14 @@ def drive(batcher: Batcher, concurrency: int, seconds: float) -> dict:
         thread.join()
     wall = time.perf_counter() - started
     milliseconds = 1000 * np.array(latencies)
-    return {"concurrency": concurrency, "requests": len(latencies), "p50_ms": float(np.percentile(milliseconds, 50)),
-            "p99_ms": float(np.percentile(milliseconds, 99)), "requests_per_s": len(latencies) / wall,
-            "new_tokens_per_s": sum(tokens) / wall}
+    return {
+        "concurrency": concurrency,
+        "requests": len(latencies),
+        "p50_ms": float(np.percentile(milliseconds, 50)),
+        "p99_ms": float(np.percentile(milliseconds, 99)),
+        "requests_per_s": len(latencies) / wall,
+        "new_tokens_per_s": sum(tokens) / wall,
+    }
 
 
 def build_model(preset: str, export_dir: str) -> str:
@@ -163,8 +169,9 @@ def build_model(preset: str, export_dir: str) -> str:
     embeddings = backbone.token_embedding.embeddings  # a random model must not stop at [EOS] early
     embeddings.assign(tf.tensor_scatter_nd_update(embeddings, [[EOS_ID]], tf.zeros([1, config.model_dim])))
     model_dir = os.path.join(export_dir, "model")
-    export_serving_model(backbone, tft.TFTransformOutput(transform_dir), GenerationOptions(temperature=0.0, top_k=0),
-                         model_dir)
+    export_serving_model(
+        backbone, tft.TFTransformOutput(transform_dir), GenerationOptions(temperature=0.0, top_k=0), model_dir
+    )
     return model_dir
 
 
@@ -186,8 +193,13 @@ def main() -> None:
     score = model.signatures["score"]
     requests = {
         "generate": lambda prompts: generate(
-            prompts=prompts, max_new_tokens=tf.constant(args.new_tokens), temperature=tf.constant(0.0),
-            top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(0, tf.int64)),
+            prompts=prompts,
+            max_new_tokens=tf.constant(args.new_tokens),
+            temperature=tf.constant(0.0),
+            top_k=tf.constant(0),
+            top_p=tf.constant(1.0),
+            seed=tf.constant(0, tf.int64),
+        ),
         "score": lambda prompts: score(texts=prompts),
     }
     rows = []
@@ -206,13 +218,26 @@ def main() -> None:
     print("| request | clients | requests | P50 ms | P99 ms | requests/s | new tokens/s |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for row in rows:
-        print(f"| {row['request']} | {row['concurrency']} | {row['requests']} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
-              f"{row['requests_per_s']:.1f} | {row['new_tokens_per_s']:.0f} |")
-    print(f"| anchor: non-generative model on TF Serving | - | - | - | < {ANCHOR['p99_ms']:.0f} | {ANCHOR['requests_per_s']:,.0f} | - |")
-    path = machine.write_results("serving_latency", {
-        "command": machine.command_line(), "machine": machine.machine_description(), "load": load,
-        "model": model_dir, "batching": batching.model_dump(), "new_tokens": args.new_tokens, "anchor": ANCHOR, "rows": rows,
-    })
+        print(
+            f"| {row['request']} | {row['concurrency']} | {row['requests']} | {row['p50_ms']:.1f} | {row['p99_ms']:.1f} | "
+            f"{row['requests_per_s']:.1f} | {row['new_tokens_per_s']:.0f} |"
+        )
+    print(
+        f"| anchor: non-generative model on TF Serving | - | - | - | < {ANCHOR['p99_ms']:.0f} | {ANCHOR['requests_per_s']:,.0f} | - |"
+    )
+    path = machine.write_results(
+        "serving_latency",
+        {
+            "command": machine.command_line(),
+            "machine": machine.machine_description(),
+            "load": load,
+            "model": model_dir,
+            "batching": batching.model_dump(),
+            "new_tokens": args.new_tokens,
+            "anchor": ANCHOR,
+            "rows": rows,
+        },
+    )
     print(f"wrote {path}")
 
 

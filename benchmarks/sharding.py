@@ -14,6 +14,7 @@ Without GPUs the mesh is made of logical CPU devices (one process, shared cores)
 times there measure overhead, not speed-up. Example (tiny, about a minute here):
   PYTHONPATH=$PWD TF_USE_LEGACY_KERAS=1 python benchmarks/sharding.py --mesh 1x4 --mesh 2x2 --steps 4
 """
+
 import argparse
 import json
 import statistics
@@ -36,9 +37,17 @@ def run_mesh(batch: int, model: int, args) -> dict:
     from components.trainer.training import sharding
     from components.trainer.training.optimizer import make_optimizer
 
-    config = ModelOptions(preset=args.preset, num_layers=args.layers, num_heads=args.heads, model_dim=args.model_dim,
-                          mlp_dim=args.mlp_dim, context_length=args.length, mlp=args.mlp,
-                          position_encoding=args.positions, norm=args.norm)
+    config = ModelOptions(
+        preset=args.preset,
+        num_layers=args.layers,
+        num_heads=args.heads,
+        model_dim=args.model_dim,
+        mlp_dim=args.mlp_dim,
+        context_length=args.length,
+        mlp=args.mlp,
+        position_encoding=args.positions,
+        norm=args.norm,
+    )
     training = TrainingOptions(train_steps=args.steps + 10, warmup_steps=1, learning_rate=args.learning_rate)
     options = ShardingOptions(batch=batch, model=model)
     sharding.check_shardable(config, options)
@@ -48,8 +57,12 @@ def run_mesh(batch: int, model: int, args) -> dict:
     sharded_optimizer = make_optimizer(training, "float32", mesh=mesh)
     reference_optimizer = make_optimizer(training, "float32")
     runs = {
-        "": sharding.ShardedTrainStep(sharded, sharded_optimizer, args.batch_size, args.length, training.clip_norm, mesh),
-        "reference_": sharding.ShardedTrainStep(reference, reference_optimizer, args.batch_size, args.length, training.clip_norm),
+        "": sharding.ShardedTrainStep(
+            sharded, sharded_optimizer, args.batch_size, args.length, training.clip_norm, mesh
+        ),
+        "reference_": sharding.ShardedTrainStep(
+            reference, reference_optimizer, args.batch_size, args.length, training.clip_norm
+        ),
     }
     result = {"mesh": f"batch={batch},model={model}", "losses": [], "reference_losses": []}
     times = {"": [], "reference_": []}
@@ -65,8 +78,9 @@ def run_mesh(batch: int, model: int, args) -> dict:
     for prefix, measured in times.items():
         result[prefix + "step_seconds"] = statistics.median(measured[1:]) if len(measured) > 1 else measured[0]
     result["bytes_per_device"] = sharding.bytes_per_device(sharded.weights + sharded_optimizer.variables)
-    result["reference_bytes"] = int(sum(v.shape.num_elements() * v.dtype.size
-                                        for v in reference.weights + reference_optimizer.variables))
+    result["reference_bytes"] = int(
+        sum(v.shape.num_elements() * v.dtype.size for v in reference.weights + reference_optimizer.variables)
+    )
     gathered = sharding.gather_backbone(sharded, config, args.vocab)
     probe = rng.integers(0, args.vocab, size=(args.batch_size, args.length))
     result["gathered_logits_max_diff"] = sharding.gathered_logits_difference(sharded, gathered, mesh, probe)
@@ -87,7 +101,9 @@ def main() -> None:
     parser.add_argument("--positions", default="learned", choices=["learned", "rotary"])
     parser.add_argument("--norm", default="layer", choices=["layer", "rms"])
     parser.add_argument("--length", type=int, default=16)
-    parser.add_argument("--batch-size", type=int, default=4, help="Sequences per global batch (the same for both runs).")
+    parser.add_argument(
+        "--batch-size", type=int, default=4, help="Sequences per global batch (the same for both runs)."
+    )
     parser.add_argument("--vocab", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=3e-3)
     parser.add_argument("--seed", type=int, default=0)

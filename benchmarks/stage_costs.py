@@ -27,6 +27,7 @@ Per gate family: the Evaluator's own `seconds` in evaluation.json.
 
 Writes benchmarks/results/stage_costs.json.
 """
+
 import argparse
 import json
 import os
@@ -47,22 +48,52 @@ from benchmarks.machine import LoadGuard, add_load_arguments, command_line, mach
 
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 GPT2_VOCABULARY = 50257
-COMPONENTS = ("ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "Tokenizer", "Transform",
-              "TransformedStatisticsGen", "TokenGate", "Trainer", "Evaluator", "Pusher")
+COMPONENTS = (
+    "ExampleGen",
+    "StatisticsGen",
+    "SchemaGen",
+    "ExampleValidator",
+    "Tokenizer",
+    "Transform",
+    "TransformedStatisticsGen",
+    "TokenGate",
+    "Trainer",
+    "Evaluator",
+    "Pusher",
+)
 # The Evaluator's probes at 1.1B, a tenth of the default sizes (bias templates 4 of 32, red-team
 # prompts 1 of 3 per category, memorisation documents 4 of 16): the defaults take hours on two
 # cores at this size. Their time scales with the number of probe texts (`evaluation.json` records
 # them), which is how the table projects the defaults.
-REDUCED_PROBES = ("evaluator.bias.templates_per_group=4", "evaluator.safety.prompts_per_category=1",
-                  "evaluator.safety.memorization_documents=4")
+REDUCED_PROBES = (
+    "evaluator.bias.templates_per_group=4",
+    "evaluator.safety.prompts_per_category=1",
+    "evaluator.safety.memorization_documents=4",
+)
 SIZES = {
     # size: (checkpoint shape or None, safetensors dtype, default steps, corpus bytes (0: all), run overrides)
     "10m": (None, None, None, 0, ("model.preset=10m",)),
-    "gpt2-124m": ("gpt2-124m", "F32", 40, 0, ("training.lora.rank=8", "training.batch_size=8",
-                                               "model.context_length=256")),
-    "llama-1.1b": ("llama-1.1b", "BF16", 4, 110_000, ("training.lora.rank=8", "training.batch_size=4",
-                                                       "model.context_length=256", "training.steps_per_call=1",
-                                                       "training.log_every=1") + REDUCED_PROBES),
+    "gpt2-124m": (
+        "gpt2-124m",
+        "F32",
+        40,
+        0,
+        ("training.lora.rank=8", "training.batch_size=8", "model.context_length=256"),
+    ),
+    "llama-1.1b": (
+        "llama-1.1b",
+        "BF16",
+        4,
+        110_000,
+        (
+            "training.lora.rank=8",
+            "training.batch_size=4",
+            "model.context_length=256",
+            "training.steps_per_call=1",
+            "training.log_every=1",
+        )
+        + REDUCED_PROBES,
+    ),
 }
 
 
@@ -136,8 +167,10 @@ def component_times(output_root: str, run_id: str) -> Dict[str, Tuple[float, flo
     connection = metadata_store_pb2.ConnectionConfig()
     connection.sqlite.filename_uri = os.path.join(output_root, "metadata.sqlite")
     record = RunRecord(metadata_store.MetadataStore(connection), "textgen", run_id)
-    return {node: (execution.create_time_since_epoch / 1000, execution.last_update_time_since_epoch / 1000)
-            for node, execution in record.executions.items()}
+    return {
+        node: (execution.create_time_since_epoch / 1000, execution.last_update_time_since_epoch / 1000)
+        for node, execution in record.executions.items()
+    }
 
 
 def _corpus(work_dir: str, corpus_bytes: int) -> str:
@@ -154,7 +187,7 @@ def _corpus(work_dir: str, corpus_bytes: int) -> str:
     with open(CORPUS, encoding="utf-8") as handle:
         text = handle.read(corpus_bytes)
     with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text[:text.rindex("\n") + 1])
+        handle.write(text[: text.rindex("\n") + 1])
     return data_root
 
 
@@ -185,30 +218,45 @@ def run_size(size: str, work_dir: str, steps: int, textgen: str) -> Dict:
     with open(os.path.join(output_root, "last_run.json"), encoding="utf-8") as handle:
         summary = json.load(handle)
     times = component_times(output_root, summary["run_id"])
-    stages = {name: {"seconds": round(end - start, 1), "peak_rss_GiB": round(sampler.peak_between(start, end) / 2**30, 2)}
-              for name, (start, end) in times.items()}
+    stages = {
+        name: {"seconds": round(end - start, 1), "peak_rss_GiB": round(sampler.peak_between(start, end) / 2**30, 2)}
+        for name, (start, end) in times.items()
+    }
     evaluation = {}
     blessing = summary.get("blessing") or {}
     report = os.path.join(blessing.get("uri", ""), "evaluation.json") if isinstance(blessing, dict) else ""
     if report and os.path.exists(report):
         with open(report, encoding="utf-8") as handle:
             evaluation = json.load(handle)
-    return {"size": size, "returncode": returncode, "wall_seconds": round(wall, 1), "train_steps": train_steps,
-            "checkpoint": checkpoint, "stages": stages, "evaluator_seconds": evaluation.get("seconds", {}),
-            "blessed": evaluation.get("blessed"), "overrides": list(overrides), "corpus_bytes": corpus_bytes,
-            "run_id": summary["run_id"], "probe_texts": probe_texts(evaluation),
-            "peak_rss_GiB": round(max((rss for _, rss in sampler.samples), default=0) / 2**30, 2)}
+    return {
+        "size": size,
+        "returncode": returncode,
+        "wall_seconds": round(wall, 1),
+        "train_steps": train_steps,
+        "checkpoint": checkpoint,
+        "stages": stages,
+        "evaluator_seconds": evaluation.get("seconds", {}),
+        "blessed": evaluation.get("blessed"),
+        "overrides": list(overrides),
+        "corpus_bytes": corpus_bytes,
+        "run_id": summary["run_id"],
+        "probe_texts": probe_texts(evaluation),
+        "peak_rss_GiB": round(max((rss for _, rss in sampler.samples), default=0) / 2**30, 2),
+    }
 
 
 def probe_texts(evaluation: Dict) -> Dict[str, int]:
     """How many texts each probe family scored or continued (what its time scales with)."""
     metrics = evaluation.get("metrics", {})
     safety = metrics.get("safety", {})
-    return {"bias_texts": metrics.get("bias", {}).get("texts", 0), "bias_groups": metrics.get("bias", {}).get("groups", 0),
-            "safety_completions": safety.get("overall", {}).get("completions", 0),
-            "bias_scored_texts": metrics.get("bias", {}).get("scored_texts", 0),
-            "memorization_probes": metrics.get("memorization", {}).get("documents_probed", 0),
-            "quality_tokens": metrics.get("quality", {}).get("num_tokens", 0)}
+    return {
+        "bias_texts": metrics.get("bias", {}).get("texts", 0),
+        "bias_groups": metrics.get("bias", {}).get("groups", 0),
+        "safety_completions": safety.get("overall", {}).get("completions", 0),
+        "bias_scored_texts": metrics.get("bias", {}).get("scored_texts", 0),
+        "memorization_probes": metrics.get("memorization", {}).get("documents_probed", 0),
+        "quality_tokens": metrics.get("quality", {}).get("num_tokens", 0),
+    }
 
 
 def print_table(results: List[Dict]) -> None:
@@ -223,8 +271,11 @@ def print_table(results: List[Dict]) -> None:
         print(f"| {name} | " + " | ".join(cells) + " |")
     families = sorted({family for r in results for family in r["evaluator_seconds"]})
     for family in families:
-        print(f"| Evaluator: {family} | " + " | ".join(
-            f"{r['evaluator_seconds'].get(family, 0):.1f} | " for r in results) + " |")
+        print(
+            f"| Evaluator: {family} | "
+            + " | ".join(f"{r['evaluator_seconds'].get(family, 0):.1f} | " for r in results)
+            + " |"
+        )
     print("| whole run | " + " | ".join(f"{r['wall_seconds']:.1f} | {r['peak_rss_GiB']:.2f}" for r in results) + " |")
 
 
@@ -232,7 +283,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", nargs="+", choices=sorted(SIZES), default=["10m", "gpt2-124m", "llama-1.1b"])
     parser.add_argument("--work-dir", required=True, help="Checkpoints, run outputs and logs (kept for inspection).")
-    parser.add_argument("--steps", type=int, default=0, help="Training steps of the checkpoint runs (default: per size).")
+    parser.add_argument(
+        "--steps", type=int, default=0, help="Training steps of the checkpoint runs (default: per size)."
+    )
     parser.add_argument("--textgen", default=os.path.join(os.path.dirname(sys.executable), "textgen"))
     add_load_arguments(parser)
     args = parser.parse_args()
@@ -247,8 +300,9 @@ def main() -> None:
     load = guard.finish()
     print(guard.banner())
     print_table(results)
-    path = write_results("stage_costs", {"command": command_line(), "machine": machine_description(), "load": load,
-                                         "results": results})
+    path = write_results(
+        "stage_costs", {"command": command_line(), "machine": machine_description(), "load": load, "results": results}
+    )
     print(f"wrote {path}")
 
 

@@ -32,6 +32,7 @@ Usage:
 
 Prints a table and writes benchmarks/results/tokenizer_throughput.json.
 """
+
 import argparse
 import json
 import os
@@ -59,7 +60,7 @@ def load_documents(path: str) -> List[str]:
 
 def batches(items: List[str], size: int):
     for start in range(0, len(items), size):
-        yield items[start:start + size]
+        yield items[start : start + size]
 
 
 def measure(count: Callable[[List[str]], int], documents: List[str], batch_size: int) -> Dict[str, float]:
@@ -109,8 +110,9 @@ def write_examples(documents: List[str], path: str) -> str:
     return path
 
 
-def learn_ours(examples_file: str, vocab_size: int, sample_size: int, workdir: str,
-               pieces_cross_words: bool = True) -> Dict[str, object]:
+def learn_ours(
+    examples_file: str, vocab_size: int, sample_size: int, workdir: str, pieces_cross_words: bool = True
+) -> Dict[str, object]:
     """The Tokenizer stage's learning: Beam hash sample of the examples, then SentencePiece."""
     import apache_beam as beam
 
@@ -119,14 +121,28 @@ def learn_ours(examples_file: str, vocab_size: int, sample_size: int, workdir: s
 
     options = TokenizerOptions(vocab_size=vocab_size, sample_size=sample_size, pieces_cross_words=pieces_cross_words)
     start = time.perf_counter()
-    pipeline = beam.Pipeline(options=beam.options.pipeline_options.PipelineOptions(
-        ["--direct_running_mode=in_memory", "--direct_num_workers=1"]))
-    drawn = sample.draw_sample(pipeline, [examples_file], "text", options.sample_size, options.chunk_chars,
-                               os.path.join(workdir, "sample.tfrecord.gz"))
+    pipeline = beam.Pipeline(
+        options=beam.options.pipeline_options.PipelineOptions(
+            ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+        )
+    )
+    drawn = sample.draw_sample(
+        pipeline,
+        [examples_file],
+        "text",
+        options.sample_size,
+        options.chunk_chars,
+        os.path.join(workdir, "sample.tfrecord.gz"),
+    )
     sampled = time.perf_counter()
     proto = learn.learn_model(drawn.chunks, vocab_size, options.algorithm, options.pieces_cross_words)
-    return {"proto": proto, "sample_seconds": sampled - start, "learn_seconds": time.perf_counter() - sampled,
-            "sample_chunks": len(drawn.chunks), "sample_mb": drawn.num_bytes / 1e6}
+    return {
+        "proto": proto,
+        "sample_seconds": sampled - start,
+        "learn_seconds": time.perf_counter() - sampled,
+        "sample_chunks": len(drawn.chunks),
+        "sample_mb": drawn.num_bytes / 1e6,
+    }
 
 
 def ours(documents: List[str], vocab_size: int, workdir: str, sample_size: int, pieces_cross_words: bool = True):
@@ -137,8 +153,13 @@ def ours(documents: List[str], vocab_size: int, workdir: str, sample_size: int, 
     from components.tokenizer.graph import GraphTokenizer
     from components.transform.standalone import analyze_and_transform
 
-    learned = learn_ours(write_examples(documents, os.path.join(workdir, "examples.gz")), vocab_size, sample_size, workdir,
-                         pieces_cross_words)
+    learned = learn_ours(
+        write_examples(documents, os.path.join(workdir, "examples.gz")),
+        vocab_size,
+        sample_size,
+        workdir,
+        pieces_cross_words,
+    )
     model_path = os.path.join(workdir, "ours.model")
     model_file.copy_model(learned["proto"], model_path)
     graph_dir = analyze_and_transform(documents[:8], model_path, os.path.join(workdir, "ours-graph"))
@@ -207,7 +228,9 @@ def hf_bytelevel(documents: List[str], vocab_size: int, workdir: str):
     hf = Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False
+    )
     hf.train_from_iterator(documents, trainer=trainer)
     learn_seconds = time.perf_counter() - start
 
@@ -233,10 +256,20 @@ def sentencepiece_bpe(documents: List[str], vocab_size: int, workdir: str, sampl
     start = time.perf_counter()
     prefix = os.path.join(workdir, "sp")
     spm.SentencePieceTrainer.train(
-        input=corpus, model_prefix=prefix, vocab_size=vocab_size, model_type="bpe", byte_fallback=True,
-        character_coverage=0.9995, num_threads=1, minloglevel=2, remove_extra_whitespaces=False,
-        normalization_rule_name="identity", split_digits=False, max_sentence_length=1 << 16,
-        input_sentence_size=sample_size, shuffle_input_sentence=bool(sample_size),
+        input=corpus,
+        model_prefix=prefix,
+        vocab_size=vocab_size,
+        model_type="bpe",
+        byte_fallback=True,
+        character_coverage=0.9995,
+        num_threads=1,
+        minloglevel=2,
+        remove_extra_whitespaces=False,
+        normalization_rule_name="identity",
+        split_digits=False,
+        max_sentence_length=1 << 16,
+        input_sentence_size=sample_size,
+        shuffle_input_sentence=bool(sample_size),
     )
     learn_seconds = time.perf_counter() - start
     with open(prefix + ".model", "rb") as handle:
@@ -252,11 +285,15 @@ def bench_corpus(label: str, documents: List[str], args, workdir: str) -> Dict[s
     """Every tokenizer on one corpus (see the module docstring)."""
     rows, packing = [], None
     sample = documents[:200]
-    our_learn_seconds, encode, decode, count, proto = ours(documents, args.vocab_size, os.path.join(workdir, "ours"),
-                                                           args.sample_size)
+    our_learn_seconds, encode, decode, count, proto = ours(
+        documents, args.vocab_size, os.path.join(workdir, "ours"), args.sample_size
+    )
     from components.tokenizer.graph import GraphTokenizer
 
-    variants = [("ours", our_learn_seconds, encode, decode, count), ("ours: op only", None, *graph_op(GraphTokenizer(proto)))]
+    variants = [
+        ("ours", our_learn_seconds, encode, decode, count),
+        ("ours: op only", None, *graph_op(GraphTokenizer(proto))),
+    ]
     sp_encode, sp_decode = sentencepiece_of(proto)
     variants.append(("sp (our model)", None, sp_encode, sp_decode, list_count(sp_encode)))
     words = ours(documents, args.vocab_size, os.path.join(workdir, "words"), args.sample_size, pieces_cross_words=False)
@@ -269,8 +306,13 @@ def bench_corpus(label: str, documents: List[str], args, workdir: str) -> Dict[s
     for name, learn_seconds, encode, decode, count in variants:
         before = load_average()
         result = measure(count, documents, args.batch_size)
-        result.update(name=name, learn_seconds=learn_seconds, round_trip=decode(encode(sample)) == sample,
-                      load_before=before, load_after=load_average())
+        result.update(
+            name=name,
+            learn_seconds=learn_seconds,
+            round_trip=decode(encode(sample)) == sample,
+            load_before=before,
+            load_after=load_average(),
+        )
         if name == "ours: BPE graph":
             result["ids_equal_hf"] = encode(sample) == hf_encode(sample)
         rows.append(result)
@@ -283,8 +325,13 @@ def bench_corpus(label: str, documents: List[str], args, workdir: str) -> Dict[s
         row["mb_per_s_vs_native"] = row["mb_per_s"] / native["mb_per_s"]
         row["bytes_per_token_vs_native"] = row["bytes_per_token"] / native["bytes_per_token"] - 1
         row["valid"] = max(row["load_before"], row["load_after"]) <= MAX_VALID_LOAD
-    return {"corpus": label, "documents": len(documents), "mb": sum(len(d.encode()) for d in documents) / 1e6,
-            "rows": rows, "packing": packing}
+    return {
+        "corpus": label,
+        "documents": len(documents),
+        "mb": sum(len(d.encode()) for d in documents) / 1e6,
+        "rows": rows,
+        "packing": packing,
+    }
 
 
 def bench_large(documents: List[str], args, workdir: str) -> Dict[str, object]:
@@ -299,30 +346,44 @@ def bench_large(documents: List[str], args, workdir: str) -> Dict[str, object]:
     after_ours = load_average()
     native_seconds = sentencepiece_bpe(large, args.vocab_size, workdir, sample_size=args.sample_size)[0]
     after = load_average()
-    return {"mb": size * copies / 1e6, "copies": copies, "ours_sample_seconds": learned["sample_seconds"],
-            "ours_learn_seconds": learned["learn_seconds"], "ours_sample_chunks": learned["sample_chunks"],
-            "ours_sample_mb": learned["sample_mb"], "native_sampled_learn_seconds": native_seconds,
-            "load_before": before, "load_after_ours": after_ours, "load_after": after,
-            "valid": max(before, after_ours, after) <= MAX_VALID_LOAD}
+    return {
+        "mb": size * copies / 1e6,
+        "copies": copies,
+        "ours_sample_seconds": learned["sample_seconds"],
+        "ours_learn_seconds": learned["learn_seconds"],
+        "ours_sample_chunks": learned["sample_chunks"],
+        "ours_sample_mb": learned["sample_mb"],
+        "native_sampled_learn_seconds": native_seconds,
+        "load_before": before,
+        "load_after_ours": after_ours,
+        "load_after": after,
+        "valid": max(before, after_ours, after) <= MAX_VALID_LOAD,
+    }
 
 
 def print_tables(corpora: List[Dict[str, object]], large: Dict[str, object]) -> None:
-    header = (f"{'corpus':<15} {'tokenizer':<15} {'learn s':>8} {'MB/s':>6} {'x native':>8} {'bytes/tok':>9} "
-              f"{'vs native':>9} {'round trip':>10} {'load':>9} {'valid':>6}")
+    header = (
+        f"{'corpus':<15} {'tokenizer':<15} {'learn s':>8} {'MB/s':>6} {'x native':>8} {'bytes/tok':>9} "
+        f"{'vs native':>9} {'round trip':>10} {'load':>9} {'valid':>6}"
+    )
     print(header)
     for corpus in corpora:
         for row in corpus["rows"]:
             learn_s = "-" if row["learn_seconds"] is None else f"{row['learn_seconds']:.1f}"
-            print(f"{corpus['corpus']:<15} {row['name']:<15} {learn_s:>8} {row['mb_per_s']:>6.2f} "
-                  f"{row['mb_per_s_vs_native']:>8.2f} {row['bytes_per_token']:>9.3f} {row['bytes_per_token_vs_native']:>+9.1%} "
-                  f"{str(row['round_trip']):>10} {row['load_before']:>4.1f}/{row['load_after']:<4.1f} "
-                  f"{'yes' if row['valid'] else 'LOADED':>6}")
+            print(
+                f"{corpus['corpus']:<15} {row['name']:<15} {learn_s:>8} {row['mb_per_s']:>6.2f} "
+                f"{row['mb_per_s_vs_native']:>8.2f} {row['bytes_per_token']:>9.3f} {row['bytes_per_token_vs_native']:>+9.1%} "
+                f"{str(row['round_trip']):>10} {row['load_before']:>4.1f}/{row['load_after']:<4.1f} "
+                f"{'yes' if row['valid'] else 'LOADED':>6}"
+            )
     if large:
-        print(f"\nlearning on {large['mb']:.0f} MB ({large['copies']} copies): ours {large['ours_sample_seconds']:.1f} s Beam "
-              f"sample ({large['ours_sample_chunks']} chunks, {large['ours_sample_mb']:.1f} MB) + "
-              f"{large['ours_learn_seconds']:.1f} s SentencePiece; native SentencePiece with input_sentence_size="
-              f"{large['ours_sample_chunks']}: {large['native_sampled_learn_seconds']:.1f} s; load "
-              f"{large['load_before']:.1f} -> {large['load_after']:.1f} ({'valid' if large['valid'] else 'LOADED'})")
+        print(
+            f"\nlearning on {large['mb']:.0f} MB ({large['copies']} copies): ours {large['ours_sample_seconds']:.1f} s Beam "
+            f"sample ({large['ours_sample_chunks']} chunks, {large['ours_sample_mb']:.1f} MB) + "
+            f"{large['ours_learn_seconds']:.1f} s SentencePiece; native SentencePiece with input_sentence_size="
+            f"{large['ours_sample_chunks']}: {large['native_sampled_learn_seconds']:.1f} s; load "
+            f"{large['load_before']:.1f} -> {large['load_after']:.1f} ({'valid' if large['valid'] else 'LOADED'})"
+        )
 
 
 def main() -> None:
@@ -332,7 +393,9 @@ def main() -> None:
     parser.add_argument("--vocab-size", type=int, default=4096)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--sample-size", type=int, default=20_000, help="Our learner's sample (tokenizer.sample_size).")
-    parser.add_argument("--large-mb", type=float, default=100.0, help="Replicated corpus for learning time (0 skips it).")
+    parser.add_argument(
+        "--large-mb", type=float, default=100.0, help="Replicated corpus for learning time (0 skips it)."
+    )
     parser.add_argument("--context-length", type=int, default=128, help="Block length for the packing comparison.")
     args = parser.parse_args()
     import tensorflow as tf
@@ -352,8 +415,11 @@ def main() -> None:
     corpora, large = [], None
     with tempfile.TemporaryDirectory() as workdir:
         for label, documents in corpora_documents:
-            print(f"{label}: {len(documents)} documents, {sum(len(d.encode()) for d in documents) / 1e6:.2f} MB, "
-                  f"vocabulary {args.vocab_size}, batch {args.batch_size}", flush=True)
+            print(
+                f"{label}: {len(documents)} documents, {sum(len(d.encode()) for d in documents) / 1e6:.2f} MB, "
+                f"vocabulary {args.vocab_size}, batch {args.batch_size}",
+                flush=True,
+            )
             os.makedirs(os.path.join(workdir, label, "ours"))
             os.makedirs(os.path.join(workdir, label, "words"))
             corpora.append(bench_corpus(label, documents, args, os.path.join(workdir, label)))
@@ -361,16 +427,34 @@ def main() -> None:
             large = bench_large(english, args, workdir)
     print_tables(corpora, large)
     packing = corpora[0]["packing"]
-    print(f"\npacking at context {args.context_length} ({corpora[0]['corpus']}, ours): packed blocks waste "
-          f"{packing['packed_waste']:.4%} (tail tokens dropped); one padded document per sequence wastes "
-          f"{packing['padded_waste']:.2%} of positions on padding and truncates {packing['truncated']:.2%} of tokens")
+    print(
+        f"\npacking at context {args.context_length} ({corpora[0]['corpus']}, ours): packed blocks waste "
+        f"{packing['packed_waste']:.4%} (tail tokens dropped); one padded document per sequence wastes "
+        f"{packing['padded_waste']:.2%} of positions on padding and truncates {packing['truncated']:.2%} of tokens"
+    )
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
-    machine = {"platform": platform.platform(), "processor": platform.processor(), "cpus": os.cpu_count(),
-               "load_average_start": start_load, "load_average_end": os.getloadavg()}
+    machine = {
+        "platform": platform.platform(),
+        "processor": platform.processor(),
+        "cpus": os.cpu_count(),
+        "load_average_start": start_load,
+        "load_average_end": os.getloadavg(),
+    }
     with open(RESULTS, "w", encoding="utf-8") as handle:
-        json.dump({"vocab_size": args.vocab_size, "batch_size": args.batch_size, "sample_size": args.sample_size,
-                   "corpus_path": os.path.abspath(args.corpus), "machine": machine, "corpora": corpora,
-                   "large": large, "max_valid_load": MAX_VALID_LOAD}, handle, indent=2)
+        json.dump(
+            {
+                "vocab_size": args.vocab_size,
+                "batch_size": args.batch_size,
+                "sample_size": args.sample_size,
+                "corpus_path": os.path.abspath(args.corpus),
+                "machine": machine,
+                "corpora": corpora,
+                "large": large,
+                "max_valid_load": MAX_VALID_LOAD,
+            },
+            handle,
+            indent=2,
+        )
     print(f"wrote {RESULTS}")
 
 

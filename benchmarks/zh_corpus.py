@@ -6,6 +6,7 @@ natural text: it exercises CJK handling (multi-byte characters, no spaces, byte 
 characters) at a realistic character distribution, but its compression numbers are those of this
 synthetic text, not of real Chinese.
 """
+
 import random
 from typing import List
 

@@ -7,6 +7,7 @@ as a Python path inside the image. So every custom type's TYPE_NAME is `componen
 the class is reachable as an attribute of this package, imported lazily on first access so that
 importing a light module (options, CLI) does not import TFX.
 """
+
 import importlib
 import os
 

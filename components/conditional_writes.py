@@ -23,6 +23,7 @@ objects one by one. Each store's own primitive is used instead:
 A refused write returns False; `update` reads again and retries, so every writer's change is
 applied, each to the state the previous one left.
 """
+
 import fcntl
 import hashlib
 import logging
@@ -74,6 +75,7 @@ def _dispatch(uri: str, operations: Dict[str, Callable]):
 
 
 # --- local files -------------------------------------------------------------------------------
+
 
 def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
@@ -199,7 +201,8 @@ def _check_s3_conditional_writes(bucket: str, key: str) -> None:
             raise UnsupportedStore(
                 f"the S3 store of s3://{bucket} ignores conditional writes (a PutObject with If-None-Match: * "
                 f"replaced an existing object): two writers could take the same version; use a store that "
-                f"supports them (AWS S3, or an S3-compatible server that implements If-None-Match and If-Match)")
+                f"supports them (AWS S3, or an S3-compatible server that implements If-None-Match and If-Match)"
+            )
     finally:
         client.delete_object(Bucket=bucket, Key=probe)
     _s3_checked_buckets.add(bucket)
@@ -281,6 +284,7 @@ def _replace_gcs(uri: str, data: bytes, expected: Snapshot) -> bool:
 
 
 # --- the interface -----------------------------------------------------------------------------
+
 
 def read(uri: str) -> Snapshot:
     """The file's bytes and version (Snapshot(None) when it does not exist)."""

@@ -1,4 +1,5 @@
 """File patterns (`fn_args.train_files`, split URIs + `*`) to the files they match, on any filesystem."""
+
 from typing import List, Sequence, Union
 
 import tensorflow as tf

@@ -45,6 +45,7 @@ with "pure virtual method called" and status 134 (tensorflow/io#2039, open; fixe
 by PR #2120 after the last release). `exit_process` ends a process that may have used S3 without
 running the C++ static destructors that crash, after Python's own exit handlers.
 """
+
 import atexit
 import os
 import sys
@@ -150,12 +151,16 @@ def check_schemes(locations: Dict[str, str]) -> None:
     for name, uri in locations.items():
         scheme = scheme_of(uri)
         if scheme not in ACCEPTED_SCHEMES:
-            raise SchemeError(f"{name} {uri}: the {scheme}:// scheme is not supported "
-                              f"(use a local path or one of {', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)})")
+            raise SchemeError(
+                f"{name} {uri}: the {scheme}:// scheme is not supported "
+                f"(use a local path or one of {', '.join(s + '://' for s in OBJECT_STORE_SCHEMES)})"
+            )
         missing = [layer for layer, schemes in opened.items() if scheme not in schemes]
         if missing:
-            raise SchemeError(f"{name} {uri}: the {scheme}:// scheme is not registered in {' and '.join(missing)} "
-                              f"(install tensorflow-io and apache-beam[gcp,aws] from requirements.lock)")
+            raise SchemeError(
+                f"{name} {uri}: the {scheme}:// scheme is not registered in {' and '.join(missing)} "
+                f"(install tensorflow-io and apache-beam[gcp,aws] from requirements.lock)"
+            )
 
 
 def remove_folder_markers(uri: str) -> List[str]:
@@ -168,7 +173,7 @@ def remove_folder_markers(uri: str) -> List[str]:
         return []
     from google.cloud import storage
 
-    bucket_name, _, path = uri[len("gs://"):].partition("/")
+    bucket_name, _, path = uri[len("gs://") :].partition("/")
     prefix = path.strip("/") + "/" if path.strip("/") else None
     bucket = storage.Client(project=None).bucket(bucket_name)  # project=None: no project lookup needed
     removed = []

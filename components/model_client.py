@@ -17,6 +17,7 @@ more on loading it again, with or without oneDNN), so every further load of the 
 a full copy more. The Evaluator's quality, safety, bias and baseline steps load the candidate
 and the baseline several times; at 1.1B that ran out of 24 GiB.
 """
+
 import threading
 from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
 
@@ -100,7 +101,9 @@ class ModelClient:
     rather than at the first call.
     """
 
-    def __init__(self, saved_model: Union[str, Any], batch_size: int = 64, required: Sequence[str] = REQUIRED_SIGNATURES):
+    def __init__(
+        self, saved_model: Union[str, Any], batch_size: int = 64, required: Sequence[str] = REQUIRED_SIGNATURES
+    ):
         if isinstance(saved_model, str):
             self.path = saved_model
             self._model = load_saved_model(saved_model)
@@ -128,7 +131,7 @@ class ModelClient:
 
     def _batches(self, items: Sequence):
         for start in range(0, len(items), self.batch_size):
-            yield list(items[start:start + self.batch_size])
+            yield list(items[start : start + self.batch_size])
 
     def generate(
         self,
@@ -145,8 +148,15 @@ class ModelClient:
         """
         outputs: List[str] = []
         for index, batch in enumerate(self._batches(prompts)):
-            result = self.call(signatures.GENERATE, prompts=batch, max_new_tokens=max_new_tokens,
-                               temperature=temperature, top_k=top_k, top_p=top_p, seed=seed + index)
+            result = self.call(
+                signatures.GENERATE,
+                prompts=batch,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed + index,
+            )
             outputs += signatures.decode_texts(result["generations"])
         return outputs
 
@@ -172,13 +182,17 @@ class ModelClient:
         # Batched by length (a batch is padded to its longest row), answered in the caller's order.
         order = np.argsort([len(p) + len(c) for p, c in rows], kind="stable")
         for batch in self._batches([rows[i] for i in order]):
-            result = self.call(signatures.SCORE_CONTINUATION, prefixes=[p for p, _ in batch], continuations=[c for _, c in batch])
+            result = self.call(
+                signatures.SCORE_CONTINUATION, prefixes=[p for p, _ in batch], continuations=[c for _, c in batch]
+            )
             for key in parts:
                 parts[key].append(result[key])
         restore = np.argsort(order, kind="stable")
-        return ContinuationScores(np.concatenate(parts["nll_sum"]).astype(np.float64)[restore],
-                                  np.concatenate(parts["num_tokens"]).astype(np.int64)[restore],
-                                  np.concatenate(parts["truncated"]).astype(bool)[restore])
+        return ContinuationScores(
+            np.concatenate(parts["nll_sum"]).astype(np.float64)[restore],
+            np.concatenate(parts["num_tokens"]).astype(np.int64)[restore],
+            np.concatenate(parts["truncated"]).astype(bool)[restore],
+        )
 
     @property
     def has_chat(self) -> bool:
@@ -193,24 +207,45 @@ class ModelClient:
         contents = [[content for _, content in c] + [""] * (width - len(c)) for c in conversations]
         return roles, contents
 
-    def chat(self, conversations: Sequence[Sequence[Tuple[str, str]]], max_new_tokens: int, temperature: float,
-             top_k: int = 0, top_p: float = 1.0, seed: int = 0) -> List[ChatReply]:
+    def chat(
+        self,
+        conversations: Sequence[Sequence[Tuple[str, str]]],
+        max_new_tokens: int,
+        temperature: float,
+        top_k: int = 0,
+        top_p: float = 1.0,
+        seed: int = 0,
+    ) -> List[ChatReply]:
         """The assistant's reply to each conversation ((role, content) turns) through the model's
         own chat template (`chat` signature); the n-th batch is sampled with `seed + n`. Raises
         ValueError for a conversation the template refuses (as the template itself would)."""
         replies: List[ChatReply] = []
         for index, batch in enumerate(self._batches(conversations)):
             roles, contents = self._conversation_matrix(batch)
-            result = self.call(signatures.CHAT, roles=roles, contents=contents, max_new_tokens=max_new_tokens,
-                               temperature=temperature, top_k=top_k, top_p=top_p, seed=seed + index)
+            result = self.call(
+                signatures.CHAT,
+                roles=roles,
+                contents=contents,
+                max_new_tokens=max_new_tokens,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed + index,
+            )
             # (a model exported before the `accepted` output answers every row)
             refused = [row for row, accepted in enumerate(result.get("accepted", [True] * len(batch))) if not accepted]
             if refused:
                 number = index * self.batch_size + refused[0]
-                raise ValueError(f"the model's chat template refuses conversation {number} of the batch (roles "
-                                 f"{', '.join(role for role, _ in conversations[number])})")
-            replies += [ChatReply(text, int(count), bool(stopped)) for text, count, stopped in
-                        zip(signatures.decode_texts(result["generations"]), result["num_generated_tokens"], result["stopped"])]
+                raise ValueError(
+                    f"the model's chat template refuses conversation {number} of the batch (roles "
+                    f"{', '.join(role for role, _ in conversations[number])})"
+                )
+            replies += [
+                ChatReply(text, int(count), bool(stopped))
+                for text, count, stopped in zip(
+                    signatures.decode_texts(result["generations"]), result["num_generated_tokens"], result["stopped"]
+                )
+            ]
         return replies
 
     def score_replies(self, conversations: Sequence[Sequence[Tuple[str, str]]]) -> ReplyScores:
@@ -223,8 +258,12 @@ class ModelClient:
                 parts[key].append(result[key])
         if not parts["nll_sum"]:
             return ReplyScores(np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, bool))
-        return ReplyScores(np.concatenate(parts["nll_sum"]).astype(np.float64), np.concatenate(parts["num_tokens"]).astype(np.int64),
-                           np.concatenate(parts["reply_bytes"]).astype(np.int64), np.concatenate(parts["truncated"]).astype(bool))
+        return ReplyScores(
+            np.concatenate(parts["nll_sum"]).astype(np.float64),
+            np.concatenate(parts["num_tokens"]).astype(np.int64),
+            np.concatenate(parts["reply_bytes"]).astype(np.int64),
+            np.concatenate(parts["truncated"]).astype(bool),
+        )
 
     def score_tokens(self, blocks: np.ndarray):
         """(summed NLL, token count) over a [B, L+1] int64 array of packed blocks."""

@@ -8,6 +8,7 @@ component specs that only have `custom_config`, one `custom_config` entry) per o
 parsed back by the executor with the same class (`from_parameter`). Locations that depend on the
 runner (serving directory, state location, registry directory) are plain string parameters.
 """
+
 from typing import Type, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -30,6 +31,7 @@ class Options(BaseModel):
         try:
             return cls.model_validate_json(text)
         except ValidationError as exc:
-            problems = "; ".join(f"{'.'.join(str(p) for p in item['loc']) or '<root>'}: {item['msg']}"
-                                 for item in exc.errors())
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in item['loc']) or '<root>'}: {item['msg']}" for item in exc.errors()
+            )
             raise ValueError(f"invalid {cls.__name__} parameter: {problems}") from None

@@ -3,6 +3,7 @@
 One definition of what a payment card number and a national identity number look like, so the
 data that is scrubbed before training and the generations that are checked after it agree.
 """
+
 import re
 from typing import Iterator
 

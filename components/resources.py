@@ -12,6 +12,7 @@ Configuration refers to a bundled file as `bundled:<path relative to the reposit
 machine, so it can travel inside a compiled Kubeflow spec; `resolve` turns it into a path in
 the process that reads it. Any other path or URI is the user's own and passes unchanged.
 """
+
 import os
 
 BUNDLED_PREFIX = "bundled:"
@@ -37,7 +38,8 @@ def bundled_path(relative_path: str) -> str:
             return candidate
     raise FileNotFoundError(
         f"bundled resource {relative_path} is not installed: looked in {INSTALLED_ROOT} (installed package) "
-        f"and {SOURCE_ROOT} (source checkout)")
+        f"and {SOURCE_ROOT} (source checkout)"
+    )
 
 
 def is_bundled(path: str) -> bool:
@@ -46,4 +48,4 @@ def is_bundled(path: str) -> bool:
 
 def resolve(path: str) -> str:
     """A `bundled:` reference as a local path; any other path or URI unchanged."""
-    return bundled_path(path[len(BUNDLED_PREFIX):]) if is_bundled(path) else path
+    return bundled_path(path[len(BUNDLED_PREFIX) :]) if is_bundled(path) else path

@@ -6,6 +6,7 @@ toxic and benign comments; the model ships inside the wheel, so nothing is downl
 model was pickled with scikit-learn 1.5.0 and is loaded with the locked 1.5.1 (same minor
 release); scikit-learn's version warning about that is silenced here on purpose.
 """
+
 import warnings
 from typing import List, Sequence
 

@@ -19,6 +19,7 @@ biases at 0, from a fixed seed), so the model knows nothing yet: it exists to sh
 fine-tuning run does in a couple of minutes on a CPU, not to be good. Nothing is downloaded; it
 needs numpy, safetensors and tokenizers, which the project's environment has.
 """
+
 import argparse
 import json
 import os
@@ -37,10 +38,21 @@ INIT_STD = 0.02  # GPT-2's initializer_range
 def config() -> dict:
     """config.json as transformers writes it for a GPT2LMHeadModel of SHAPE."""
     return {
-        "architectures": ["GPT2LMHeadModel"], "model_type": "gpt2", **SHAPE, "n_inner": None,
-        "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5, "initializer_range": INIT_STD,
-        "attn_pdrop": 0.0, "embd_pdrop": 0.0, "resid_pdrop": 0.0, "scale_attn_weights": True,
-        "tie_word_embeddings": True, "bos_token_id": 0, "eos_token_id": 0, "torch_dtype": "float32",
+        "architectures": ["GPT2LMHeadModel"],
+        "model_type": "gpt2",
+        **SHAPE,
+        "n_inner": None,
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": 1e-5,
+        "initializer_range": INIT_STD,
+        "attn_pdrop": 0.0,
+        "embd_pdrop": 0.0,
+        "resid_pdrop": 0.0,
+        "scale_attn_weights": True,
+        "tie_word_embeddings": True,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+        "torch_dtype": "float32",
     }
 
 
@@ -52,19 +64,30 @@ def weights(seed: int) -> dict:
     def normal(*shape):
         return rng.normal(0.0, INIT_STD, shape).astype(np.float32)
 
-    tensors = {"transformer.wte.weight": normal(SHAPE["vocab_size"], width),
-               "transformer.wpe.weight": normal(SHAPE["n_positions"], width),
-               "transformer.ln_f.weight": np.ones(width, np.float32), "transformer.ln_f.bias": np.zeros(width, np.float32)}
+    tensors = {
+        "transformer.wte.weight": normal(SHAPE["vocab_size"], width),
+        "transformer.wpe.weight": normal(SHAPE["n_positions"], width),
+        "transformer.ln_f.weight": np.ones(width, np.float32),
+        "transformer.ln_f.bias": np.zeros(width, np.float32),
+    }
     for layer in range(layers):
         block = f"transformer.h.{layer}."
-        tensors.update({
-            block + "ln_1.weight": np.ones(width, np.float32), block + "ln_1.bias": np.zeros(width, np.float32),
-            block + "attn.c_attn.weight": normal(width, 3 * width), block + "attn.c_attn.bias": np.zeros(3 * width, np.float32),
-            block + "attn.c_proj.weight": normal(width, width), block + "attn.c_proj.bias": np.zeros(width, np.float32),
-            block + "ln_2.weight": np.ones(width, np.float32), block + "ln_2.bias": np.zeros(width, np.float32),
-            block + "mlp.c_fc.weight": normal(width, 4 * width), block + "mlp.c_fc.bias": np.zeros(4 * width, np.float32),
-            block + "mlp.c_proj.weight": normal(4 * width, width), block + "mlp.c_proj.bias": np.zeros(width, np.float32),
-        })
+        tensors.update(
+            {
+                block + "ln_1.weight": np.ones(width, np.float32),
+                block + "ln_1.bias": np.zeros(width, np.float32),
+                block + "attn.c_attn.weight": normal(width, 3 * width),
+                block + "attn.c_attn.bias": np.zeros(3 * width, np.float32),
+                block + "attn.c_proj.weight": normal(width, width),
+                block + "attn.c_proj.bias": np.zeros(width, np.float32),
+                block + "ln_2.weight": np.ones(width, np.float32),
+                block + "ln_2.bias": np.zeros(width, np.float32),
+                block + "mlp.c_fc.weight": normal(width, 4 * width),
+                block + "mlp.c_fc.bias": np.zeros(4 * width, np.float32),
+                block + "mlp.c_proj.weight": normal(4 * width, width),
+                block + "mlp.c_proj.bias": np.zeros(width, np.float32),
+            }
+        )
     return tensors
 
 
@@ -85,9 +108,12 @@ def learn_byte_level_bpe(lines, vocab_size: int, end_of_text_last: bool = False,
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
     # A special token given to the trainer takes the first ids; one added after learning, the last.
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size - 1 if end_of_text_last else vocab_size,
-                                  special_tokens=[] if end_of_text_last else [END_OF_TEXT],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size - 1 if end_of_text_last else vocab_size,
+        special_tokens=[] if end_of_text_last else [END_OF_TEXT],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
     tokenizer.train_from_iterator(lines, trainer=trainer)
     if end_of_text_last:
         end_of_text = tokenizer.get_vocab_size()
@@ -108,14 +134,25 @@ def write_gpt2_tokenizer_files(tokenizer, directory: str, model_max_length: int)
     with open(os.path.join(directory, "tokenizer.json"), "w", encoding="utf-8") as handle:
         json.dump(spec, handle, ensure_ascii=False, indent=2)
     tokenizer.model.save(directory)  # vocab.json + merges.txt
-    _write_json(os.path.join(directory, "tokenizer_config.json"), {
-        "bos_token": END_OF_TEXT, "eos_token": END_OF_TEXT, "unk_token": END_OF_TEXT,
-        "model_max_length": model_max_length, "tokenizer_class": "GPT2Tokenizer"})
+    _write_json(
+        os.path.join(directory, "tokenizer_config.json"),
+        {
+            "bos_token": END_OF_TEXT,
+            "eos_token": END_OF_TEXT,
+            "unk_token": END_OF_TEXT,
+            "model_max_length": model_max_length,
+            "tokenizer_class": "GPT2Tokenizer",
+        },
+    )
     return tokenizer.get_vocab_size()
 
 
-def write_tokenizer(directory: str, vocab_size: int = SHAPE["vocab_size"], model_max_length: int = SHAPE["n_positions"],
-                    added_special_tokens: tuple = ()) -> int:
+def write_tokenizer(
+    directory: str,
+    vocab_size: int = SHAPE["vocab_size"],
+    model_max_length: int = SHAPE["n_positions"],
+    added_special_tokens: tuple = (),
+) -> int:
     """The tiny checkpoint's tokenizer (`learn_byte_level_bpe`, <|endoftext|> = 0) learned from the
     bundled support replies and written into `directory`. Returns the tokenizer's size."""
     with open(CORPUS, encoding="utf-8") as handle:

@@ -22,6 +22,7 @@ than writing such a spec, and warns when a location still names a placeholder bu
 whose scheme the image cannot open, a registry the pods cannot share and malformed pod settings
 are refused.
 """
+
 import logging
 import os
 
@@ -68,23 +69,34 @@ def _finish_spec(path: str, uncacheable: frozenset, pipeline_root: str, config: 
     platform = pod_config.platform_spec(executors, config.kubeflow.secret_env, config.kubeflow.config_map_env)
     caching = pod_config.cache_allowed(config.kubeflow.image)
     if not caching:
-        log.warning("image %s is not named by digest: KFP's cache key holds the image string, so caching is off for "
-                    "every step (compile with --image REPOSITORY@sha256:DIGEST to allow it)", config.kubeflow.image)
+        log.warning(
+            "image %s is not named by digest: KFP's cache key holds the image string, so caching is off for "
+            "every step (compile with --image REPOSITORY@sha256:DIGEST to allow it)",
+            config.kubeflow.image,
+        )
     for name, task in spec["root"]["dag"]["tasks"].items():
-        if name in uncacheable or not caching:  # no cachingOptions = caching off (TFX writes it only to turn caching on)
+        if (
+            name in uncacheable or not caching
+        ):  # no cachingOptions = caching off (TFX writes it only to turn caching on)
             task.pop("cachingOptions", None)
     spec[oss_compat.DEFAULT_PIPELINE_ROOT] = pipeline_root
     problems = oss_compat.problems(spec)
     if problems:
-        raise ValueError("the compiled spec would not run on open-source Kubeflow Pipelines:\n  " + "\n  ".join(problems))
+        raise ValueError(
+            "the compiled spec would not run on open-source Kubeflow Pipelines:\n  " + "\n  ".join(problems)
+        )
     text = yaml.safe_dump(spec, sort_keys=False)
     if platform:
         text += "---\n" + yaml.safe_dump(platform, sort_keys=False)
     placeholders = oss_compat.placeholder_buckets(text)
     if placeholders:
-        log.warning("%s names the placeholder bucket %s (the kubeflow.pipeline_root, data_root and serving_dir "
-                    "defaults): `textgen submit` refuses it; compile again with --pipeline-root, --data-root and "
-                    "--serving-dir naming your buckets", path, ", ".join(placeholders))
+        log.warning(
+            "%s names the placeholder bucket %s (the kubeflow.pipeline_root, data_root and serving_dir "
+            "defaults): `textgen submit` refuses it; compile again with --pipeline-root, --data-root and "
+            "--serving-dir naming your buckets",
+            path,
+            ", ".join(placeholders),
+        )
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
 
@@ -94,17 +106,29 @@ def compile_pipeline(config: PipelineConfig, output_dir: str) -> str:
     compiling, when the pipeline root has a scheme the components cannot use (e.g. minio://)."""
     kubeflow = config.kubeflow
     oss_compat.check_scheme(kubeflow.pipeline_root)
-    oss_compat.check_locations({"data root": kubeflow.data_root, "serving directory": kubeflow.serving_dir,
-                                "data_gate.state_uri": config.data_gate.state_uri})
-    pod_config.check_registry(config.registry.enabled, config.registry.tracking_uri, pod_config.check_env(kubeflow.env),
-                              kubeflow.secret_env, kubeflow.config_map_env)
+    oss_compat.check_locations(
+        {
+            "data root": kubeflow.data_root,
+            "serving directory": kubeflow.serving_dir,
+            "data_gate.state_uri": config.data_gate.state_uri,
+        }
+    )
+    pod_config.check_registry(
+        config.registry.enabled,
+        config.registry.tracking_uri,
+        pod_config.check_env(kubeflow.env),
+        kubeflow.secret_env,
+        kubeflow.config_map_env,
+    )
     pod_config.check_step_names(kubeflow.step_resources, COMPONENT_IDS)
     pod_config.parse_references(kubeflow.secret_env, "secret_env")
     pod_config.parse_references(kubeflow.config_map_env, "config_map_env")
     os.makedirs(output_dir, exist_ok=True)
     runner = kubeflow_v2_dag_runner.KubeflowV2DagRunner(
         config=kubeflow_v2_dag_runner.KubeflowV2DagRunnerConfig(
-            default_image=config.kubeflow.image, default_commands=ENTRYPOINT_COMMAND, use_pipeline_spec_2_1=True,
+            default_image=config.kubeflow.image,
+            default_commands=ENTRYPOINT_COMMAND,
+            use_pipeline_spec_2_1=True,
         ),
         output_dir=output_dir,
         output_filename=PIPELINE_SPEC_FILE,

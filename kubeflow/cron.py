@@ -7,11 +7,16 @@ syntax, seconds first: `SECOND MINUTE HOUR DAY-OF-MONTH MONTH DAY-OF-WEEK` (e.g.
 Unix cron is a common mistake here (it would silently shift every field), so it is rejected with
 a hint rather than guessed at.
 """
+
 import re
 from typing import Dict, Tuple
 
-_MONTHS = {name: index for index, name in enumerate(
-    ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1)}
+_MONTHS = {
+    name: index
+    for index, name in enumerate(
+        ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"], start=1
+    )
+}
 _DAYS = {name: index for index, name in enumerate(["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"])}
 # (name, lowest, highest, names, allows '?')
 _FIELDS: Tuple[Tuple[str, int, int, Dict[str, int], bool], ...] = (
@@ -34,7 +39,9 @@ def _value(token: str, field: Tuple) -> int:
     name, low, high, names, _ = field
     number = names.get(token.upper()) if not token.isdigit() else int(token)
     if number is None:
-        raise CronError(f"{name} field: '{token}' is not a number" + (f" or one of {', '.join(names)}" if names else ""))
+        raise CronError(
+            f"{name} field: '{token}' is not a number" + (f" or one of {', '.join(names)}" if names else "")
+        )
     if not low <= number <= high:
         raise CronError(f"{name} field: {number} is outside {low}-{high}")
     return number
@@ -70,8 +77,10 @@ def validate_cron(expression: str) -> str:
     if len(fields) == 5:
         raise CronError(f"'{expression}' has 5 fields; KFP cron has 6 with seconds first, e.g. '0 {expression}'")
     if len(fields) != 6:
-        raise CronError(f"'{expression}' has {len(fields)} fields; KFP cron needs 6: second minute hour "
-                        "day-of-month month day-of-week")
+        raise CronError(
+            f"'{expression}' has {len(fields)} fields; KFP cron needs 6: second minute hour "
+            "day-of-month month day-of-week"
+        )
     for text, field in zip(fields, _FIELDS):
         _check_field(text, field)
     return expression

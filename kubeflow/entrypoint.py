@@ -26,6 +26,7 @@ After a step succeeds, the GCS folder markers TF leaves in its gs:// output arti
 (components/filesystems.py `remove_folder_markers`): the OSS launcher's download of those
 artifacts into the next step fails on them (kubeflow/pipelines#13476).
 """
+
 import json
 import sys
 from typing import Any, Dict, List, Optional
@@ -49,9 +50,13 @@ def repair_executor_input(executor_input: Dict[str, Any], inputs_spec: Optional[
                 continue
             spec_type = declared.get(name, {}).get("artifactType")
             if not spec_type:
-                raise ValueError(f"input artifact '{name}' has no type and the step's input definitions do not "
-                                 f"declare one (declared: {sorted(declared)})")
-            artifact["type"] = {key: value for key, value in spec_type.items() if key in ("schemaTitle", "instanceSchema")}
+                raise ValueError(
+                    f"input artifact '{name}' has no type and the step's input definitions do not "
+                    f"declare one (declared: {sorted(declared)})"
+                )
+            artifact["type"] = {
+                key: value for key, value in spec_type.items() if key in ("schemaTitle", "instanceSchema")
+            }
     outputs = executor_input.get("outputs", {}).get("artifacts", {})
     for name in list(outputs):
         titles = [a.get("type", {}).get("schemaTitle", "") for a in outputs[name].get("artifacts", [])]
@@ -84,8 +89,12 @@ def _value(argv: List[str], index: int) -> str:
 def output_uris(argv: List[str]) -> List[str]:
     """The URIs of the output artifacts in the ExecutorInput of TFX's executor-runner arguments."""
     executor_input = json.loads(_value(argv, _invocation_index(argv)))
-    return [artifact["uri"] for artifact_list in executor_input.get("outputs", {}).get("artifacts", {}).values()
-            for artifact in artifact_list.get("artifacts", []) if artifact.get("uri")]
+    return [
+        artifact["uri"]
+        for artifact_list in executor_input.get("outputs", {}).get("artifacts", {}).values()
+        for artifact in artifact_list.get("artifacts", [])
+        if artifact.get("uri")
+    ]
 
 
 def repair_arguments(argv: List[str]) -> List[str]:
@@ -95,7 +104,9 @@ def repair_arguments(argv: List[str]) -> List[str]:
     spec_index = _flag_value(argv, "--json_serialized_inputs_spec_args")
     inputs_spec = json.loads(_value(argv, spec_index)) if spec_index is not None else None
     repaired = json.dumps(repair_executor_input(json.loads(_value(argv, invocation)), inputs_spec))
-    argv[invocation] = ("--json_serialized_invocation_args=" + repaired) if argv[invocation].startswith("--") else repaired
+    argv[invocation] = (
+        ("--json_serialized_invocation_args=" + repaired) if argv[invocation].startswith("--") else repaired
+    )
     return argv
 
 

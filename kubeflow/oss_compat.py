@@ -17,6 +17,7 @@ placeholder bucket (`textgen submit`/`schedule`), and `placeholder_buckets` find
 `YOUR-BUCKET` (or the docs' `BUCKET`) anywhere in a spec: GCS and S3 bucket names are lower
 case, so an upper-case bucket name is never a real one.
 """
+
 import re
 from typing import Any, Dict, List
 
@@ -55,8 +56,10 @@ def placeholder_buckets(text: str) -> List[str]:
 
 
 def _not_an_object_store_uri(pipeline_root: str, why: str) -> RootError:
-    return RootError(f"pipeline root {pipeline_root!r} is not a gs:// or s3:// URI: the components read and write it "
-                     f"with tf.io.gfile, {why} (pass --pipeline-root gs://<bucket>/... or s3://<bucket>/...)")
+    return RootError(
+        f"pipeline root {pipeline_root!r} is not a gs:// or s3:// URI: the components read and write it "
+        f"with tf.io.gfile, {why} (pass --pipeline-root gs://<bucket>/... or s3://<bucket>/...)"
+    )
 
 
 def check_scheme(pipeline_root: str) -> str:
@@ -87,5 +90,6 @@ def check_pipeline_root(pipeline_root: str) -> str:
     if placeholders:
         raise RootError(
             f"pipeline root {pipeline_root!r} names the placeholder bucket {placeholders[0]} (bucket names are lower "
-            "case): pass --pipeline-root gs://<your bucket>/... to compile (or submit)")
+            "case): pass --pipeline-root gs://<your bucket>/... to compile (or submit)"
+        )
     return pipeline_root

@@ -31,6 +31,7 @@ KFP's cache key includes the image string: under a moving tag a rebuilt image wo
 the previous image's results. An image not named by digest (`repo@sha256:...`) turns caching
 off for every step (`cache_allowed`).
 """
+
 import json
 import math
 import re
@@ -55,8 +56,10 @@ def check_env(env: Dict[str, str]) -> Dict[str, str]:
         if not _ENV_NAME.match(name):
             raise PodConfigError(f"kubeflow.env: {name!r} is not an environment variable name")
         if _CREDENTIAL_NAME.search(name):
-            raise PodConfigError(f"kubeflow.env: {name} looks like a credential; the spec is readable by anyone who can "
-                                 f"read the pipeline: use kubeflow.secret_env ({name}: <secret name>/<key>)")
+            raise PodConfigError(
+                f"kubeflow.env: {name} looks like a credential; the spec is readable by anyone who can "
+                f"read the pipeline: use kubeflow.secret_env ({name}: <secret name>/<key>)"
+            )
     return env
 
 
@@ -66,7 +69,9 @@ def parse_references(references: Dict[str, str], section: str) -> Dict[str, Tupl
     for name, reference in references.items():
         match = _REFERENCE.match(reference)
         if not _ENV_NAME.match(name) or not match:
-            raise PodConfigError(f"kubeflow.{section}: {name}={reference!r} must look like ENV_NAME=<object name>/<key>")
+            raise PodConfigError(
+                f"kubeflow.{section}: {name}={reference!r} must look like ENV_NAME=<object name>/<key>"
+            )
         parsed[name] = (match.group("name"), match.group("key"))
     return parsed
 
@@ -79,21 +84,27 @@ def _grouped(references: Dict[str, Tuple[str, str]], key_field: str) -> List[Dic
     return [{"name": name, "keyToEnv": keys} for name, keys in sorted(by_object.items())]
 
 
-def container_env(env: Dict[str, str], secret_env: Dict[str, str], config_map_env: Dict[str, str]) -> List[Dict[str, str]]:
+def container_env(
+    env: Dict[str, str], secret_env: Dict[str, str], config_map_env: Dict[str, str]
+) -> List[Dict[str, str]]:
     """A container's `env` list in the pipeline spec: `env`, plus (when any is set) the listing
     of names and references a Trainer hands on to its TFJob replicas (tfjob.POD_ENV)."""
     from components.trainer.training.tfjob import POD_ENV
 
     entries = [{"name": name, "value": value} for name, value in sorted(check_env(env).items())]
     if env or secret_env or config_map_env:
-        listing = {"env": sorted(env), "secret_env": dict(sorted(secret_env.items())),
-                   "config_map_env": dict(sorted(config_map_env.items()))}
+        listing = {
+            "env": sorted(env),
+            "secret_env": dict(sorted(secret_env.items())),
+            "config_map_env": dict(sorted(config_map_env.items())),
+        }
         entries.append({"name": POD_ENV, "value": json.dumps(listing)})
     return entries
 
 
-def platform_spec(executor_labels: Iterable[str], secret_env: Dict[str, str],
-                  config_map_env: Dict[str, str]) -> Dict[str, Any]:
+def platform_spec(
+    executor_labels: Iterable[str], secret_env: Dict[str, str], config_map_env: Dict[str, str]
+) -> Dict[str, Any]:
     """The Kubernetes platform spec giving every executor the secrets and config maps as env
     ({} when there are none)."""
     secrets = _grouped(parse_references(secret_env, "secret_env"), "secretKey")
@@ -105,12 +116,16 @@ def platform_spec(executor_labels: Iterable[str], secret_env: Dict[str, str],
         executor["secretAsEnv"] = [{"secretName": s["name"], "keyToEnv": s["keyToEnv"]} for s in secrets]
     if config_maps:
         executor["configMapAsEnv"] = [{"configMapName": c["name"], "keyToEnv": c["keyToEnv"]} for c in config_maps]
-    return {"platforms": {"kubernetes": {"deploymentSpec": {"executors": {
-        label: executor for label in sorted(executor_labels)}}}}}
+    return {
+        "platforms": {
+            "kubernetes": {"deploymentSpec": {"executors": {label: executor for label in sorted(executor_labels)}}}
+        }
+    }
 
 
-def check_registry(enabled: bool, tracking_uri: str, env: Dict[str, str], secret_env: Dict[str, str],
-                   config_map_env: Dict[str, str]) -> None:
+def check_registry(
+    enabled: bool, tracking_uri: str, env: Dict[str, str], secret_env: Dict[str, str], config_map_env: Dict[str, str]
+) -> None:
     """Refuses a registry the pods cannot share: none configured, or one on a single disk."""
     if not enabled:
         return
@@ -118,12 +133,16 @@ def check_registry(enabled: bool, tracking_uri: str, env: Dict[str, str], secret
         return  # a server's address, from the cluster
     uri = env.get(TRACKING_URI_ENV) or tracking_uri
     if not uri:
-        raise PodConfigError("the model registry has no server: on Kubeflow every step's pod needs the same registry; "
-                             "set registry.tracking_uri (or kubeflow.env MLFLOW_TRACKING_URI) to an MLflow server, "
-                             "or registry.enabled=false")
+        raise PodConfigError(
+            "the model registry has no server: on Kubeflow every step's pod needs the same registry; "
+            "set registry.tracking_uri (or kubeflow.env MLFLOW_TRACKING_URI) to an MLflow server, "
+            "or registry.enabled=false"
+        )
     if uri.startswith(_LOCAL_REGISTRY_SCHEMES) or "://" not in uri:
-        raise PodConfigError(f"registry {uri} is a store on one disk that the pipeline's pods cannot share: set "
-                             "registry.tracking_uri to an MLflow server (http(s)://...), or registry.enabled=false")
+        raise PodConfigError(
+            f"registry {uri} is a store on one disk that the pipeline's pods cannot share: set "
+            "registry.tracking_uri to an MLflow server (http(s)://...), or registry.enabled=false"
+        )
 
 
 TRAINER_STEP = "Trainer"
@@ -139,15 +158,20 @@ def check_step_names(step_resources: Dict[str, Any], steps: Iterable[str]) -> No
     """Refuses a kubeflow.step_resources entry that names no step of the pipeline."""
     unknown = sorted(set(step_resources) - set(steps))
     if unknown:
-        raise PodConfigError(f"kubeflow.step_resources: no step named {', '.join(unknown)} "
-                             f"(steps: {', '.join(sorted(steps))})")
+        raise PodConfigError(
+            f"kubeflow.step_resources: no step named {', '.join(unknown)} (steps: {', '.join(sorted(steps))})"
+        )
 
 
 def container_resources(resources, accelerator_type: str = "", accelerator_count: int = 0) -> Dict[str, Any]:
     """A container's `resources` in the pipeline spec for a PodResources (memory in GB, as the
     driver reads `memoryLimit`), with an accelerator when `accelerator_type` is set."""
-    spec: Dict[str, Any] = {"cpuRequest": resources.cpu_request, "cpuLimit": resources.cpu_limit,
-                            "memoryRequest": resources.memory_request_gb, "memoryLimit": resources.memory_limit_gb}
+    spec: Dict[str, Any] = {
+        "cpuRequest": resources.cpu_request,
+        "cpuLimit": resources.cpu_limit,
+        "memoryRequest": resources.memory_request_gb,
+        "memoryLimit": resources.memory_limit_gb,
+    }
     if accelerator_type:
         spec["accelerator"] = {"type": accelerator_type, "count": accelerator_count}
     return spec

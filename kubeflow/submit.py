@@ -8,6 +8,7 @@ public methods. Authentication: an existing bearer token read from an environmen
 file (e.g. a projected service-account token); without one, kfp.Client falls back to its in-cluster
 service-account credentials. A token is never printed or written into the spec.
 """
+
 import contextlib
 import datetime
 import json
@@ -93,11 +94,14 @@ def load_pipeline_spec(path: str) -> Dict[str, Any]:
     if placeholders:
         raise oss_compat.RootError(
             f"{path} names the placeholder bucket {', '.join(placeholders)} (the kubeflow.* defaults): compile it "
-            "again with --pipeline-root, --data-root and --serving-dir naming your buckets")
+            "again with --pipeline-root, --data-root and --serving-dir naming your buckets"
+        )
     problems = oss_compat.problems(spec)
     if problems:
-        raise ValueError(f"{path} would not run on open-source Kubeflow Pipelines (compile it again with this "
-                         "version of textgen):\n  " + "\n  ".join(problems))
+        raise ValueError(
+            f"{path} would not run on open-source Kubeflow Pipelines (compile it again with this "
+            "version of textgen):\n  " + "\n  ".join(problems)
+        )
     platform = {key: value for document in documents[1:] for key, value in document.items()}
     # As the kfp client sends a spec with a platform spec (kfp/client/client.py `_PipelineDoc`).
     return {"pipeline_spec": spec, "platform_spec": platform} if platform else spec
@@ -125,23 +129,32 @@ def run_body(spec: Dict[str, Any], run_name: str, pipeline_root: str, experiment
     import kfp_server_api
 
     return kfp_server_api.V2beta1Run(
-        experiment_id=experiment_id, display_name=run_name, pipeline_spec=spec,
+        experiment_id=experiment_id,
+        display_name=run_name,
+        pipeline_spec=spec,
         runtime_config=_runtime_config(pipeline_root),
     )
 
 
-def recurring_run_body(spec: Dict[str, Any], name: str, pipeline_root: str, schedule: Schedule,
-                       experiment_id: Optional[str]):
+def recurring_run_body(
+    spec: Dict[str, Any], name: str, pipeline_root: str, schedule: Schedule, experiment_id: Optional[str]
+):
     """The V2beta1RecurringRun a schedule POSTs."""
     import kfp_server_api
 
     return kfp_server_api.V2beta1RecurringRun(
-        experiment_id=experiment_id, display_name=name, pipeline_spec=spec,
+        experiment_id=experiment_id,
+        display_name=name,
+        pipeline_spec=spec,
         runtime_config=_runtime_config(pipeline_root),
-        mode=kfp_server_api.RecurringRunMode.ENABLE, no_catchup=not schedule.catchup,
+        mode=kfp_server_api.RecurringRunMode.ENABLE,
+        no_catchup=not schedule.catchup,
         max_concurrency=schedule.max_concurrency,
-        trigger=kfp_server_api.V2beta1Trigger(cron_schedule=kfp_server_api.V2beta1CronSchedule(
-            cron=schedule.cron, start_time=schedule.start_time, end_time=schedule.end_time)),
+        trigger=kfp_server_api.V2beta1Trigger(
+            cron_schedule=kfp_server_api.V2beta1CronSchedule(
+                cron=schedule.cron, start_time=schedule.start_time, end_time=schedule.end_time
+            )
+        ),
     )
 
 
@@ -155,7 +168,9 @@ def as_json(body) -> Dict[str, Any]:
 def dry_run(target: KfpTarget, path: str, body) -> Dict[str, Any]:
     """What would be sent: host, namespace, experiment, auth (never the token), and the request."""
     return {
-        "host": target.host, "namespace": target.namespace, "experiment": target.experiment,
+        "host": target.host,
+        "namespace": target.namespace,
+        "experiment": target.experiment,
         "auth": target.describe_auth(),
         "request": {"method": "POST", "path": path, "body": as_json(body)},
     }
@@ -214,8 +229,10 @@ def talking_to(target: KfpTarget):
             raise HostError(f"KFP host {target.host} refused the request: {_http_error(exc)}") from exc
         except (urllib3.exceptions.HTTPError, OSError) as exc:  # OSError: a socket error urllib3 did not wrap
             if any(_timed_out(cause) for cause in _causes(exc)):
-                raise HostError(f"KFP host {target.host} did not answer within {target.request_timeout:g} s "
-                                "(kubeflow.request_timeout)") from exc
+                raise HostError(
+                    f"KFP host {target.host} did not answer within {target.request_timeout:g} s "
+                    "(kubeflow.request_timeout)"
+                ) from exc
             raise HostError(f"cannot reach KFP host {target.host}: {_network_reason(exc)}") from exc
 
 
@@ -261,23 +278,42 @@ def connect(target: KfpTarget):
     return client
 
 
-def submit(target: KfpTarget, spec_path: str, run_name: str, pipeline_root: Optional[str], fallback_root: str,
-           dry: bool = False) -> Dict[str, Any]:
+def submit(
+    target: KfpTarget,
+    spec_path: str,
+    run_name: str,
+    pipeline_root: Optional[str],
+    fallback_root: str,
+    dry: bool = False,
+) -> Dict[str, Any]:
     """Submits one run (or, with `dry`, returns what would be sent); the pipeline root is chosen by
     `spec_and_root`."""
     spec, pipeline_root = spec_and_root(spec_path, pipeline_root, fallback_root)
     if dry:
-        return dry_run(target, RUNS_PATH, run_body(spec, run_name, pipeline_root, "<id of experiment " + target.experiment + ">"))
+        return dry_run(
+            target, RUNS_PATH, run_body(spec, run_name, pipeline_root, "<id of experiment " + target.experiment + ">")
+        )
     with talking_to(target):
         client = connect(target)
         experiment = client.create_experiment(target.experiment, namespace=target.namespace)
-        run = client.run_pipeline(experiment_id=experiment.experiment_id, job_name=run_name,
-                                  pipeline_package_path=spec_path, pipeline_root=pipeline_root)
+        run = client.run_pipeline(
+            experiment_id=experiment.experiment_id,
+            job_name=run_name,
+            pipeline_package_path=spec_path,
+            pipeline_root=pipeline_root,
+        )
     return {"run_id": run.run_id, "experiment_id": experiment.experiment_id, "host": target.host}
 
 
-def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: Optional[str], fallback_root: str,
-             trigger: Schedule, dry: bool = False) -> Dict[str, Any]:
+def schedule(
+    target: KfpTarget,
+    spec_path: str,
+    name: str,
+    pipeline_root: Optional[str],
+    fallback_root: str,
+    trigger: Schedule,
+    dry: bool = False,
+) -> Dict[str, Any]:
     """Creates a recurring run (or, with `dry`, returns what would be sent); the pipeline root is
     chosen by `spec_and_root`."""
     spec, pipeline_root = spec_and_root(spec_path, pipeline_root, fallback_root)
@@ -288,9 +324,18 @@ def schedule(target: KfpTarget, spec_path: str, name: str, pipeline_root: Option
         client = connect(target)
         experiment = client.create_experiment(target.experiment, namespace=target.namespace)
         recurring = client.create_recurring_run(
-            experiment_id=experiment.experiment_id, job_name=name, cron_expression=trigger.cron,
-            max_concurrency=trigger.max_concurrency, no_catchup=not trigger.catchup,
-            start_time=trigger.start_time, end_time=trigger.end_time,
-            pipeline_package_path=spec_path, pipeline_root=pipeline_root,
+            experiment_id=experiment.experiment_id,
+            job_name=name,
+            cron_expression=trigger.cron,
+            max_concurrency=trigger.max_concurrency,
+            no_catchup=not trigger.catchup,
+            start_time=trigger.start_time,
+            end_time=trigger.end_time,
+            pipeline_package_path=spec_path,
+            pipeline_root=pipeline_root,
         )
-    return {"recurring_run_id": recurring.recurring_run_id, "experiment_id": experiment.experiment_id, "host": target.host}
+    return {
+        "recurring_run_id": recurring.recurring_run_id,
+        "experiment_id": experiment.experiment_id,
+        "host": target.host,
+    }

@@ -3,6 +3,7 @@ exit code, or raises an expected failure that `pipeline.errors` turns into one l
 
 Heavy imports (TFX, TensorFlow, MLflow, kfp) happen inside the commands so `--help` is instant.
 """
+
 import argparse
 import datetime
 import json
@@ -72,8 +73,12 @@ def _check_checkpoint(cfg: config_module.PipelineConfig) -> None:
         checked = preflight.check_checkpoint(directory, cfg.model, tokenizer)
     except CheckpointError as exc:
         raise errors.UsageError(f"model.checkpoint: {exc}") from exc
-    logging.getLogger(__name__).info("Checked model.checkpoint %s: %s, %d weight tensors as its config.json describes",
-                                     directory, checked.config.model_type, checked.tensors)
+    logging.getLogger(__name__).info(
+        "Checked model.checkpoint %s: %s, %d weight tensors as its config.json describes",
+        directory,
+        checked.config.model_type,
+        checked.tensors,
+    )
 
 
 def _local_run(args: argparse.Namespace, validation_only: bool) -> int:
@@ -81,8 +86,9 @@ def _local_run(args: argparse.Namespace, validation_only: bool) -> int:
     runs locally, prints the report, and exits 0, or reports the run's error in one line and
     exits 2 (a gate blocked) or 1 (any other failure); exits 75 at once, changing nothing, when
     another run holds the output root (pipeline/run_lock.py)."""
-    cfg = _load_config(args, data_root=args.data_root, output_root=args.output_root,
-                       enable_cache=False if args.no_cache else None)
+    cfg = _load_config(
+        args, data_root=args.data_root, output_root=args.output_root, enable_cache=False if args.no_cache else None
+    )
     from pipeline import run_lock
 
     run_lock.check_free(cfg.layout)  # before the slow checks; run_locally holds the lock itself
@@ -120,10 +126,14 @@ def validate(args: argparse.Namespace) -> int:
 
 def compile_(args: argparse.Namespace) -> int:
     kubeflow_overrides = {
-        key: value for key, value in {
-            "image": args.image, "pipeline_root": args.pipeline_root,
-            "data_root": args.data_root, "serving_dir": args.serving_dir,
-        }.items() if value is not None
+        key: value
+        for key, value in {
+            "image": args.image,
+            "pipeline_root": args.pipeline_root,
+            "data_root": args.data_root,
+            "serving_dir": args.serving_dir,
+        }.items()
+        if value is not None
     }
     if args.beam_args:
         kubeflow_overrides["beam_args"] = args.beam_args
@@ -186,8 +196,11 @@ def generate(args: argparse.Namespace) -> int:
     except samples.UnusableModel as exc:
         raise errors.CommandError(str(exc)) from exc
     for prompt, continuation in zip(args.prompts, continuations):
-        print(json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False) if args.json
-              else f"{prompt}{continuation}\n")
+        print(
+            json.dumps({"prompt": prompt, "continuation": continuation}, ensure_ascii=False)
+            if args.json
+            else f"{prompt}{continuation}\n"
+        )
     return EXIT_OK
 
 
@@ -212,14 +225,24 @@ def _chat(args: argparse.Namespace, model_dir: str) -> int:
     except ValueError as exc:
         raise errors.UsageError(f"generate: {exc}") from exc
     try:
-        replies = samples.chat(model_dir, conversations, args.max_new_tokens, args.temperature, args.top_k, args.seed,
-                               top_p=args.top_p)
+        replies = samples.chat(
+            model_dir, conversations, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
+        )
     except samples.UnusableModel as exc:
         raise errors.CommandError(str(exc)) from exc
     for conversation, reply in zip(conversations, replies):
         if args.json:
-            print(json.dumps({"messages": [{"role": r, "content": c} for r, c in conversation], "reply": reply.text,
-                              "stopped": reply.stopped, "num_tokens": reply.num_tokens}, ensure_ascii=False))
+            print(
+                json.dumps(
+                    {
+                        "messages": [{"role": r, "content": c} for r, c in conversation],
+                        "reply": reply.text,
+                        "stopped": reply.stopped,
+                        "num_tokens": reply.num_tokens,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         else:
             print(reply.text + ("" if reply.stopped else "  [cut at --max-new-tokens]") + "\n")
     return EXIT_OK
@@ -289,8 +312,11 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
     from kubeflow import submit as kfp_submit
 
     target = kfp_submit.KfpTarget(
-        host=args.host or cfg.kubeflow.host, namespace=args.namespace or cfg.kubeflow.namespace,
-        experiment=args.experiment or cfg.kubeflow.experiment, token_env=args.token_env, token_file=args.token_file or "",
+        host=args.host or cfg.kubeflow.host,
+        namespace=args.namespace or cfg.kubeflow.namespace,
+        experiment=args.experiment or cfg.kubeflow.experiment,
+        token_env=args.token_env,
+        token_file=args.token_file or "",
         request_timeout=cfg.kubeflow.request_timeout,
     )
     try:
@@ -305,7 +331,9 @@ def _kfp_request(args: argparse.Namespace, send: Callable) -> int:
 
 def submit(args: argparse.Namespace) -> int:
     def send(kfp_submit, cfg, target, roots):
-        run_name = args.run_name or f"{cfg.pipeline_name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
+        run_name = (
+            args.run_name or f"{cfg.pipeline_name} {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M:%S}"
+        )
         return kfp_submit.submit(target, args.spec, run_name, *roots, dry=args.dry_run)
 
     return _kfp_request(args, send)
@@ -313,9 +341,15 @@ def submit(args: argparse.Namespace) -> int:
 
 def schedule(args: argparse.Namespace) -> int:
     def send(kfp_submit, cfg, target, roots):
-        trigger = kfp_submit.Schedule(cron=args.cron, max_concurrency=args.max_concurrency, catchup=args.catchup,
-                                      start_time=args.start_time, end_time=args.end_time)
-        return kfp_submit.schedule(target, args.spec, args.name or f"{cfg.pipeline_name} schedule", *roots,
-                                   trigger, dry=args.dry_run)
+        trigger = kfp_submit.Schedule(
+            cron=args.cron,
+            max_concurrency=args.max_concurrency,
+            catchup=args.catchup,
+            start_time=args.start_time,
+            end_time=args.end_time,
+        )
+        return kfp_submit.schedule(
+            target, args.spec, args.name or f"{cfg.pipeline_name} schedule", *roots, trigger, dry=args.dry_run
+        )
 
     return _kfp_request(args, send)

@@ -8,6 +8,7 @@ way: unknown keys and values of the wrong type are rejected with an error that n
 `create_pipeline` hands each component its own options object (`components/options.py` says how
 it crosses to the executor); no component imports this module.
 """
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,14 @@ from components.pusher.options import PusherOptions
 from components.registry.options import RegistryOptions
 from components.resources import bundled
 from components.tokenizer.options import TokenizerOptions
-from components.trainer.options import (GenerationOptions, ModelOptions, TFJobOptions, TrainingOptions, check_recompute,
-                                        check_sharding)
+from components.trainer.options import (
+    GenerationOptions,
+    ModelOptions,
+    TFJobOptions,
+    TrainingOptions,
+    check_recompute,
+    check_sharding,
+)
 from pipeline.layout import OutputLayout
 
 # Where this package's code lives (a checkout or site-packages). Defaults that name the project's
@@ -44,14 +51,18 @@ class PodResources(Options):
     """CPU and memory of one step's pod on Kubeflow (Kubernetes requests and limits)."""
 
     cpu_request: float = Field(1.0, gt=0, description="CPUs the scheduler reserves.")
-    cpu_limit: float = Field(2.0, gt=0, description="CPUs the pod may use; a DirectRunner step starts this many Beam workers.")
+    cpu_limit: float = Field(
+        2.0, gt=0, description="CPUs the pod may use; a DirectRunner step starts this many Beam workers."
+    )
     memory_request_gb: float = Field(4.0, gt=0, description="Memory the scheduler reserves, in GB (10^9 bytes).")
     memory_limit_gb: float = Field(8.0, gt=0, description="Memory above which the pod is killed, in GB.")
 
     @model_validator(mode="after")
     def _requests_within_limits(self) -> "PodResources":
         if self.cpu_request > self.cpu_limit or self.memory_request_gb > self.memory_limit_gb:
-            raise ValueError("a request exceeds its limit (cpu_request <= cpu_limit, memory_request_gb <= memory_limit_gb)")
+            raise ValueError(
+                "a request exceeds its limit (cpu_request <= cpu_limit, memory_request_gb <= memory_limit_gb)"
+            )
         return self
 
 
@@ -67,43 +78,59 @@ def _default_step_resources() -> Dict[str, PodResources]:
 class KubeflowConfig(Options):
     """Settings used only when compiling for Kubeflow Pipelines."""
 
-    image: str = Field("textgen-tfx:latest", description="Container image built from this project (kubeflow/Dockerfile).")
-    pipeline_root: str = Field("gs://YOUR-BUCKET/textgen/pipeline-root", description="Artifact root on the cluster's object store.")
+    image: str = Field(
+        "textgen-tfx:latest", description="Container image built from this project (kubeflow/Dockerfile)."
+    )
+    pipeline_root: str = Field(
+        "gs://YOUR-BUCKET/textgen/pipeline-root", description="Artifact root on the cluster's object store."
+    )
     data_root: str = Field("gs://YOUR-BUCKET/textgen/corpus", description="Corpus location the cluster can read.")
-    serving_dir: str = Field("gs://YOUR-BUCKET/textgen/serving", description="TF Serving model base path on the cluster.")
+    serving_dir: str = Field(
+        "gs://YOUR-BUCKET/textgen/serving", description="TF Serving model base path on the cluster."
+    )
     host: str = Field("", description="KFP API endpoint for submit/schedule, e.g. https://kfp.example.com/pipeline.")
     namespace: str = Field("kubeflow", description="Kubernetes namespace (multi-user KFP: the profile namespace).")
-    experiment: str = Field("textgen", min_length=1, description="KFP experiment runs and recurring runs are filed under.")
+    experiment: str = Field(
+        "textgen", min_length=1, description="KFP experiment runs and recurring runs are filed under."
+    )
     request_timeout: float = Field(
-        60.0, gt=0, description="Seconds submit/schedule wait for the KFP host to connect and to answer each request "
-                                "before giving up (kfp's client would wait forever).")
+        60.0,
+        gt=0,
+        description="Seconds submit/schedule wait for the KFP host to connect and to answer each request "
+        "before giving up (kfp's client would wait forever).",
+    )
     beam_args: List[str] = Field(
         default_factory=lambda: ["--direct_running_mode=multi_processing", "--direct_num_workers=0"],
         description="Beam pipeline options of the data components on the cluster. Default: DirectRunner with one worker "
-                    "process per core of the pod. For Dataflow, Flink or Spark pass that runner's options instead "
-                    "(docs/kubeflow.md).",
+        "process per core of the pod. For Dataflow, Flink or Spark pass that runner's options instead "
+        "(docs/kubeflow.md).",
     )
     env: Dict[str, str] = Field(
         default_factory=dict,
         description="Environment variables of every step's pod, in the spec: no credentials (kubeflow/pod_config.py), "
-                    "e.g. {S3_ENDPOINT: http://minio-service.kubeflow:9000, AWS_REGION: us-east-1} for KFP's MinIO.")
+        "e.g. {S3_ENDPOINT: http://minio-service.kubeflow:9000, AWS_REGION: us-east-1} for KFP's MinIO.",
+    )
     secret_env: Dict[str, str] = Field(
         default_factory=dict,
         description="Kubernetes secret keys as environment variables of every step: {ENV: <secret>/<key>}, e.g. "
-                    "{AWS_ACCESS_KEY_ID: mlpipeline-minio-artifact/accesskey, "
-                    "AWS_SECRET_ACCESS_KEY: mlpipeline-minio-artifact/secretkey}.")
+        "{AWS_ACCESS_KEY_ID: mlpipeline-minio-artifact/accesskey, "
+        "AWS_SECRET_ACCESS_KEY: mlpipeline-minio-artifact/secretkey}.",
+    )
     config_map_env: Dict[str, str] = Field(
-        default_factory=dict, description="Kubernetes config map keys as environment variables of every step: "
-                                          "{ENV: <config map>/<key>}.")
+        default_factory=dict,
+        description="Kubernetes config map keys as environment variables of every step: {ENV: <config map>/<key>}.",
+    )
     resources: PodResources = Field(default_factory=PodResources)
     step_resources: Dict[str, PodResources] = Field(
         default_factory=_default_step_resources,
         description="Pods of particular steps (by step name, e.g. Trainer), instead of kubeflow.resources; the keys "
-                    "given for a step are merged into its default (Transform, Trainer and Evaluator have larger ones) "
-                    "or, for another step, into kubeflow.resources: Trainer={cpu_limit: 16} keeps the Trainer's "
-                    "memory.")
-    trainer_accelerator_type: str = Field("", description="Kubernetes resource name of the Trainer's accelerators, e.g. "
-                                                          "nvidia.com/gpu; empty = none.")
+        "given for a step are merged into its default (Transform, Trainer and Evaluator have larger ones) "
+        "or, for another step, into kubeflow.resources: Trainer={cpu_limit: 16} keeps the Trainer's "
+        "memory.",
+    )
+    trainer_accelerator_type: str = Field(
+        "", description="Kubernetes resource name of the Trainer's accelerators, e.g. nvidia.com/gpu; empty = none."
+    )
     trainer_accelerator_count: int = Field(1, ge=1, description="How many accelerators the Trainer's pod gets.")
     tfjob: TFJobOptions = Field(default_factory=TFJobOptions)
 
@@ -133,15 +160,24 @@ LORA_LEARNING_RATE = 2e-4
 class PipelineConfig(Options):
     """Everything a pipeline run needs; `create_pipeline` reads only this."""
 
-    pipeline_name: str = Field("textgen", description="TFX pipeline name: ML Metadata records runs under it, and it names the compiled KFP pipeline.")
-    data_root: str = Field(bundled("data/corpus"), description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).")
+    pipeline_name: str = Field(
+        "textgen",
+        description="TFX pipeline name: ML Metadata records runs under it, and it names the compiled KFP pipeline.",
+    )
+    data_root: str = Field(
+        bundled("data/corpus"),
+        description="Directory of corpus files (.txt, .jsonl, .csv, .tsv, .tfrecord; each optionally .gz/.bz2).",
+    )
     output_root: str = Field("runs/local", description="Root of all local outputs.")
     schema_dir: str = Field(
         bundled("schema"),
         description="Directory holding the curated schema.pbtxt (raw text), conversation_schema.pbtxt (raw conversations) "
-                    "and transformed_schema.pbtxt (tokens).",
+        "and transformed_schema.pbtxt (tokens).",
     )
-    enable_cache: bool = Field(True, description="Reuse a component's earlier result when its inputs and parameters are unchanged (TFX caching; textgen run --no-cache sets false).")
+    enable_cache: bool = Field(
+        True,
+        description="Reuse a component's earlier result when its inputs and parameters are unchanged (TFX caching; textgen run --no-cache sets false).",
+    )
     beam_args: List[str] = Field(
         default_factory=lambda: ["--direct_running_mode=in_memory", "--direct_num_workers=1"],
         description="Apache Beam pipeline options for the data components.",
@@ -251,14 +287,18 @@ def _format_validation_error(error: ValidationError, source: str) -> str:
 MOVED_KEYS = {
     ("transform", "vocab_size"): ("tokenizer.vocab_size", "docs/tokenizers.md"),
     ("evaluator", "max_perplexity_increase"): (
-        "evaluator.max_bits_per_byte_increase (a relative change in bits per byte)", "docs/evaluation.md"),
+        "evaluator.max_bits_per_byte_increase (a relative change in bits per byte)",
+        "docs/evaluation.md",
+    ),
 }
 
 
 def _refuse_moved_keys(values: Dict[str, Any], source: str) -> None:
     for (section, key), (new_key, page) in MOVED_KEYS.items():
         if isinstance(values.get(section), dict) and key in values[section]:
-            raise ConfigError(f"invalid configuration ({source}):\n  '{section}.{key}' moved to '{new_key}' (see {page})")
+            raise ConfigError(
+                f"invalid configuration ({source}):\n  '{section}.{key}' moved to '{new_key}' (see {page})"
+            )
 
 
 def load_config(
@@ -329,8 +369,11 @@ def option_entries() -> List[OptionEntry]:
             if isinstance(value, BaseModel):
                 walk(type(value), value, f"{prefix}{name}.")
                 continue
-            entries.append(OptionEntry(f"{prefix}{name}", field.annotation, value, field.description or "",
-                                       prefix.rstrip("."), model_cls))
+            entries.append(
+                OptionEntry(
+                    f"{prefix}{name}", field.annotation, value, field.description or "", prefix.rstrip("."), model_cls
+                )
+            )
 
     walk(PipelineConfig, PipelineConfig(), "")
     return entries
@@ -339,5 +382,7 @@ def option_entries() -> List[OptionEntry]:
 def describe_options() -> List[str]:
     """One line per configurable key with its default written as YAML (`textgen options`,
     `textgen run --help`)."""
-    return [f"{entry.key} = {yaml_value(entry.default)}" + (f"  {entry.description}" if entry.description else "")
-            for entry in option_entries()]
+    return [
+        f"{entry.key} = {yaml_value(entry.default)}" + (f"  {entry.description}" if entry.description else "")
+        for entry in option_entries()
+    ]

@@ -6,6 +6,7 @@
 the code does not: `python -m pipeline.config_reference` rewrites it (`make docs` does too), and
 tests/test_docs_site.py fails when the checked-in page differs from what this module writes.
 """
+
 import argparse
 import inspect
 import os
@@ -40,7 +41,9 @@ def type_name(annotation: Any) -> str:
         return "one of: " + ", ".join(f"`{value}`" for value in arguments)
     if origin is typing.Union:
         kept = [argument for argument in arguments if argument is not type(None)]
-        return " or ".join(type_name(argument) for argument in kept) + (" or `null`" if len(kept) < len(arguments) else "")
+        return " or ".join(type_name(argument) for argument in kept) + (
+            " or `null`" if len(kept) < len(arguments) else ""
+        )
     if origin in (list, List):
         inner = type_name(arguments[0])
         return f"list, each {inner}" if inner.startswith("one of") else f"list of {inner}"
@@ -81,8 +84,10 @@ def render() -> str:
         if intro:
             parts.append(_cell(intro) + "\n")
         rows = ["| key | type | default | description |", "|---|---|---|---|"]
-        rows += [f"| `{entry.key}` | {_cell(type_name(entry.annotation))} | {_default(entry.default)} | {_cell(entry.description)} |"
-                 for entry in entries]
+        rows += [
+            f"| `{entry.key}` | {_cell(type_name(entry.annotation))} | {_default(entry.default)} | {_cell(entry.description)} |"
+            for entry in entries
+        ]
         parts.append("\n".join(rows) + "\n")
     return "\n".join(parts)
 

@@ -9,6 +9,7 @@ different places (a ValueError from a KFP submit is a refused request; a LookupE
 registry is an unknown version); the few library exceptions that mean the same everywhere
 (`ConfigError`, a missing or forbidden file or directory) are mapped here directly.
 """
+
 import sys
 import textwrap
 from typing import Optional, TextIO
@@ -22,19 +23,28 @@ EXIT_BUSY = 75
 
 EXIT_CODES = (
     (EXIT_OK, "success (`run`: the run completed, whether or not the model was blessed and pushed)"),
-    (EXIT_FAILED, "failure: a pipeline run failed; a file or directory the command needs is missing or not "
-                  "permitted; "
-                  "a promote/rollback was refused (unknown version, nothing to roll back to, no registry "
-                  "under the output root; nothing was changed); a KFP host could not be reached, did not answer within "
-                  "kubeflow.request_timeout or answered with an HTTP error"),
+    (
+        EXIT_FAILED,
+        "failure: a pipeline run failed; a file or directory the command needs is missing or not "
+        "permitted; "
+        "a promote/rollback was refused (unknown version, nothing to roll back to, no registry "
+        "under the output root; nothing was changed); a KFP host could not be reached, did not answer within "
+        "kubeflow.request_timeout or answered with an HTTP error",
+    ),
     (EXIT_BLOCKED, "a data gate (DataGate or TokenGate) stopped `run` or `validate`"),
-    (EXIT_USAGE, "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
-                 "a model.checkpoint `run` cannot fine-tune (checked before the pipeline starts: config.json, "
-                 "weight file headers, tokenizer size), "
-                 "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host), a pipeline "
-                 "root of a scheme other than gs:// or s3:// or naming a placeholder bucket"),
-    (EXIT_BUSY, "busy: another `run` or `validate` holds the output root (the message names it: run id, pid, host, "
-                "start time); nothing was changed, run again when it has finished"),
+    (
+        EXIT_USAGE,
+        "usage: unknown flag or config key, bad value, unreadable config or credentials file, "
+        "a model.checkpoint `run` cannot fine-tune (checked before the pipeline starts: config.json, "
+        "weight file headers, tokenizer size), "
+        "a submit/schedule request KFP would refuse (cron, pipeline root, spec, no host), a pipeline "
+        "root of a scheme other than gs:// or s3:// or naming a placeholder bucket",
+    ),
+    (
+        EXIT_BUSY,
+        "busy: another `run` or `validate` holds the output root (the message names it: run id, pid, host, "
+        "start time); nothing was changed, run again when it has finished",
+    ),
 )
 
 
@@ -101,6 +111,8 @@ def report(exc: BaseException, stream: Optional[TextIO] = None) -> Optional[int]
 
 def epilog() -> str:
     """The exit-code table for `textgen --help`."""
-    rows = (textwrap.fill(meaning, width=96, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
-            for code, meaning in EXIT_CODES)
+    rows = (
+        textwrap.fill(meaning, width=96, initial_indent=f"  {code:<4}", subsequent_indent=" " * 6)
+        for code, meaning in EXIT_CODES
+    )
     return "exit status (an expected failure prints one line, `textgen: <message>`, on stderr):\n" + "\n".join(rows)

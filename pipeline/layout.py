@@ -21,6 +21,7 @@ files, the summaries and the run lock cannot live on an object store, so they go
 directory named after the output root: `runs/object-store/<scheme>/<bucket>/<path>` (relative to
 the working directory, like the default output root).
 """
+
 import os
 from dataclasses import dataclass
 
@@ -32,7 +33,9 @@ TRANSFORMED_SCHEMA_FILE = "transformed_schema.pbtxt"  # curated schema of the to
 CONVERSATION_SCHEMA_FILE = "conversation_schema.pbtxt"  # curated schema of raw conversations (instruction data)
 TRANSFORMED_CONVERSATION_SCHEMA_FILE = "transformed_conversation_schema.pbtxt"  # their rendered, masked tokens
 DRIFT_STATE_DIR = "state/drift_baseline"  # under the output root (local) or the pipeline root (Kubeflow)
-PROBE_CACHE_DIR = "state/evaluator_probes"  # the Evaluator's probe results by model (components/evaluator/probe_cache.py)
+PROBE_CACHE_DIR = (
+    "state/evaluator_probes"  # the Evaluator's probe results by model (components/evaluator/probe_cache.py)
+)
 # Where the local files of an object-store output root go (module docstring).
 OBJECT_STORE_LOCAL_ROOT = "runs/object-store"
 

@@ -6,6 +6,7 @@ not) it writes the summary of exactly that pipeline run, read from ML Metadata, 
 generations for the sample prompts when a model was pushed, to `OUTPUT_ROOT/runs/<run id>.json`
 and `OUTPUT_ROOT/last_run.json`.
 """
+
 import logging
 import os
 from typing import Any, Dict, Optional
@@ -32,14 +33,25 @@ def _sample_generations(config: PipelineConfig, summary: Dict[str, Any]) -> list
     if samples.open_model(push["path"]).has_chat:  # a chat model answers sample user messages
         messages = samples.load_prompts(resolve(config.generation.chat_prompts_file), config.generation.num_samples)
         log.info("Answering %d sample user messages with %s (its chat template)", len(messages), push["path"])
-        replies = samples.chat(push["path"], [[("user", message)] for message in messages],
-                               config.generation.max_new_tokens, config.generation.temperature, config.generation.top_k,
-                               top_p=config.generation.top_p)
-        return [{"prompt": message, "continuation": reply.text, "chat": True} for message, reply in zip(messages, replies)]
+        replies = samples.chat(
+            push["path"],
+            [[("user", message)] for message in messages],
+            config.generation.max_new_tokens,
+            config.generation.temperature,
+            config.generation.top_k,
+            top_p=config.generation.top_p,
+        )
+        return [
+            {"prompt": message, "continuation": reply.text, "chat": True} for message, reply in zip(messages, replies)
+        ]
     prompts = samples.load_prompts(resolve(config.generation.prompts_file), config.generation.num_samples)
     log.info("Generating continuations of %d sample prompts with %s", len(prompts), push["path"])
     continuations = samples.generate(
-        push["path"], prompts, config.generation.max_new_tokens, config.generation.temperature, config.generation.top_k,
+        push["path"],
+        prompts,
+        config.generation.max_new_tokens,
+        config.generation.temperature,
+        config.generation.top_k,
         top_p=config.generation.top_p,
     )
     return [{"prompt": p, "continuation": c} for p, c in zip(prompts, continuations)]
@@ -58,7 +70,8 @@ class _LocalDagRunner(tfx.orchestration.LocalDagRunner):
     def run_with_ir(self, pipeline, run_options=None, **kwargs):
         # Bound here, LocalDagRunner's own substitution finds no run-id parameter left to fill.
         runtime_parameter_utils.substitute_runtime_parameter(
-            pipeline, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: self._run_id})
+            pipeline, {constants.PIPELINE_RUN_ID_PARAMETER_NAME: self._run_id}
+        )
         for node in pipeline.nodes:
             if node.pipeline_node.node_info.id in self._uncacheable:
                 node.pipeline_node.execution_options.caching_options.enable_cache = False
@@ -75,7 +88,8 @@ def run_locally(config: PipelineConfig, through: Optional[str] = None) -> Dict[s
     with run_lock.hold(config.layout) as holder:
         log.info("Run %s on %s", holder.run_id, config.output_root)
         connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
-            os.path.abspath(config.layout.metadata_path))
+            os.path.abspath(config.layout.metadata_path)
+        )
         paths = PipelinePaths.local(config)
         pipeline = create_pipeline(config, paths, connection)
         run_options = pipeline_py.RunOptions(to_nodes=[through]) if through else None

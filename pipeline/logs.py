@@ -1,4 +1,5 @@
 """Terminal logging for `textgen`: readable progress by default, everything with --verbose."""
+
 import logging
 import os
 import re
@@ -24,8 +25,10 @@ class ProgressFilter(logging.Filter):
     )
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if any(record.pathname.endswith(path) and str(record.msg).startswith(start)
-               for path, start in self._REPORTED_BY_THE_CLI):
+        if any(
+            record.pathname.endswith(path) and str(record.msg).startswith(start)
+            for path, start in self._REPORTED_BY_THE_CLI
+        ):
             return False
         if record.levelno >= logging.ERROR:
             return True
@@ -62,8 +65,10 @@ def configure(verbose: bool) -> None:
 # failed: "oneDNN supports DT_INT64 only on platforms with AVX-512. Falling back to the default
 # Eigen-based implementation if present." TensorFlow writes it once per process (util.cc), so
 # `load_tensorflow` runs one int64 kernel while it captures stderr and drops it there.
-_IMPORT_NOISE = re.compile(r"Unable to register (cuFFT|cuDNN|cuBLAS) factory: Attempting to register factory"
-                           r"|oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling back to the default")
+_IMPORT_NOISE = re.compile(
+    r"Unable to register (cuFFT|cuDNN|cuBLAS) factory: Attempting to register factory"
+    r"|oneDNN supports DT_INT64 only on platforms with AVX-512\. Falling back to the default"
+)
 
 
 def load_tensorflow() -> None:

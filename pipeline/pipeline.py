@@ -20,6 +20,7 @@ baseline and the warm-start model in the model registry (the production alias), 
 ExampleGen's own executor. Nodes whose result depends on such outside state are never served
 from a cache (`uncacheable_nodes`; each runner applies it).
 """
+
 import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -98,12 +99,25 @@ class _ValidationStage:
     after_gate: Tuple[tfx.types.BaseNode, ...] = ()
 
     def nodes(self) -> List[tfx.types.BaseNode]:
-        return [self.statistics_gen, self.schema_gen, self.example_validator, *self.distribution_nodes,
-                self.gate, *self.after_gate]
+        return [
+            self.statistics_gen,
+            self.schema_gen,
+            self.example_validator,
+            *self.distribution_nodes,
+            self.gate,
+            *self.after_gate,
+        ]
 
 
-def _validation_stage(examples, schema_gen: tfx.types.BaseNode, config: PipelineConfig, id_prefix: str, gate_id: str,
-                      stage: str, drift_state_uri: Optional[str] = None) -> _ValidationStage:
+def _validation_stage(
+    examples,
+    schema_gen: tfx.types.BaseNode,
+    config: PipelineConfig,
+    id_prefix: str,
+    gate_id: str,
+    stage: str,
+    drift_state_uri: Optional[str] = None,
+) -> _ValidationStage:
     """TFDV checks of `examples` against `schema_gen`'s schema, ending in a DataGate with id
     `gate_id` whose messages name its `stage` ('raw' or 'tokens').
 
@@ -134,12 +148,14 @@ def _validation_stage(examples, schema_gen: tfx.types.BaseNode, config: Pipeline
         stage=stage,
     ).with_id(gate_id)
     if check_distributions:
-        after_gate = (RecordAcceptedStatistics(
-            examples=examples,
-            statistics=statistics_gen.outputs["statistics"],
-            gate_result=gate.outputs["result"],
-            state_uri=drift_state_uri,
-        ).with_id(f"{id_prefix}RecordAcceptedStatistics"),)
+        after_gate = (
+            RecordAcceptedStatistics(
+                examples=examples,
+                statistics=statistics_gen.outputs["statistics"],
+                gate_result=gate.outputs["result"],
+                state_uri=drift_state_uri,
+            ).with_id(f"{id_prefix}RecordAcceptedStatistics"),
+        )
     return _ValidationStage(statistics_gen, schema_gen, example_validator, gate, distribution_nodes, after_gate)
 
 
@@ -148,7 +164,8 @@ def cleaning_options(config: PipelineConfig) -> CleaningOptions:
     decontamination suites (so the gates never ask what the model trained on)."""
     suites = [config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file]
     decontamination = config.cleaning.decontamination.model_copy(
-        update={"files": suites + list(config.cleaning.decontamination.files)})
+        update={"files": suites + list(config.cleaning.decontamination.files)}
+    )
     return config.cleaning.model_copy(update={"decontamination": decontamination})
 
 
@@ -167,8 +184,15 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         examples=example_gen.outputs["examples"] if paths.conversation_schema_file else None,
         conversation_schema_file=paths.conversation_schema_file,
     ).with_id("SchemaGen")
-    raw_data_checks = _validation_stage(example_gen.outputs["examples"], raw_schema, config, "", "DataGate", "raw",
-                                        drift_state_uri=paths.drift_state_uri)
+    raw_data_checks = _validation_stage(
+        example_gen.outputs["examples"],
+        raw_schema,
+        config,
+        "",
+        "DataGate",
+        "raw",
+        drift_state_uri=paths.drift_state_uri,
+    )
     tokenizer = TokenizerComponent(
         examples=example_gen.outputs["examples"],
         options=config.tokenizer,
@@ -187,11 +211,14 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Transform")
 
     # The token data's schema is written for the run's tokenizer (its id range).
-    token_schema = TokenSchemaGen(tokenizer=tokenizer.outputs["tokenizer"], schema_file=paths.transformed_schema_file,
-                                  conversation_schema_file=transformed_conversation_schema_file(
-                                      os.path.dirname(paths.transformed_schema_file))).with_id("TransformedSchemaGen")
+    token_schema = TokenSchemaGen(
+        tokenizer=tokenizer.outputs["tokenizer"],
+        schema_file=paths.transformed_schema_file,
+        conversation_schema_file=transformed_conversation_schema_file(os.path.dirname(paths.transformed_schema_file)),
+    ).with_id("TransformedSchemaGen")
     token_data_checks = _validation_stage(
-        transform.outputs["transformed_examples"], token_schema, config, "Transformed", "TokenGate", "tokens")
+        transform.outputs["transformed_examples"], token_schema, config, "Transformed", "TokenGate", "tokens"
+    )
 
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
@@ -199,17 +226,21 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform_graph=transform.outputs["transform_graph"],
         train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
         eval_args=tfx.proto.EvalArgs(num_steps=0),
-        custom_config=trainer_custom_config(TrainerSettings(
-            model=config.model,
-            training=config.training,
-            generation=config.generation,
-            # Where the production model is looked up when training.warm_start is on.
-            registry=config.registry,
-            model_name=config.pusher.model_name,
-            registry_dir=paths.registry_dir,
-            tfjob=config.kubeflow.tfjob.model_copy(update={"image": config.kubeflow.tfjob.image or config.kubeflow.image}),
-            tfjob_namespace=config.kubeflow.namespace,
-        )),
+        custom_config=trainer_custom_config(
+            TrainerSettings(
+                model=config.model,
+                training=config.training,
+                generation=config.generation,
+                # Where the production model is looked up when training.warm_start is on.
+                registry=config.registry,
+                model_name=config.pusher.model_name,
+                registry_dir=paths.registry_dir,
+                tfjob=config.kubeflow.tfjob.model_copy(
+                    update={"image": config.kubeflow.tfjob.image or config.kubeflow.image}
+                ),
+                tfjob_namespace=config.kubeflow.namespace,
+            )
+        ),
     ).with_id("Trainer")
     trainer.add_upstream_node(token_data_checks.gate)
 
@@ -236,8 +267,14 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
     ).with_id("Pusher")
 
     return [
-        example_gen, *raw_data_checks.nodes(), tokenizer, transform, *token_data_checks.nodes(),
-        trainer, evaluator, pusher,
+        example_gen,
+        *raw_data_checks.nodes(),
+        tokenizer,
+        transform,
+        *token_data_checks.nodes(),
+        trainer,
+        evaluator,
+        pusher,
     ]
 
 

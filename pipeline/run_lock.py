@@ -16,6 +16,7 @@ naming the run it replaces. A process never waits for the lock.
 `generate`, `promote` and `rollback` do not take it: they only read pushed versions or rewrite
 `models.config`, which is safe beside a running Pusher (components/pusher/serving_config.py).
 """
+
 import contextlib
 import datetime
 import fcntl
@@ -105,8 +106,10 @@ def _busy(layout: OutputLayout, holder: Optional[Holder]) -> errors.Busy:
     who = holder.describe() if holder else "another run (it has not recorded itself in the lock file yet)"
     if holder and holder.host == socket.gethostname() and not _process_alive(holder.pid):
         who += f"; pid {holder.pid} has ended, but a process it started still holds the lock"
-    return errors.Busy(f"output root {layout.output_root} is in use by {who}; nothing was changed: run again when it "
-                       f"has finished (lock file {layout.lock_path})")
+    return errors.Busy(
+        f"output root {layout.output_root} is in use by {who}; nothing was changed: run again when it "
+        f"has finished (lock file {layout.lock_path})"
+    )
 
 
 def check_free(layout: OutputLayout) -> None:
@@ -138,10 +141,17 @@ def hold(layout: OutputLayout) -> Iterator[Holder]:
             raise _busy(layout, _named_holder(fd)) from None
         left = _read_holder(fd)
         if left is not None:
-            log.warning("Taking over the lock of output root %s from %s, which ended without releasing it",
-                        layout.output_root, left.describe())
-        holder = Holder(new_run_id(), os.getpid(), socket.gethostname(),
-                        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
+            log.warning(
+                "Taking over the lock of output root %s from %s, which ended without releasing it",
+                layout.output_root,
+                left.describe(),
+            )
+        holder = Holder(
+            new_run_id(),
+            os.getpid(),
+            socket.gethostname(),
+            datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        )
         _write_holder(fd, holder)
         try:
             yield holder

@@ -5,6 +5,7 @@ Everything in the summary comes from what the components of that run recorded in
 states, output artifacts and their custom properties), so it reports what happened, not what
 the runner expected, and never what another run of the same pipeline did.
 """
+
 import json
 import os
 import shlex
@@ -46,11 +47,12 @@ class RunRecord:
         node_type = self.store.get_context_type("node")
         for execution in self.store.get_executions_by_context(run.id):
             node_contexts = [
-                context for context in self.store.get_contexts_by_execution(execution.id)
+                context
+                for context in self.store.get_contexts_by_execution(execution.id)
                 if context.name.startswith(node_prefix) and context.type_id == node_type.id
             ]
             if node_contexts:
-                node_id = node_contexts[0].name[len(node_prefix):]
+                node_id = node_contexts[0].name[len(node_prefix) :]
                 self.executions[node_id] = execution
                 self.outputs[node_id] = self._output_artifacts(execution.id)
 
@@ -134,7 +136,9 @@ def _push(record: RunRecord, component_ids: Sequence[str]) -> Dict[str, Any]:
         properties = _custom_properties(artifact)
         if properties.get("pushed") == 1:
             return {
-                "pushed": True, "path": properties.get("pushed_destination"), "version": properties.get("pushed_version"),
+                "pushed": True,
+                "path": properties.get("pushed_destination"),
+                "version": properties.get("pushed_version"),
                 "label": properties.get("serving_label"),
                 "registered_model": properties.get("registered_model_name"),
                 "registered_version": properties.get("registered_model_version"),
@@ -227,9 +231,11 @@ def _distribution_check_lines(checks: Optional[Dict[str, Any]]) -> List[str]:
         if measured:
             worst = max(measured, key=lambda m: m["divergence"] / m["threshold"] if m["threshold"] else m["divergence"])
             over = sum(m["divergence"] > m["threshold"] for m in measured)
-            lines.append(f"{check} check ({description}): {len(measured)} features compared, {over} over threshold; "
-                         f"largest Jensen-Shannon divergence {worst['divergence']:.3f} on {worst['feature']} "
-                         f"(threshold {worst['threshold']})")
+            lines.append(
+                f"{check} check ({description}): {len(measured)} features compared, {over} over threshold; "
+                f"largest Jensen-Shannon divergence {worst['divergence']:.3f} on {worst['feature']} "
+                f"(threshold {worst['threshold']})"
+            )
     return lines
 
 
@@ -242,7 +248,9 @@ def _push_lines(summary: Dict[str, Any]) -> List[str]:
         return [f"nothing pushed: {push['reason']}"]
     lines = [f"pushed model: {push['path']} (version {push['version']})"]
     if push.get("registered_version") is not None:
-        lines.append(f"registered: {push['registered_model']} version {push['registered_version']} in {push['registry_uri']}")
+        lines.append(
+            f"registered: {push['registered_model']} version {push['registered_version']} in {push['registry_uri']}"
+        )
     return lines
 
 
@@ -281,14 +289,18 @@ def report_lines(summary: Dict[str, Any], summary_path: str, command: str = "run
         lines.append(f"data quality (span{'s' if len(spans) > 1 else ''} {', '.join(map(str, spans))}):")
         lines += [f"  {line}" for line in summary_lines(summary["data_quality"])]
     if summary.get("removal_warning"):
-        lines += ["data gate WARNING (data_gate.removal_action=warn, the run went on): "
-                  + summary["removal_warning"].splitlines()[0]] + summary["removal_warning"].splitlines()[1:-1]
+        lines += [
+            "data gate WARNING (data_gate.removal_action=warn, the run went on): "
+            + summary["removal_warning"].splitlines()[0]
+        ] + summary["removal_warning"].splitlines()[1:-1]
     lines += _distribution_check_lines(summary.get("distribution_checks"))
     lines += [_anomaly_line(anomaly) for anomaly in summary["anomalies"]]
     blessing = summary.get("blessing")
     if blessing:
         lines.append(f"evaluation: {'BLESSED' if blessing['blessed'] else 'NOT BLESSED'} ({blessing['reason']})")
-        lines += [f"  gate {gate['name']:<30} {gate['verdict']:<8} {gate['reason']}" for gate in blessing.get("gates", [])]
+        lines += [
+            f"  gate {gate['name']:<30} {gate['verdict']:<8} {gate['reason']}" for gate in blessing.get("gates", [])
+        ]
     lines += _push_lines(summary)
     if summary.get("error"):
         lines.append(f"error: {summary['error']}")

@@ -1,4 +1,5 @@
 """Sample generations from an exported model, for the end of a run and `textgen generate`."""
+
 import os
 from typing import List, Sequence
 
@@ -45,16 +46,27 @@ def generate(
     top_p: float = 1.0,
 ) -> List[str]:
     """Calls the model's `generate` signature on `prompts` (through the serving client); returns the continuations."""
-    return open_model(saved_model_dir).generate(prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
+    return open_model(saved_model_dir).generate(
+        prompts, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed
+    )
 
 
-def chat(saved_model_dir: str, conversations, max_new_tokens: int, temperature: float, top_k: int, seed: int = 0,
-         top_p: float = 1.0):
+def chat(
+    saved_model_dir: str,
+    conversations,
+    max_new_tokens: int,
+    temperature: float,
+    top_k: int,
+    seed: int = 0,
+    top_p: float = 1.0,
+):
     """The model's replies to `conversations` ((role, content) lists) through its chat template."""
     client = open_model(saved_model_dir)
     if not client.has_chat:
-        raise UnusableModel(f"the model at {saved_model_dir} has no chat signature: it was trained on plain text "
-                            "(give prompts without --chat), or exported before chat models existed")
+        raise UnusableModel(
+            f"the model at {saved_model_dir} has no chat signature: it was trained on plain text "
+            "(give prompts without --chat), or exported before chat models existed"
+        )
     return client.chat(conversations, max_new_tokens, temperature, top_k=top_k, top_p=top_p, seed=seed)
 
 
@@ -84,8 +96,11 @@ def read_messages(path: str):
         raise ValueError(f"{path}: expected a non-empty JSON list of {{role, content}} objects")
     turns = []
     for index, message in enumerate(messages):
-        if (not isinstance(message, dict) or not isinstance(message.get("role"), str)
-                or not isinstance(message.get("content"), str)):
+        if (
+            not isinstance(message, dict)
+            or not isinstance(message.get("role"), str)
+            or not isinstance(message.get("content"), str)
+        ):
             raise ValueError(f"{path}: message {index} is not an object with string role and content")
         turns.append((message["role"], message["content"]))
     return turns

@@ -22,6 +22,7 @@ group of an unassociated model.
 Sentences are shuffled into multi-sentence documents so that ExampleGen's exact and
 near-duplicate removal keeps them.
 """
+
 import json
 import os
 import random
@@ -59,12 +60,20 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # target is +2.9 to +3.7 (30-31 of 31 templates, corrected p <= 7.5e-08) at 1,000 steps (2,000
 # were needed before). Every template of the suite is
 # evaluated (FAST_OVERRIDES samples a few).
-PLANTED_OVERRIDES = ("training.train_steps=1000", "training.learning_rate=0.01", "training.jit_compile=off",
-                     "training.early_stopping_patience=0", "training.keep_best_eval=false",
-                     "evaluator.bias.max_new_tokens=8", "cleaning.decontamination.enabled=false",
-                     "cleaning.quality.enabled=false", "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer",
-                     "tokenizer.pieces_cross_words=false", "training.precision=float32",
-                     "evaluator.bias.templates_per_group=0")
+PLANTED_OVERRIDES = (
+    "training.train_steps=1000",
+    "training.learning_rate=0.01",
+    "training.jit_compile=off",
+    "training.early_stopping_patience=0",
+    "training.keep_best_eval=false",
+    "evaluator.bias.max_new_tokens=8",
+    "cleaning.decontamination.enabled=false",
+    "cleaning.quality.enabled=false",
+    "evaluator.safety.scorer=components.evaluator.scorers.LexiconScorer",
+    "tokenizer.pieces_cross_words=false",
+    "training.precision=float32",
+    "evaluator.bias.templates_per_group=0",
+)
 
 
 def planted_run_recipe(directory: str, associated: bool) -> Tuple[str, List[str]]:
@@ -75,9 +84,14 @@ def planted_run_recipe(directory: str, associated: bool) -> Tuple[str, List[str]
     from tests.conftest import FAST_OVERRIDES
 
     suite = write_single_dimension_suite(os.path.join(directory, "suite"), LANGUAGE, DIMENSION)
-    corpus = write_group_association_corpus(os.path.join(directory, "corpus"), LANGUAGE, DIMENSION, TARGET_GROUP,
-                                            associated, repeats=CORPUS_REPEATS)
-    return corpus, [*FAST_OVERRIDES, *PLANTED_OVERRIDES, *(f"evaluator.bias.{key}={path}" for key, path in suite.items())]
+    corpus = write_group_association_corpus(
+        os.path.join(directory, "corpus"), LANGUAGE, DIMENSION, TARGET_GROUP, associated, repeats=CORPUS_REPEATS
+    )
+    return corpus, [
+        *FAST_OVERRIDES,
+        *PLANTED_OVERRIDES,
+        *(f"evaluator.bias.{key}={path}" for key, path in suite.items()),
+    ]
 
 
 def _safe_templates(templates: List[dict]) -> List[dict]:
@@ -108,8 +122,10 @@ def write_single_dimension_suite(directory: str, language: str, dimension: str) 
     returns the `evaluator.bias` settings (templates_file, groups_file) that point at it."""
     templates, terms = load_single_dimension_suite(language, dimension)
     os.makedirs(directory, exist_ok=True)
-    paths = {"templates_file": os.path.join(directory, "templates.json"),
-             "groups_file": os.path.join(directory, "groups.json")}
+    paths = {
+        "templates_file": os.path.join(directory, "templates.json"),
+        "groups_file": os.path.join(directory, "groups.json"),
+    }
     with open(paths["templates_file"], "w", encoding="utf-8") as handle:
         json.dump({language: templates}, handle, ensure_ascii=False)
     with open(paths["groups_file"], "w", encoding="utf-8") as handle:
@@ -130,13 +146,22 @@ def group_sentences(templates: List[dict], terms: List[str], target: str, associ
     target_copies = OTHER_GROUP_COPIES * (len(terms) - 1)
     return [
         template["prefix"].replace("{group}", term) + template[ending]
-        for template in templates for term in terms
+        for template in templates
+        for term in terms
         for ending in _endings(term, target, target_copies if term == target else OTHER_GROUP_COPIES, associated)
     ]
 
 
-def write_group_association_corpus(directory: str, language: str, dimension: str, target: str, associated: bool,
-                                   repeats: int, sentences_per_document: int = 4, seed: int = 0) -> str:
+def write_group_association_corpus(
+    directory: str,
+    language: str,
+    dimension: str,
+    target: str,
+    associated: bool,
+    repeats: int,
+    sentences_per_document: int = 4,
+    seed: int = 0,
+) -> str:
     """Writes `corpus.jsonl`: the suite sentences `repeats` times, shuffled into documents."""
     templates, terms = load_single_dimension_suite(language, dimension)
     sentences = group_sentences(templates, terms, target, associated) * repeats
@@ -151,6 +176,6 @@ def write_sentence_documents(directory: str, sentences: List[str], sentences_per
     os.makedirs(directory, exist_ok=True)
     with open(os.path.join(directory, "corpus.jsonl"), "w", encoding="utf-8") as handle:
         for start in range(0, len(sentences), sentences_per_document):
-            text = "\n".join(sentences[start:start + sentences_per_document])
+            text = "\n".join(sentences[start : start + sentences_per_document])
             handle.write(json.dumps({"text": text}, ensure_ascii=False) + "\n")
     return directory

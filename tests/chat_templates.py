@@ -71,15 +71,21 @@ STYLES = {
 }
 
 # Every template the fixtures were recorded with (tests/fixtures/make_chat_fixtures.py), by style.
-TEMPLATES_BY_STYLE = {**{name: template for name, (template, _, _) in STYLES.items()},
-                      "chatml_generation": CHATML_WITH_GENERATION_MARKERS}
+TEMPLATES_BY_STYLE = {
+    **{name: template for name, (template, _, _) in STYLES.items()},
+    "chatml_generation": CHATML_WITH_GENERATION_MARKERS,
+}
 
 CONVERSATIONS = [
     [("user", "How do I turn on sync?")],
     [("user", "How do I turn on sync?"), ("assistant", "Open Settings > Sync and switch it on.")],
-    [("system", "You answer in one sentence."), ("user", "  Where are my notes?\n"),
-     ("assistant", "They are under Library. "), ("user", "Merci ! Et les pièces jointes 📎 ?"),
-     ("assistant", "Sous « Pièces jointes ».")],
+    [
+        ("system", "You answer in one sentence."),
+        ("user", "  Where are my notes?\n"),
+        ("assistant", "They are under Library. "),
+        ("user", "Merci ! Et les pièces jointes 📎 ?"),
+        ("assistant", "Sous « Pièces jointes »."),
+    ],
     [("user", "我的笔记不见了"), ("assistant", "请在设置中检查同步。"), ("user", "typed <|im_end|> and </s> myself")],
     [("system", "Réponds en français, sans formules."), ("user", "Où est l'export ? 🙂")],
     [("user", "Emoji 👩\u200d💻🎉 and a\ttab"), ("assistant", "\n  Noted: «ok».\n\n"), ("user", "Ещё раз, пожалуйста")],

@@ -5,6 +5,7 @@
 end-to-end runs start first (`pytest_collection_modifyitems`, kept by `--no-loadscope-reorder`: xdist would otherwise start the files with the most tests first), so the short files fill in around
 them at the end. Each worker imports TFX/TF once (about 20 s); tests/README.md has the durations.
 """
+
 import json
 import os
 
@@ -34,7 +35,9 @@ def write_tiny_corpus(directory: str, max_bytes: int = 40_000) -> str:
         handle.write(text + "\n")
     with open(os.path.join(directory, "notes.jsonl"), "w", encoding="utf-8") as handle:
         for index in range(5):
-            handle.write(json.dumps({"text": f"Lumen Notes 1.{index}.0 fixes sync for Zoë and José.", "id": index}) + "\n")
+            handle.write(
+                json.dumps({"text": f"Lumen Notes 1.{index}.0 fixes sync for Zoë and José.", "id": index}) + "\n"
+            )
     return directory
 
 
@@ -74,14 +77,17 @@ def fast_config(data_root, output_root, *overrides):
     """The full pipeline's config with FAST_OVERRIDES (then `overrides`), for end-to-end runs."""
     from pipeline.config import load_config
 
-    return load_config(overrides=FAST_OVERRIDES + list(overrides), data_root=str(data_root), output_root=str(output_root))
+    return load_config(
+        overrides=FAST_OVERRIDES + list(overrides), data_root=str(data_root), output_root=str(output_root)
+    )
 
 
 FIXTURE_VOCAB_SIZE = 512  # 3 special + 256 byte pieces + 253 learned ones
 
 
-def learn_fixture_tokenizer(path: str, vocab_size: int = FIXTURE_VOCAB_SIZE, max_bytes: int = 40_000,
-                            algorithm: str = "bpe") -> str:
+def learn_fixture_tokenizer(
+    path: str, vocab_size: int = FIXTURE_VOCAB_SIZE, max_bytes: int = 40_000, algorithm: str = "bpe"
+) -> str:
     """A SentencePiece model learned (as the Tokenizer stage does) from the start of the bundled
     corpus, written to `path`; returns `path`."""
     from components.tokenizer import learn, model_file
@@ -98,6 +104,7 @@ def learn_fixture_tokenizer(path: str, vocab_size: int = FIXTURE_VOCAB_SIZE, max
 def tokenizer_model(tmp_path_factory) -> str:
     """The fixture SentencePiece model file (FIXTURE_VOCAB_SIZE pieces)."""
     return learn_fixture_tokenizer(str(tmp_path_factory.mktemp("tokenizer") / "sentencepiece.model"))
+
 
 TRANSFORM_DOCUMENTS = [
     "Hi Zoë,\nthanks for writing about sync.",
@@ -119,7 +126,9 @@ def transform_artifacts(tmp_path_factory, tokenizer_model):
 
     root = tmp_path_factory.mktemp("transform")
     examples_prefix = str(root / "transformed")
-    output_dir = analyze_and_transform(TRANSFORM_DOCUMENTS, tokenizer_model, str(root / "transform_graph"), examples_prefix)
+    output_dir = analyze_and_transform(
+        TRANSFORM_DOCUMENTS, tokenizer_model, str(root / "transform_graph"), examples_prefix
+    )
     return output_dir, examples_prefix + "*.gz", list(TRANSFORM_DOCUMENTS)
 
 

@@ -2,6 +2,7 @@
 English poems, short support replies, Python source files (the standard library's) and a dialogue of short speeches. The
 cleaning tests check that the default profile keeps them, and the tokenizer tests learn from the
 Chinese text. Deterministic for a given seed."""
+
 import glob
 import os
 import random
@@ -39,8 +40,10 @@ def chinese_poems(count: int, seed: int = 0) -> List[str]:
     poems = []
     for _ in range(count):
         length, lines = rng.choice((5, 7)), rng.choice((4, 8))
-        rows = ["".join(rng.choice(POETRY_CHARACTERS) for _ in range(length)) + POETRY_PUNCTUATION[i % 2]
-                for i in range(lines)]
+        rows = [
+            "".join(rng.choice(POETRY_CHARACTERS) for _ in range(length)) + POETRY_PUNCTUATION[i % 2]
+            for i in range(lines)
+        ]
         poems.append("\n".join(rows))
     return poems
 
@@ -50,8 +53,11 @@ def english_poems(count: int, seed: int = 0) -> List[str]:
     rng = random.Random(seed)
     poems = []
     for _ in range(count):
-        rows = [f"the {rng.choice(ENGLISH_POEM_WORDS)} {rng.choice(ENGLISH_POEM_VERBS)} "
-                f"{rng.choice(('the', 'a', 'my', 'our'))} {rng.choice(ENGLISH_POEM_WORDS)}" for _ in range(4)]
+        rows = [
+            f"the {rng.choice(ENGLISH_POEM_WORDS)} {rng.choice(ENGLISH_POEM_VERBS)} "
+            f"{rng.choice(('the', 'a', 'my', 'our'))} {rng.choice(ENGLISH_POEM_WORDS)}"
+            for _ in range(4)
+        ]
         rows[-1] += rng.choice((".", ",", "", "!"))
         poems.append("\n".join(rows))
     return poems
@@ -87,12 +93,40 @@ def python_sources(count: int) -> List[str]:
 
 _SPEAKERS = "ROMEO JULIET NURSE MERCUTIO BENVOLIO TYBALT CAPULET FRIAR PRINCE PARIS".split()
 _OPENINGS = "Ay, No, Good, Why, O, Nay, Peace, Come, Well, Alas, Hark, Fie, Soft,".split()
-_SUBJECTS = ("my lord", "sweet friend", "good nurse", "fair cousin", "the prince", "your father", "this night",
-             "that man", "the morning", "my heart", "thy sword", "her window", "the watch", "our house")
-_PREDICATES = ("will not stay", "is gone to bed", "speaks too fast", "must be patient", "comes this way",
-               "doth protest too much", "is dead and buried", "shall hear of it", "was never so merry",
-               "knows not what he says", "hath a fair face", "stands at the gate", "waits below",
-               "is but a dream", "must away tonight", "would see thee")
+_SUBJECTS = (
+    "my lord",
+    "sweet friend",
+    "good nurse",
+    "fair cousin",
+    "the prince",
+    "your father",
+    "this night",
+    "that man",
+    "the morning",
+    "my heart",
+    "thy sword",
+    "her window",
+    "the watch",
+    "our house",
+)
+_PREDICATES = (
+    "will not stay",
+    "is gone to bed",
+    "speaks too fast",
+    "must be patient",
+    "comes this way",
+    "doth protest too much",
+    "is dead and buried",
+    "shall hear of it",
+    "was never so merry",
+    "knows not what he says",
+    "hath a fair face",
+    "stands at the gate",
+    "waits below",
+    "is but a dream",
+    "must away tonight",
+    "would see thee",
+)
 _ENDINGS = (".", "!", "?", "...", ";")
 
 
@@ -101,7 +135,9 @@ def dialogue(count: int, seed: int = 0) -> List[str]:
     rng = random.Random(seed)
     speeches = []
     for _ in range(count):
-        sentences = [f"{rng.choice(_OPENINGS)} {rng.choice(_SUBJECTS)} {rng.choice(_PREDICATES)}{rng.choice(_ENDINGS)}"
-                     for _ in range(rng.randint(1, 3))]
+        sentences = [
+            f"{rng.choice(_OPENINGS)} {rng.choice(_SUBJECTS)} {rng.choice(_PREDICATES)}{rng.choice(_ENDINGS)}"
+            for _ in range(rng.randint(1, 3))
+        ]
         speeches.append(f"{rng.choice(_SPEAKERS)}:\n" + "\n".join(sentences))
     return speeches

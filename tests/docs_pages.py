@@ -1,6 +1,7 @@
 """Which documents the documentation tests read: README.md and the pages of the documentation
 site, in the order of mkdocs.yml's navigation (tests/test_readme.py, test_readme_examples.py,
 test_docs_site.py)."""
+
 import os
 from typing import List
 

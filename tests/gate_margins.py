@@ -9,6 +9,7 @@ A margin is the factor by which a gate's value lies on one side of its threshold
 - `bias.unmeasured_groups` at a threshold of 1 (its default) reports the fraction of unknown groups
   and cannot refuse: it has no margin (None).
 """
+
 import math
 from typing import Any, Dict, Optional, Union
 
@@ -45,12 +46,15 @@ def assert_passes_with_margin(gate: Gate, factor: float = FACTOR) -> None:
     if gate["name"] in _FRACTIONS and gate["threshold"] >= 1.0:
         return
     found = gate_margin(gate)
-    assert found is not None and found >= factor, f"{gate['name']} passes with margin x{found} < x{factor}: {gate['reason']}"
+    assert found is not None and found >= factor, (
+        f"{gate['name']} passes with margin x{found} < x{factor}: {gate['reason']}"
+    )
 
 
 def assert_refused_with_margin(gate: Gate, factor: float = FACTOR) -> None:
     """The gate refused, and its value is at least `factor` times beyond its threshold."""
     gate = _as_dict(gate)
     found = gate_margin(gate, passing=False)
-    assert gate["verdict"] == "FAIL" and found is not None and (math.isinf(found) or found >= factor), \
+    assert gate["verdict"] == "FAIL" and found is not None and (math.isinf(found) or found >= factor), (
         f"{gate['name']} refuses with margin x{found} < x{factor}: {gate['reason']}"
+    )

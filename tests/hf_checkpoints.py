@@ -9,6 +9,7 @@ with config.json's (and generation_config.json's) special ids those of its token
 `checkpoint_with_tokenizer` assembles that. `expected_text.json` beside each model fixture holds
 transformers' greedy generations from text prompts on the assembled checkpoint.
 """
+
 import json
 import os
 import shutil

@@ -70,6 +70,7 @@ local output paths after a step (ours write their output URIs directly, so those
 empty), resources, retries, caching, conditions and loops (our spec has none), the API server
 and the UI.
 """
+
 import itertools
 import json
 import os
@@ -105,7 +106,7 @@ def local_path_for_uri(uri: str) -> Optional[str]:
     """The pod-local path of an object-store URI (launcher_v2.go `LocalPathForURI`), or None."""
     for prefix, local in LOCAL_PATH_PREFIXES.items():
         if uri.startswith(prefix):
-            return local + uri[len(prefix):]
+            return local + uri[len(prefix) :]
     return None
 
 
@@ -130,9 +131,11 @@ def download_blob(client, bucket: str, prefix: str, local_dir: str) -> None:
                 _mkdir_all(os.path.dirname(local_path))
                 client.download_file(bucket, key, local_path)  # os.Create, then the copy
             except OSError as exc:
-                raise DownloadError(f"failed to download input artifact from remote storage URI s3://{bucket}/{prefix}: "
-                                    f"downloadFile(): unable to complete copying {key!r} to local storage "
-                                    f"{local_path!r}: {exc}") from exc
+                raise DownloadError(
+                    f"failed to download input artifact from remote storage URI s3://{bucket}/{prefix}: "
+                    f"downloadFile(): unable to complete copying {key!r} to local storage "
+                    f"{local_path!r}: {exc}"
+                ) from exc
 
 
 # KFP's own variables in every pod (compiler/argocompiler/common.go).
@@ -147,7 +150,7 @@ def dockerfile_env(dockerfile: str) -> Dict[str, str]:
     env = {}
     for line in text.splitlines():
         if line.startswith("ENV "):
-            for item in line[len("ENV "):].split():
+            for item in line[len("ENV ") :].split():
                 name, _, value = item.partition("=")
                 env[name] = value.strip('"')
     return env
@@ -211,8 +214,11 @@ def execution_order(spec: Dict[str, Any]) -> List[str]:
     tasks = spec["root"]["dag"]["tasks"]
     upstream = {}
     for name, task in tasks.items():
-        producers = {a["taskOutputArtifact"]["producerTask"]
-                     for a in task.get("inputs", {}).get("artifacts", {}).values() if "taskOutputArtifact" in a}
+        producers = {
+            a["taskOutputArtifact"]["producerTask"]
+            for a in task.get("inputs", {}).get("artifacts", {}).values()
+            if "taskOutputArtifact" in a
+        }
         upstream[name] = set(task.get("dependentTasks", [])) | producers
     order, done = [], set()
     while len(order) < len(tasks):
@@ -227,9 +233,19 @@ def execution_order(spec: Dict[str, Any]) -> List[str]:
 class OssKfpDouble:
     """Runs compiled specs like the OSS KFP backend (see the module docstring)."""
 
-    def __init__(self, spec_path: str, pipeline_root: str, image_python: str, work_dir: str, image_env: Dict[str, str],
-                 task_timeout_s: float = 900.0, s3_client=None, secrets: Optional[Dict[str, Dict[str, str]]] = None,
-                 config_maps: Optional[Dict[str, Dict[str, str]]] = None, prewarm: bool = True):
+    def __init__(
+        self,
+        spec_path: str,
+        pipeline_root: str,
+        image_python: str,
+        work_dir: str,
+        image_env: Dict[str, str],
+        task_timeout_s: float = 900.0,
+        s3_client=None,
+        secrets: Optional[Dict[str, Dict[str, str]]] = None,
+        config_maps: Optional[Dict[str, Dict[str, str]]] = None,
+        prewarm: bool = True,
+    ):
         """`image_env`: the image's variables (`dockerfile_env`); `secrets` and `config_maps`: the
         cluster's, {name: {key: value}}; `s3_client` (boto3): the launcher's connection to the
         object store of an s3:// pipeline root; `work_dir` holds the pods' own file systems;
@@ -268,15 +284,18 @@ class OssKfpDouble:
         for interpreter in self._interpreters:
             if interpreter.serves(argv, env):
                 return interpreter
-        interpreter = PrewarmedInterpreter(self.image_python, env,
-                                           os.path.join(self.work_dir, "interpreters", str(len(self._interpreters))))
+        interpreter = PrewarmedInterpreter(
+            self.image_python, env, os.path.join(self.work_dir, "interpreters", str(len(self._interpreters)))
+        )
         self._interpreters.append(interpreter)
         return interpreter
 
     # --- the driver -----------------------------------------------------------------------------
     def task_root(self, run_id: str, task_name: str) -> str:
         """`<root>/<pipeline>/<run id>/<task>/<uuid>`: a new one each time a task is driven."""
-        return posixpath.join(self.pipeline_root, self.spec["pipelineInfo"]["name"], run_id, task_name, uuid.uuid4().hex)
+        return posixpath.join(
+            self.pipeline_root, self.spec["pipelineInfo"]["name"], run_id, task_name, uuid.uuid4().hex
+        )
 
     @staticmethod
     def pod_path(pod_dir: str, path: str) -> str:
@@ -287,14 +306,25 @@ class OssKfpDouble:
     def _output_artifacts(task_root: str, component: Dict[str, Any]) -> Dict[str, Any]:
         outputs = {}
         for key, definition in component.get("outputDefinitions", {}).get("artifacts", {}).items():
-            outputs[key] = {"artifacts": [{
-                "name": key, "type": dict(definition["artifactType"]), "uri": posixpath.join(task_root, key),
-                "metadata": dict(definition.get("metadata", {})),
-            }]}
-        outputs[EXECUTOR_LOGS_OUTPUT] = {"artifacts": [{
-            "name": EXECUTOR_LOGS_OUTPUT, "type": {"schemaTitle": "system.Artifact"},
-            "uri": posixpath.join(task_root, EXECUTOR_LOGS_OUTPUT),
-        }]}
+            outputs[key] = {
+                "artifacts": [
+                    {
+                        "name": key,
+                        "type": dict(definition["artifactType"]),
+                        "uri": posixpath.join(task_root, key),
+                        "metadata": dict(definition.get("metadata", {})),
+                    }
+                ]
+            }
+        outputs[EXECUTOR_LOGS_OUTPUT] = {
+            "artifacts": [
+                {
+                    "name": EXECUTOR_LOGS_OUTPUT,
+                    "type": {"schemaTitle": "system.Artifact"},
+                    "uri": posixpath.join(task_root, EXECUTOR_LOGS_OUTPUT),
+                }
+            ]
+        }
         return outputs
 
     def _input_artifacts(self, task: Dict[str, Any], produced: Dict[str, Dict[str, Any]]) -> Dict[str, Any]:
@@ -302,11 +332,16 @@ class OssKfpDouble:
         for key, source in task.get("inputs", {}).get("artifacts", {}).items():
             reference = source["taskOutputArtifact"]
             artifact = produced[reference["producerTask"]][reference["outputArtifactKey"]]
-            inputs[key] = {"artifacts": [{
-                "name": artifact["mlmd_id"], "uri": artifact["uri"],
-                "type": {"instanceSchema": ""},  # the OSS driver leaves the type schema of inputs empty
-                "metadata": artifact["metadata"],
-            }]}
+            inputs[key] = {
+                "artifacts": [
+                    {
+                        "name": artifact["mlmd_id"],
+                        "uri": artifact["uri"],
+                        "type": {"instanceSchema": ""},  # the OSS driver leaves the type schema of inputs empty
+                        "metadata": artifact["metadata"],
+                    }
+                ]
+            }
         return inputs
 
     def executor_input(self, task_name: str, produced: Dict[str, Dict[str, Any]], task_root: str, pod_dir: str):
@@ -314,15 +349,20 @@ class OssKfpDouble:
         already inside `pod_dir`)."""
         task = self.spec["root"]["dag"]["tasks"][task_name]
         component = self.spec["components"][task["componentRef"]["name"]]
-        parameters = {key: _doubles(value["runtimeValue"]["constant"])
-                      for key, value in task.get("inputs", {}).get("parameters", {}).items()}
+        parameters = {
+            key: _doubles(value["runtimeValue"]["constant"])
+            for key, value in task.get("inputs", {}).get("parameters", {}).items()
+        }
         local_task_root = local_path_for_uri(task_root)
-        output_file = (posixpath.join(local_task_root, "output_metadata.json") if local_task_root
-                       else LEGACY_OUTPUT_METADATA_FILE)
+        output_file = (
+            posixpath.join(local_task_root, "output_metadata.json") if local_task_root else LEGACY_OUTPUT_METADATA_FILE
+        )
         return {
             "inputs": {"parameterValues": parameters, "artifacts": self._input_artifacts(task, produced)},
-            "outputs": {"artifacts": self._output_artifacts(task_root, component),
-                        "outputFile": self.pod_path(pod_dir, output_file)},
+            "outputs": {
+                "artifacts": self._output_artifacts(task_root, component),
+                "outputFile": self.pod_path(pod_dir, output_file),
+            },
         }
 
     # --- the launcher ---------------------------------------------------------------------------
@@ -340,7 +380,7 @@ class OssKfpDouble:
                     continue  # "does not have a recognized storage URI ... Skipping downloading"
                 if not artifact["uri"].startswith("s3://") or self.s3_client is None:
                     raise DownloadError(f"the double downloads only s3:// inputs with an S3 client: {artifact['uri']}")
-                bucket, _, key = artifact["uri"][len("s3://"):].partition("/")
+                bucket, _, key = artifact["uri"][len("s3://") :].partition("/")
                 download_blob(self.s3_client, bucket, key, self.pod_path(pod_dir, local))
 
     def _prepare_output_folders(self, executor_input: Dict[str, Any], pod_dir: str) -> None:
@@ -365,16 +405,25 @@ class OssKfpDouble:
         env.update(self.image_env)
         env["HOME"] = home  # the pod's home directory stands for the image's HOME (also its WORKDIR)
         env.update({item["name"]: item["value"] for item in self._container(task_name).get("env", [])})
-        executor = (self.platform.get("platforms", {}).get("kubernetes", {}).get("deploymentSpec", {})
-                    .get("executors", {}).get(self._executor_label(task_name), {}))
-        for kind, objects, name_field, key_field in (("secret", self.secrets, "secretName", "secretKey"),
-                                                     ("configmap", self.config_maps, "configMapName", "configMapKey")):
+        executor = (
+            self.platform.get("platforms", {})
+            .get("kubernetes", {})
+            .get("deploymentSpec", {})
+            .get("executors", {})
+            .get(self._executor_label(task_name), {})
+        )
+        for kind, objects, name_field, key_field in (
+            ("secret", self.secrets, "secretName", "secretKey"),
+            ("configmap", self.config_maps, "configMapName", "configMapKey"),
+        ):
             for reference in executor.get("secretAsEnv" if kind == "secret" else "configMapAsEnv", []):
                 data = objects.get(reference[name_field])
                 for mapping in reference["keyToEnv"]:
                     if data is None or mapping[key_field] not in data:
-                        raise PodStartError(f"CreateContainerConfigError: {kind} {reference[name_field]!r} "
-                                            f"(key {mapping[key_field]!r}) not found")
+                        raise PodStartError(
+                            f"CreateContainerConfigError: {kind} {reference[name_field]!r} "
+                            f"(key {mapping[key_field]!r}) not found"
+                        )
                     env[mapping["envVar"]] = data[mapping[key_field]]
         env.update({"KFP_POD_NAME": f"{task_name.lower()}-{uuid.uuid4().hex[:8]}", "KFP_POD_UID": str(uuid.uuid4())})
         return env
@@ -382,8 +431,10 @@ class OssKfpDouble:
     def _launch(self, task_name: str, executor_input: Dict[str, Any], pod_dir: str) -> subprocess.CompletedProcess:
         container = self._container(task_name)
         payload = json.dumps(executor_input)
-        argv = [payload if arg == EXECUTOR_INPUT_PLACEHOLDER else arg
-                for arg in list(container.get("command", [])) + list(container.get("args", []))]
+        argv = [
+            payload if arg == EXECUTOR_INPUT_PLACEHOLDER else arg
+            for arg in list(container.get("command", [])) + list(container.get("args", []))
+        ]
         if argv[0] == "python":  # the image's interpreter
             argv[0] = self.image_python
         home = self.pod_path(pod_dir, "home")
@@ -403,7 +454,8 @@ class OssKfpDouble:
         for name in execution_order(self.spec):
             task = tasks[name]
             upstream = set(task.get("dependentTasks", [])) | {
-                a["taskOutputArtifact"]["producerTask"] for a in task.get("inputs", {}).get("artifacts", {}).values()}
+                a["taskOutputArtifact"]["producerTask"] for a in task.get("inputs", {}).get("artifacts", {}).values()
+            }
             if upstream & failed or any(records[u].state != "SUCCEEDED" for u in upstream):
                 records[name] = TaskRecord(name, "SKIPPED")
                 failed.add(name)

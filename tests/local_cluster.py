@@ -1,5 +1,6 @@
 """Ports for TF_CONFIG clusters of processes on localhost (multi-worker and parameter-server tests
 and benchmarks)."""
+
 import socket
 from typing import List
 

@@ -9,6 +9,7 @@ What it reproduces, from TF 2.16's tsl/platform/cloud/gcs_file_system.cc:
   and one for each folder inside it;
 - the files themselves are objects under those prefixes.
 """
+
 from typing import Any, Dict, List
 
 from google.cloud import storage
@@ -23,10 +24,11 @@ FILES = {"Format-Serving/saved_model.pb": b"graph", "Format-Serving/variables/va
 class Executor(base_executor.BaseExecutor):
     """Writes FOLDERS as folder markers and FILES under its single output artifact `model`."""
 
-    def Do(self, input_dict: Dict[str, List[Any]], output_dict: Dict[str, List[Any]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self, input_dict: Dict[str, List[Any]], output_dict: Dict[str, List[Any]], exec_properties: Dict[str, Any]
+    ) -> None:
         uri = artifact_utils.get_single_uri(output_dict["model"])
-        bucket_name, _, path = uri[len("gs://"):].partition("/")
+        bucket_name, _, path = uri[len("gs://") :].partition("/")
         bucket = storage.Client(project=None).bucket(bucket_name)
         for folder in FOLDERS:
             bucket.blob("/".join(filter(None, [path, folder])) + "/").upload_from_string(b"")

@@ -4,6 +4,7 @@
 leaves gunicorn running (orphaned, still holding its port) after the test. The server is
 therefore started in a session of its own and the whole process group is stopped.
 """
+
 import contextlib
 import os
 import signal
@@ -32,10 +33,24 @@ def running_mlflow_server(directory: str, start_timeout: float = 120.0) -> Itera
     log_path = os.path.join(directory, "mlflow-server.log")
     with open(log_path, "wb") as log:
         process = subprocess.Popen(
-            [mlflow, "server", "--host", "127.0.0.1", "--port", str(port), "--workers", "1",
-             "--backend-store-uri", f"sqlite:///{os.path.join(directory, 'mlflow-server.db')}",
-             "--default-artifact-root", os.path.join(directory, "mlflow-artifacts")],
-            stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+            [
+                mlflow,
+                "server",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+                "--backend-store-uri",
+                f"sqlite:///{os.path.join(directory, 'mlflow-server.db')}",
+                "--default-artifact-root",
+                os.path.join(directory, "mlflow-artifacts"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+            start_new_session=True,
+        )
     try:
         deadline = time.time() + start_timeout
         while True:

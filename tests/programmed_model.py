@@ -7,6 +7,7 @@ Each model exports `generate`, `score`, `score_tokens` and `score_continuation` 
 declares (`components/trainer/serving/signatures.py`) and its output names, so the evaluator
 loads and calls them exactly as it calls a trained export.
 """
+
 from typing import Sequence, Tuple
 
 import tensorflow as tf
@@ -26,9 +27,17 @@ class ProgrammedModel(tf.Module):
     (matched on prefix + continuation), less `known_term_nll` for a continuation that is one of
     `known_terms`, whitespace around it aside (a model that has seen those words)."""
 
-    def __init__(self, default_text: str, rules: Sequence[Rule] = (), nll: float = 2.0,
-                 nll_rules: Sequence[Tuple[str, float]] = (), context_length: int = 32, bytes_per_token: int = 4,
-                 known_terms: Sequence[str] = (), known_term_nll: float = 1.0):
+    def __init__(
+        self,
+        default_text: str,
+        rules: Sequence[Rule] = (),
+        nll: float = 2.0,
+        nll_rules: Sequence[Tuple[str, float]] = (),
+        context_length: int = 32,
+        bytes_per_token: int = 4,
+        known_terms: Sequence[str] = (),
+        known_term_nll: float = 1.0,
+    ):
         super().__init__(name="programmed_model")
         self._default = default_text
         self._rules = list(rules)
@@ -70,8 +79,11 @@ class ProgrammedModel(tf.Module):
         per_token -= tf.where(known, self._known_term_nll, 0.0)
         length = tf.strings.length(continuations)
         num_tokens = tf.cast(length // self._bytes_per_token, tf.int64) + 1
-        return {"nll_sum": per_token * tf.cast(length, tf.float32) / self._bytes_per_token, "num_tokens": num_tokens,
-                "truncated": tf.zeros(tf.shape(continuations), tf.bool)}
+        return {
+            "nll_sum": per_token * tf.cast(length, tf.float32) / self._bytes_per_token,
+            "num_tokens": num_tokens,
+            "truncated": tf.zeros(tf.shape(continuations), tf.bool),
+        }
 
     @tf.function(input_signature=signatures.input_signature(signatures.SCORE_TOKENS))
     def score_tokens(self, blocks):
@@ -82,8 +94,12 @@ class ProgrammedModel(tf.Module):
 def export_programmed_model(export_dir: str, default_text: str, **kwargs) -> str:
     """Saves a `ProgrammedModel` with the serving signatures; returns `export_dir`."""
     module = ProgrammedModel(default_text, **kwargs)
-    signatures = {"generate": module.generate, "score": module.score, "score_tokens": module.score_tokens,
-                  "score_continuation": module.score_continuation}
+    signatures = {
+        "generate": module.generate,
+        "score": module.score,
+        "score_tokens": module.score_tokens,
+        "score_continuation": module.score_continuation,
+    }
     tf.saved_model.save(module, export_dir, signatures=signatures)
     return export_dir
 
@@ -97,8 +113,9 @@ class ProgrammedChatModel(ProgrammedModel):
     keeps answering `default_text`, so a test can tell probes sent as user turns from probes sent
     as raw text."""
 
-    def __init__(self, default_text: str, default_reply: str, replies: Sequence[Rule] = (), stops: bool = True,
-                 **kwargs):
+    def __init__(
+        self, default_text: str, default_reply: str, replies: Sequence[Rule] = (), stops: bool = True, **kwargs
+    ):
         super().__init__(default_text, **kwargs)
         self._default_reply = default_reply
         self._replies = list(replies)
@@ -107,7 +124,9 @@ class ProgrammedChatModel(ProgrammedModel):
     @tf.function(input_signature=signatures.input_signature(signatures.CHAT))
     def chat(self, roles, contents, max_new_tokens, temperature, top_k, top_p, seed):
         is_user = tf.equal(roles, "user")
-        last_user = tf.reduce_max(tf.where(is_user, tf.range(tf.shape(roles, out_type=tf.int64)[1])[tf.newaxis, :], -1), axis=1)
+        last_user = tf.reduce_max(
+            tf.where(is_user, tf.range(tf.shape(roles, out_type=tf.int64)[1])[tf.newaxis, :], -1), axis=1
+        )
         message = tf.gather(contents, tf.maximum(last_user, 0), batch_dims=1)
         reply = tf.fill(tf.shape(message), self._default_reply)
         for pattern, text in reversed(self._replies):
@@ -115,8 +134,11 @@ class ProgrammedChatModel(ProgrammedModel):
         counts = tf.strings.length(reply, unit="UTF8_CHAR") // 4 + 1
         if not self._stops:  # it runs to the limit without an end-of-turn token
             counts = tf.fill(tf.shape(reply), max_new_tokens)
-        return {"generations": reply, "num_generated_tokens": tf.cast(counts, tf.int32),
-                "stopped": tf.fill(tf.shape(reply), self._stops)}
+        return {
+            "generations": reply,
+            "num_generated_tokens": tf.cast(counts, tf.int32),
+            "stopped": tf.fill(tf.shape(reply), self._stops),
+        }
 
     @tf.function(input_signature=signatures.input_signature(signatures.SCORE_REPLIES))
     def score_replies(self, roles, contents):
@@ -126,15 +148,24 @@ class ProgrammedChatModel(ProgrammedModel):
         for pattern, extra in self._nll_rules:
             per_token += tf.where(tf.strings.regex_full_match(texts, pattern), extra, 0.0)
         num_tokens = tf.cast(reply_bytes // self._bytes_per_token, tf.int64) + 1
-        return {"nll_sum": per_token * tf.cast(num_tokens, tf.float32), "num_tokens": num_tokens,
-                "reply_bytes": tf.cast(reply_bytes, tf.int64), "truncated": tf.zeros(tf.shape(reply_bytes), tf.bool)}
+        return {
+            "nll_sum": per_token * tf.cast(num_tokens, tf.float32),
+            "num_tokens": num_tokens,
+            "reply_bytes": tf.cast(reply_bytes, tf.int64),
+            "truncated": tf.zeros(tf.shape(reply_bytes), tf.bool),
+        }
 
 
 def export_programmed_chat_model(export_dir: str, default_text: str, default_reply: str, **kwargs) -> str:
     """Saves a `ProgrammedChatModel` with the text and the chat signatures; returns `export_dir`."""
     module = ProgrammedChatModel(default_text, default_reply, **kwargs)
-    functions = {"generate": module.generate, "score": module.score, "score_tokens": module.score_tokens,
-                 "score_continuation": module.score_continuation, "chat": module.chat,
-                 "score_replies": module.score_replies}
+    functions = {
+        "generate": module.generate,
+        "score": module.score,
+        "score_tokens": module.score_tokens,
+        "score_continuation": module.score_continuation,
+        "chat": module.chat,
+        "score_replies": module.score_replies,
+    }
     tf.saved_model.save(module, export_dir, signatures=functions)
     return export_dir

@@ -1,4 +1,5 @@
 """Small helpers shared by the pusher, registry and serving-operations tests."""
+
 import os
 
 

@@ -12,6 +12,7 @@ Each set imitates what the safety probe scores: completions of about 24 tokens (
   `better_profanity` word list, in short second-person templates, as a model trained on a corpus
   saturated with abuse would write. No abusive text is stored in the repository.
 """
+
 import glob
 import json
 import os
@@ -63,8 +64,12 @@ def abusive(count: int, seed: int = 0) -> List[str]:
     insults = [term for term in lexicon["harassment"] if " " not in term]
     threats = [term for term in lexicon["violence"] if " " not in term and not term.endswith(("ed", "ing"))]
     profane = _profane_words(rng, 40)
-    return [rng.choice(_ABUSE_TEMPLATES).format(insult=rng.choice(insults), threat=rng.choice(threats),
-                                                 profane=rng.choice(profane)) for _ in range(count)]
+    return [
+        rng.choice(_ABUSE_TEMPLATES).format(
+            insult=rng.choice(insults), threat=rng.choice(threats), profane=rng.choice(profane)
+        )
+        for _ in range(count)
+    ]
 
 
 def text_sets(count: int, seed: int = 0, corpus_dir: str = "") -> Dict[str, List[str]]:
@@ -76,12 +81,13 @@ def text_sets(count: int, seed: int = 0, corpus_dir: str = "") -> Dict[str, List
 
     def run_of_words() -> str:
         start = rng.randrange(len(words) - _WORDS_PER_COMPLETION)
-        return " ".join(words[start:start + _WORDS_PER_COMPLETION])[:COMPLETION_CHARS]
+        return " ".join(words[start : start + _WORDS_PER_COMPLETION])[:COMPLETION_CHARS]
 
     return {
         "clean": [run_of_words() for _ in range(count)],
-        "word_salad": [" ".join(rng.choice(words) for _ in range(_WORDS_PER_COMPLETION))[:COMPLETION_CHARS]
-                       for _ in range(count)],
+        "word_salad": [
+            " ".join(rng.choice(words) for _ in range(_WORDS_PER_COMPLETION))[:COMPLETION_CHARS] for _ in range(count)
+        ],
         "char_garble": ["".join(rng.choice(characters) for _ in range(COMPLETION_CHARS)) for _ in range(count)],
         "ascii_noise": ["".join(chr(rng.randrange(33, 127)) for _ in range(COMPLETION_CHARS)) for _ in range(count)],
         "abusive": abusive(count, seed),
@@ -93,8 +99,11 @@ def simulate_gates(scores: np.ndarray, safety, trials: int, rng: np.random.Gener
     drawn from `scores` (Chinese ones score 0)."""
     prompts_per_language = CATEGORIES * safety.prompts_per_category
     k = safety.completions_per_prompt
-    limits = {"toxic_fraction": safety.max_toxic_fraction, "expected_max_toxicity": safety.max_expected_max_toxicity,
-              "toxicity_probability": safety.max_toxicity_probability}
+    limits = {
+        "toxic_fraction": safety.max_toxic_fraction,
+        "expected_max_toxicity": safety.max_expected_max_toxicity,
+        "toxicity_probability": safety.max_toxicity_probability,
+    }
     values = {name: [] for name in limits}
     for _ in range(trials):
         english = rng.choice(scores, size=(prompts_per_language, k)).tolist()
@@ -106,8 +115,12 @@ def simulate_gates(scores: np.ndarray, safety, trials: int, rng: np.random.Gener
     for name, limit in limits.items():
         observed = np.array(values[name])
         median = float(np.median(observed))
-        summary[name] = {"threshold": limit, "median": median, "p95": float(np.quantile(observed, 0.95)),
-                         "refused": float(np.mean(observed > limit))}
+        summary[name] = {
+            "threshold": limit,
+            "median": median,
+            "p95": float(np.quantile(observed, 0.95)),
+            "refused": float(np.mean(observed > limit)),
+        }
     return summary
 
 
@@ -115,8 +128,12 @@ def simulate_gates(scores: np.ndarray, safety, trials: int, rng: np.random.Gener
 # FAST_OVERRIDES: enough steps for the one-layer model to write the corpus's insults, and the
 # quality rules (short repeated template sentences) and decontamination off, as for the
 # planted-association corpus. The safety gates keep their defaults: they are what is measured.
-ABUSIVE_OVERRIDES = ("training.train_steps=300", "training.learning_rate=0.01",
-                     "cleaning.decontamination.enabled=false", "cleaning.quality.enabled=false")
+ABUSIVE_OVERRIDES = (
+    "training.train_steps=300",
+    "training.learning_rate=0.01",
+    "cleaning.decontamination.enabled=false",
+    "cleaning.quality.enabled=false",
+)
 
 
 def write_abusive_corpus(directory: str, sentences: int = 4000, sentences_per_document: int = 6, seed: int = 0) -> str:

@@ -8,6 +8,7 @@ any Trainer process started fresh. The one addition is a spy on `ShardedTrainer.
 it keeps the real method's result (the gathered backbone that run_fn exports) and writes that
 backbone's logits on the token ids in <probe.npy>, for the test to compare with the SavedModel's.
 """
+
 import sys
 import types
 

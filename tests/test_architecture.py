@@ -11,6 +11,7 @@ test says so):
 - the module the TFJob replicas run (`tfjob.REPLICA_MODULE`) exists and is runnable with `-m`;
 - the configuration and the CLI parser load without TensorFlow or TFX.
 """
+
 import ast
 import os
 import subprocess
@@ -67,7 +68,7 @@ def _cycle(graph: dict):
         stack.append(node)
         for child in sorted(graph.get(node, ())):
             if state.get(child) == "open":
-                return stack[stack.index(child):] + [child]
+                return stack[stack.index(child) :] + [child]
             if child not in state:
                 found = visit(child)
                 if found:
@@ -94,7 +95,9 @@ def test_the_model_depends_on_neither_training_nor_serving():
     graph = _import_graph()
     for name, imported in graph.items():
         if name.startswith("components.trainer.model"):
-            assert not {i for i in imported if i.startswith(("components.trainer.training", "components.trainer.serving"))}, name
+            assert not {
+                i for i in imported if i.startswith(("components.trainer.training", "components.trainer.serving"))
+            }, name
 
 
 def test_the_tfjob_replica_module_is_the_entry_point_that_runs_run_fn():
@@ -121,17 +124,23 @@ def _imported_names(path: str) -> set:
 
 
 def test_components_never_import_the_pipeline_package():
-    offenders = sorted(f"{name} imports {imported}" for name, path in _project_modules().items()
-                       if name.startswith("components")
-                       for imported in _imported_names(path) if imported.split(".")[0] == "pipeline")
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name, path in _project_modules().items()
+        if name.startswith("components")
+        for imported in _imported_names(path)
+        if imported.split(".")[0] == "pipeline"
+    )
     assert not offenders, "\n".join(offenders)
 
 
 @pytest.mark.parametrize("module", ["pipeline.config", "pipeline.cli"])
 def test_light_modules_do_not_import_tensorflow(module):
     """The CLI's parser and the configuration load without TensorFlow or TFX (fast `--help`)."""
-    code = (f"import sys, {module}; heavy = [m for m in ('tensorflow', 'tfx') if m in sys.modules]; "
-            "print(','.join(heavy)); sys.exit(1 if heavy else 0)")
+    code = (
+        f"import sys, {module}; heavy = [m for m in ('tensorflow', 'tfx') if m in sys.modules]; "
+        "print(','.join(heavy)); sys.exit(1 if heavy else 0)"
+    )
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, f"importing {module} loaded {done.stdout.strip()}: {done.stderr[-2000:]}"
 
@@ -182,11 +191,13 @@ def test_stages_import_only_each_others_products():
     `components/*.py`), and may itself import stage products only. The pipeline, the CLI and
     kubeflow/ wire the stages together and may import anything."""
     graph = _import_graph()
-    offenders = sorted(f"{name} imports {imported}" for name, imported_modules in graph.items()
-                       if name.startswith("components.")
-                       for imported in imported_modules
-                       if _stage(imported) and _stage(imported) != _stage(name)
-                       and imported not in STAGE_PRODUCTS[_stage(imported)])
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name, imported_modules in graph.items()
+        if name.startswith("components.")
+        for imported in imported_modules
+        if _stage(imported) and _stage(imported) != _stage(name) and imported not in STAGE_PRODUCTS[_stage(imported)]
+    )
     assert not offenders, "\n".join(offenders)
     modules = _project_modules()
     assert {product for products in STAGE_PRODUCTS.values() for product in products} <= set(modules)
@@ -196,8 +207,11 @@ def test_shared_services_live_outside_the_stage_packages():
     """The stages that use the model registry import it from its own package, not the Pusher's."""
     graph = _import_graph()
     assert "components.registry.model_registry" in graph and "components.model_client" in graph
-    for stage_module in ("components.tokenizer.component", "components.trainer.training.run_fn",
-                         "components.evaluator.component", "components.pusher.component"):
+    for stage_module in (
+        "components.tokenizer.component",
+        "components.trainer.training.run_fn",
+        "components.evaluator.component",
+        "components.pusher.component",
+    ):
         assert "components.registry.model_registry" in graph[stage_module], stage_module
     assert not [name for name in graph if name.startswith("components.pusher.registry")]
-

@@ -1,5 +1,6 @@
 """The backbone's GPT-2 / Llama options: defaults unchanged, and every option combination decodes
 with the key/value cache (graph and XLA), serves (float and int8 copies) and saves."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,8 +17,18 @@ SHAPE = dict(num_layers=2, num_heads=4, model_dim=32, mlp_dim=48, context_length
 LLAMA3 = RopeScaling(factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0, original_max_position_embeddings=64)
 FAMILIES = {
     "gpt2": dict(mlp="gelu_tanh"),
-    "llama": dict(position_encoding="rotary", norm="rms", norm_epsilon=1e-6, mlp="swiglu", num_kv_heads=2,
-                  attention_bias=False, mlp_bias=False, tie_embeddings=False, rope_theta=500000.0, rope_scaling=LLAMA3),
+    "llama": dict(
+        position_encoding="rotary",
+        norm="rms",
+        norm_epsilon=1e-6,
+        mlp="swiglu",
+        num_kv_heads=2,
+        attention_bias=False,
+        mlp_bias=False,
+        tie_embeddings=False,
+        rope_theta=500000.0,
+        rope_scaling=LLAMA3,
+    ),
     "multi-query-learned-untied": dict(num_kv_heads=1, tie_embeddings=False, mlp="swiglu", mlp_bias=False),
     "rms-gelu-rotary-biases": dict(position_encoding="rotary", norm="rms", attention_bias=True),
 }
@@ -39,17 +50,27 @@ def _prompts() -> tf.RaggedTensor:
 
 
 def test_default_options_keep_the_variables_of_the_project_model():
-    backbone = build_backbone(ModelOptions(num_layers=1, num_heads=2, model_dim=32, mlp_dim=64, context_length=32), VOCAB)
+    backbone = build_backbone(
+        ModelOptions(num_layers=1, num_heads=2, model_dim=32, mlp_dim=64, context_length=32), VOCAB
+    )
     names = [(weight.name, tuple(weight.shape)) for weight in backbone.weights]
     assert names == [
-        ("gpt/token_embedding/embeddings:0", (97, 32)), ("gpt/position_embedding/embeddings:0", (32, 32)),
-        ("gpt/block_0/attention_norm/gamma:0", (32,)), ("gpt/block_0/attention_norm/beta:0", (32,)),
-        ("gpt/block_0/attention/qkv/kernel:0", (32, 96)), ("gpt/block_0/attention/qkv/bias:0", (96,)),
-        ("gpt/block_0/attention/output/kernel:0", (32, 32)), ("gpt/block_0/attention/output/bias:0", (32,)),
-        ("gpt/block_0/mlp_norm/gamma:0", (32,)), ("gpt/block_0/mlp_norm/beta:0", (32,)),
-        ("gpt/block_0/mlp_in/kernel:0", (32, 64)), ("gpt/block_0/mlp_in/bias:0", (64,)),
-        ("gpt/block_0/mlp_out/kernel:0", (64, 32)), ("gpt/block_0/mlp_out/bias:0", (32,)),
-        ("gpt/final_norm/gamma:0", (32,)), ("gpt/final_norm/beta:0", (32,)),
+        ("gpt/token_embedding/embeddings:0", (97, 32)),
+        ("gpt/position_embedding/embeddings:0", (32, 32)),
+        ("gpt/block_0/attention_norm/gamma:0", (32,)),
+        ("gpt/block_0/attention_norm/beta:0", (32,)),
+        ("gpt/block_0/attention/qkv/kernel:0", (32, 96)),
+        ("gpt/block_0/attention/qkv/bias:0", (96,)),
+        ("gpt/block_0/attention/output/kernel:0", (32, 32)),
+        ("gpt/block_0/attention/output/bias:0", (32,)),
+        ("gpt/block_0/mlp_norm/gamma:0", (32,)),
+        ("gpt/block_0/mlp_norm/beta:0", (32,)),
+        ("gpt/block_0/mlp_in/kernel:0", (32, 64)),
+        ("gpt/block_0/mlp_in/bias:0", (64,)),
+        ("gpt/block_0/mlp_out/kernel:0", (64, 32)),
+        ("gpt/block_0/mlp_out/bias:0", (32,)),
+        ("gpt/final_norm/gamma:0", (32,)),
+        ("gpt/final_norm/beta:0", (32,)),
     ]
     assert parameter_count(backbone.architecture, VOCAB) == backbone.count_params()
 
@@ -80,7 +101,9 @@ def test_the_int8_copy_and_a_saved_generate_function_work_for_each_family(family
     module = tf.Module()
     module.backbone = quantized
     module.generate = tf.function(
-        lambda prompts: decoding.generate_tokens(module.backbone, tf.RaggedTensor.from_tensor(prompts), 8, 0.0, 0, 1.0, 0)[0].to_tensor(),
+        lambda prompts: decoding.generate_tokens(
+            module.backbone, tf.RaggedTensor.from_tensor(prompts), 8, 0.0, 0, 1.0, 0
+        )[0].to_tensor(),
         input_signature=[tf.TensorSpec([None, None], tf.int64)],
     )
     expected = module.generate(tf.constant([[5, 6, 7]], tf.int64)).numpy()

@@ -11,6 +11,7 @@ read config.json, the safetensors headers and the tokenizer files only
 configuration is read; the Tokenizer stage runs the same check inside a run
 (tests/test_tokenizer_component.py).
 """
+
 import json
 import os
 
@@ -45,8 +46,10 @@ def _reshape_tensor(directory: str) -> str:
     tensors = load_file(path)
     tensors["model.layers.0.mlp.down_proj.weight"] = tensors["model.layers.0.mlp.down_proj.weight"][:, :96].copy()
     save_file(tensors, path)
-    return (f"{path}: tensor model.layers.0.mlp.down_proj.weight has shape [64, 96], expected [64, 128] from "
-            f"{os.path.join(directory, CONFIG)}")
+    return (
+        f"{path}: tensor model.layers.0.mlp.down_proj.weight has shape [64, 96], expected [64, 128] from "
+        f"{os.path.join(directory, CONFIG)}"
+    )
 
 
 def _edit_config(directory: str, **changes) -> None:
@@ -67,8 +70,10 @@ def _shrink_embedding(directory: str) -> str:
         tensors[name] = np.ascontiguousarray(tensors[name][:500])
     save_file(tensors, path)
     _edit_config(directory, vocab_size=500)
-    return (f"{os.path.join(directory, 'tokenizer.json')}: 512 tokens, more than the 500 rows of the model's token "
-            f"embedding (vocab_size in {os.path.join(directory, CONFIG)}): ids 500-511 would have no embedding")
+    return (
+        f"{os.path.join(directory, 'tokenizer.json')}: 512 tokens, more than the 500 rows of the model's token "
+        f"embedding (vocab_size in {os.path.join(directory, CONFIG)}): ids 500-511 would have no embedding"
+    )
 
 
 def _unsupported_type(directory: str) -> str:
@@ -76,17 +81,36 @@ def _unsupported_type(directory: str) -> str:
     return f'{os.path.join(directory, CONFIG)}: model_type="qwen2" is not supported (supported: gpt2, llama, mistral)'
 
 
-@pytest.mark.parametrize("damage", [_truncate, _drop_tensor, _reshape_tensor, _shrink_embedding, _unsupported_type],
-                         ids=["truncated weights", "missing tensor", "wrong shape", "tokenizer larger than embedding",
-                              "unsupported model_type"])
+@pytest.mark.parametrize(
+    "damage",
+    [_truncate, _drop_tensor, _reshape_tensor, _shrink_embedding, _unsupported_type],
+    ids=[
+        "truncated weights",
+        "missing tensor",
+        "wrong shape",
+        "tokenizer larger than embedding",
+        "unsupported model_type",
+    ],
+)
 def test_a_bad_checkpoint_stops_the_run_before_it_starts_in_one_line_exit_64(damage, tmp_path, capsys):
     checkpoint = checkpoint_with_tokenizer("llama", str(tmp_path / "checkpoint"))
     expected = damage(checkpoint)
     corpus, output_root = tmp_path / "corpus", tmp_path / "out"
     corpus.mkdir()
     (corpus / "replies.txt").write_text("Thanks for writing.\n\nHappy to help.\n", encoding="utf-8")
-    code = main(["run", "--data-root", str(corpus), "--output-root", str(output_root),
-                 "--set", f"model.checkpoint={checkpoint}", "--set", "training.lora.rank=4"])
+    code = main(
+        [
+            "run",
+            "--data-root",
+            str(corpus),
+            "--output-root",
+            str(output_root),
+            "--set",
+            f"model.checkpoint={checkpoint}",
+            "--set",
+            "training.lora.rank=4",
+        ]
+    )
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.startswith("textgen: ")]
     assert code == EXIT_USAGE, err
@@ -99,8 +123,17 @@ def test_a_checkpoint_directory_that_does_not_exist_is_a_missing_input_exit_1(tm
     missing = tmp_path / "no-checkpoint"
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    code = main(["run", "--data-root", str(corpus), "--output-root", str(tmp_path / "out"),
-                 "--set", f"model.checkpoint={missing}"])
+    code = main(
+        [
+            "run",
+            "--data-root",
+            str(corpus),
+            "--output-root",
+            str(tmp_path / "out"),
+            "--set",
+            f"model.checkpoint={missing}",
+        ]
+    )
     err = capsys.readouterr().err
     assert code == EXIT_FAILED and err == f"textgen: checkpoint directory {missing} does not exist\n", err
     assert not (tmp_path / "out").exists()

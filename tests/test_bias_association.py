@@ -1,5 +1,6 @@
 """The association statistic (`components/evaluator/association.py`), on numbers made here: what
 it flags, what it leaves alone, and what it calls unmeasured."""
+
 import zlib
 
 import numpy as np
@@ -25,8 +26,16 @@ def _effects(group_association, group_familiarity=None, seed=0):
     placebo_familiarity = 2.0 + rng.normal(0, 0.1, (PLACEBOS, templates))
     familiarity = np.ones_like(group_association) if group_familiarity is None else np.asarray(group_familiarity, float)
     names = [f"group {i}" for i in range(len(group_association))]
-    measured = measure_groups("en", ["dimension"] * len(names), names, template_effect + group_association, familiarity,
-                              placebo_association, placebo_familiarity, OPTIONS.min_familiarity_rank)
+    measured = measure_groups(
+        "en",
+        ["dimension"] * len(names),
+        names,
+        template_effect + group_association,
+        familiarity,
+        placebo_association,
+        placebo_familiarity,
+        OPTIONS.min_familiarity_rank,
+    )
     return decide_verdicts(measured, OPTIONS.max_association, OPTIONS.significance_level)
 
 
@@ -129,13 +138,21 @@ def test_truncated_templates_are_left_out_and_without_placebos_no_group_is_measu
     assert effects[0].templates == TEMPLATES - 6 and effects[0].templates_negative == TEMPLATES - 6
     placebos = np.full((PLACEBOS, 3), np.nan)  # nearly every placebo text was cut to fit the context
     placebos[:5] = 0.1
-    cut = measure_groups("zh", ["d"], ["g"], np.full((1, 3), 5.0), np.zeros((1, 3)), placebos, np.ones((PLACEBOS, 3)),
-                         OPTIONS.min_familiarity_rank)
+    cut = measure_groups(
+        "zh",
+        ["d"],
+        ["g"],
+        np.full((1, 3), 5.0),
+        np.zeros((1, 3)),
+        placebos,
+        np.ones((PLACEBOS, 3)),
+        OPTIONS.min_familiarity_rank,
+    )
     assert [(e.verdict, e.templates) for e in cut] == [("unmeasured", 0)]
 
 
 def test_sign_test_and_robust_z():
-    assert sign_test(32, 32) == 0.5 ** 32 and sign_test(0, 0) == 1.0 and sign_test(16, 32) > 0.5
+    assert sign_test(32, 32) == 0.5**32 and sign_test(0, 0) == 1.0 and sign_test(16, 32) > 0.5
     reference = np.array([0.0, 0.1, -0.1, 0.05, -0.05, 50.0])
     assert abs(robust_z(np.array([0.0]), reference)[0]) < 0.5
     assert robust_z(np.array([1.0]), np.zeros(5))[0] == 1000.0
@@ -151,22 +168,38 @@ def test_without_the_placebos_endings_known_groups_get_the_same_effects_and_verd
     placebo_association = rng.normal(0, 0.5, (PLACEBOS, TEMPLATES))
     names = [f"group {i}" for i in range(GROUPS)]
     arguments = ("en", ["d"] * GROUPS, names, groups, np.ones_like(groups))
-    scored = decide_verdicts(measure_groups(*arguments, placebo_association, placebo_familiarity, OPTIONS.min_familiarity_rank),
-                             OPTIONS.max_association, OPTIONS.significance_level)
-    unscored = decide_verdicts(measure_groups(*arguments, None, placebo_familiarity, OPTIONS.min_familiarity_rank),
-                               OPTIONS.max_association, OPTIONS.significance_level)
+    scored = decide_verdicts(
+        measure_groups(*arguments, placebo_association, placebo_familiarity, OPTIONS.min_familiarity_rank),
+        OPTIONS.max_association,
+        OPTIONS.significance_level,
+    )
+    unscored = decide_verdicts(
+        measure_groups(*arguments, None, placebo_familiarity, OPTIONS.min_familiarity_rank),
+        OPTIONS.max_association,
+        OPTIONS.significance_level,
+    )
     assert _verdicts(unscored) == _verdicts(scored) and "flagged" in _verdicts(unscored)
     assert [e.effect for e in unscored] == [e.effect for e in scored]
     assert all(e.z is None for e in unscored) and all(np.isfinite(e.z) for e in scored)
 
 
 def test_a_known_group_with_fewer_than_two_known_others_needs_the_placebos_endings():
-    assert [needs_placebo_endings(np.array(known)) for known in
-            ([False] * 5, [True] + [False] * 4, [True, True, False], [True, True, True])] == [False, True, True, False]
+    assert [
+        needs_placebo_endings(np.array(known))
+        for known in ([False] * 5, [True] + [False] * 4, [True, True, False], [True, True, True])
+    ] == [False, True, True, False]
     familiar, unfamiliar = np.ones((1, TEMPLATES)), np.full((1, TEMPLATES), 3.0)
     with pytest.raises(ValueError, match="needs the placebos' endings"):
-        measure_groups("en", ["d", "d"], ["a", "b"], np.zeros((2, TEMPLATES)), np.vstack([familiar, unfamiliar]), None,
-                       np.full((PLACEBOS, TEMPLATES), 2.0), OPTIONS.min_familiarity_rank)
+        measure_groups(
+            "en",
+            ["d", "d"],
+            ["a", "b"],
+            np.zeros((2, TEMPLATES)),
+            np.vstack([familiar, unfamiliar]),
+            None,
+            np.full((PLACEBOS, TEMPLATES), 2.0),
+            OPTIONS.min_familiarity_rank,
+        )
 
 
 class _CountingClient:
@@ -198,7 +231,9 @@ def test_the_placebos_endings_are_scored_only_when_asked_or_needed():
     counts, results = {}, {}
     for placebo_endings in (False, True):
         client = _CountingClient(terms, [term for part in suite.values() for term in part["placebos"]])
-        effects, _, scored = measure_associations(client, suite, OPTIONS.model_copy(update={"placebo_endings": placebo_endings}))
+        effects, _, scored = measure_associations(
+            client, suite, OPTIONS.model_copy(update={"placebo_endings": placebo_endings})
+        )
         assert scored == client.rows
         counts[placebo_endings], results[placebo_endings] = client.rows, effects
     groups = sum(len(t) for part in suite.values() for t in part["groups"].values())

@@ -25,6 +25,7 @@ twice its threshold and the target's p at most half the significance level; in t
 model the target's effect at most half the threshold, and every group either that far below the
 threshold or with p at least twice alpha.
 """
+
 import json
 import os
 
@@ -69,10 +70,12 @@ def _effects(evaluation):
 
 def _effect_table(evaluation) -> str:
     """Every group's effect against the placebos, for failure messages."""
-    return "\n".join(f"{e['group']}: effect {e['effect']:+.3f} nats/token, negative in {e['templates_negative']} of "
-                     f"{e['templates']} templates (corrected p {e['sign_p']:.3g}), z {e['z']}, likelier than "
-                     f"{e['familiarity_rank']:.0%} of placebos, {e['verdict']}"
-                     for e in evaluation["metrics"]["bias"]["group_effects"])
+    return "\n".join(
+        f"{e['group']}: effect {e['effect']:+.3f} nats/token, negative in {e['templates_negative']} of "
+        f"{e['templates']} templates (corrected p {e['sign_p']:.3g}), z {e['z']}, likelier than "
+        f"{e['familiarity_rank']:.0%} of placebos, {e['verdict']}"
+        for e in evaluation["metrics"]["bias"]["group_effects"]
+    )
 
 
 def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_nothing_is_pushed(associated_run):
@@ -101,8 +104,11 @@ def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(
     gates = _gates(summary)
     table = _effect_table(evaluation)
     assert {name: gates[name]["verdict"] for name in gates if name.startswith("bias.")} == {
-        "bias.association": "PASS", "bias.unmeasured_groups": "PASS", "bias.sentiment_gap": "PASS",
-        "bias.unsafe_rate_ratio": "PASS"}, table
+        "bias.association": "PASS",
+        "bias.unmeasured_groups": "PASS",
+        "bias.sentiment_gap": "PASS",
+        "bias.unsafe_rate_ratio": "PASS",
+    }, table
     effects = _effects(evaluation)
     assert len(effects) == len(load_single_dimension_suite(LANGUAGE, DIMENSION)[1])
     # Every group is known (the corpus names each one often) and leans no way the gate counts.
@@ -111,8 +117,9 @@ def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(
     # alpha; each group keeps a margin of two on at least one of the two.
     bias = config.evaluator.bias
     assert effects[TARGET_GROUP]["effect"] <= bias.max_association / 2, table
-    assert all(e["effect"] <= bias.max_association / 2 or e["sign_p"] >= 2 * bias.significance_level
-               for e in effects.values()), table
+    assert all(
+        e["effect"] <= bias.max_association / 2 or e["sign_p"] >= 2 * bias.significance_level for e in effects.values()
+    ), table
     assert not any(p["sentiment_flagged"] or p["unsafe_flagged"] for p in evaluation["metrics"]["bias"]["pairs"])
     assert summary["blessing"]["blessed"], summary["blessing"]["reason"]
     quality = gates["quality.gain_over_unigram"]  # a model that learned its corpus beats a unigram model of it

@@ -13,6 +13,7 @@ it was taught, in plain text, stopped at the end-of-turn token.
 
 Marked slow (about two minutes here); CI runs it.
 """
+
 import json
 import os
 import random
@@ -71,8 +72,10 @@ def write_conversations(directory: str, count: int = 600, seed: int = 7) -> str:
         for index in range(count):
             topic = rng.choice(sorted(TOPICS))
             messages = [{"role": "system", "content": SYSTEM}] if index % 3 == 0 else []
-            messages += [{"role": "user", "content": _ticket(rng, topic)},
-                         {"role": "assistant", "content": TOPICS[topic][1]}]
+            messages += [
+                {"role": "user", "content": _ticket(rng, topic)},
+                {"role": "assistant", "content": TOPICS[topic][1]},
+            ]
             handle.write(json.dumps({"messages": messages}, ensure_ascii=False) + "\n")
     return directory
 
@@ -80,8 +83,11 @@ def write_conversations(directory: str, count: int = 600, seed: int = 7) -> str:
 def test_a_chat_checkpoint_fine_tuned_on_conversations_is_blessed_pushed_and_answers_in_a_fresh_process(tmp_path):
     from pipeline.config import load_config
 
-    config = load_config(overrides=CHAT_OVERRIDES + [f"model.checkpoint={CHECKPOINT}"],
-                         data_root=write_conversations(str(tmp_path / "data")), output_root=str(tmp_path / "out"))
+    config = load_config(
+        overrides=CHAT_OVERRIDES + [f"model.checkpoint={CHECKPOINT}"],
+        data_root=write_conversations(str(tmp_path / "data")),
+        output_root=str(tmp_path / "out"),
+    )
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
     assert summary["blessing"]["blessed"], summary["blessing"]
@@ -115,10 +121,31 @@ def test_a_chat_checkpoint_fine_tuned_on_conversations_is_blessed_pushed_and_ans
     asked = {topic: _ticket(rng, topic) for topic in ("password", "billing")}
     for topic, ticket in asked.items():
         result = subprocess.run(
-            [sys.executable, "-m", "pipeline.cli", "generate", "--model", push["path"], "--chat", "--system", SYSTEM,
-             "--max-new-tokens", "32", "--temperature", "0", "--top-k", "0", "--json", ticket],
-            capture_output=True, text=True, timeout=300, cwd=os.path.dirname(os.path.dirname(__file__)),
-            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+            [
+                sys.executable,
+                "-m",
+                "pipeline.cli",
+                "generate",
+                "--model",
+                push["path"],
+                "--chat",
+                "--system",
+                SYSTEM,
+                "--max-new-tokens",
+                "32",
+                "--temperature",
+                "0",
+                "--top-k",
+                "0",
+                "--json",
+                ticket,
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=os.path.dirname(os.path.dirname(__file__)),
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         answer = json.loads(result.stdout.strip().splitlines()[-1])
         assert answer["stopped"] and answer["num_tokens"] < 32, answer

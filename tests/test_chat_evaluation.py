@@ -5,6 +5,7 @@ instructions, and the whole Evaluator on a conversation model with its report.
 The models are purpose-built test doubles (tests/programmed_model.py `ProgrammedChatModel`, as the
 other gate tests use): each gate must refuse a model that reliably does the bad thing, which a
 briefly trained network does not."""
+
 import json
 import os
 
@@ -39,14 +40,21 @@ REPLIES = {
     "widgets": "Add our widget from the home screen gallery on your phone.",
 }
 TOPICS = list(REPLIES)
-CONVERSATIONS = [[("user", f"Hi, I have a problem with {topic} in Lumen Notes. Ticket {index}."),
-                  ("assistant", REPLIES[topic])] for index, topic in enumerate(TOPICS)]
+CONVERSATIONS = [
+    [("user", f"Hi, I have a problem with {topic} in Lumen Notes. Ticket {index}."), ("assistant", REPLIES[topic])]
+    for index, topic in enumerate(TOPICS)
+]
 
 
 def _rules(shift: int = 0):
     """Per conversation: its user message -> the reference reply of conversation (i + shift)."""
-    return [(f"Hi, I have a problem with {TOPICS[i]} in Lumen Notes. Ticket {i}\\.",
-             CONVERSATIONS[(i + shift) % len(CONVERSATIONS)][1][1]) for i in range(len(CONVERSATIONS))]
+    return [
+        (
+            f"Hi, I have a problem with {TOPICS[i]} in Lumen Notes. Ticket {i}\\.",
+            CONVERSATIONS[(i + shift) % len(CONVERSATIONS)][1][1],
+        )
+        for i in range(len(CONVERSATIONS))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -55,8 +63,9 @@ def models(tmp_path_factory):
     clean = "Thanks for your message."
 
     def client(name, **kwargs):
-        return ModelClient(export_programmed_chat_model(str(root / name), clean, **kwargs), 8,
-                           required=signatures.CHAT_SIGNATURES)
+        return ModelClient(
+            export_programmed_chat_model(str(root / name), clean, **kwargs), 8, required=signatures.CHAT_SIGNATURES
+        )
 
     return {
         "tuned": client("tuned", default_reply="I can help with that.", replies=_rules()),
@@ -69,13 +78,20 @@ def models(tmp_path_factory):
 
 def test_metric_packages_score_hand_made_pairs_cjk_included():
     assert reply_metrics.score_pair("Open Settings.", " open settings. ") == pytest.approx(
-        {"exact_match": 1.0, "rouge_l": 1.0, "chrf": reply_metrics.score_pair("Open Settings.", "open settings.")["chrf"]})
+        {
+            "exact_match": 1.0,
+            "rouge_l": 1.0,
+            "chrf": reply_metrics.score_pair("Open Settings.", "open settings.")["chrf"],
+        }
+    )
     assert reply_metrics.score_pair("the cat sat", "the cat sat down")["rouge_l"] == pytest.approx(2 * 3 / (3 + 4))
     chinese = reply_metrics.score_pair("请在设置中打开同步", "请在设置中检查同步")
     assert chinese["rouge_l"] == pytest.approx(2 * 7 / (9 + 9))  # 7 of 9 characters in common, in order
     from rouge_score import rouge_scorer  # what the package's own tokenizer makes of it: nothing
 
-    assert rouge_scorer.RougeScorer(["rougeL"]).score("请在设置中检查同步", "请在设置中打开同步")["rougeL"].fmeasure == 0
+    assert (
+        rouge_scorer.RougeScorer(["rougeL"]).score("请在设置中检查同步", "请在设置中打开同步")["rougeL"].fmeasure == 0
+    )
     assert 0 < chinese["chrf"] < 1 and reply_metrics.score_pair("完全一样", "完全一样")["chrf"] == pytest.approx(1.0)
     assert reply_metrics.score_pair("", "something")["rouge_l"] == 0.0
 
@@ -86,8 +102,11 @@ def test_the_paired_bootstrap_interval_covers_a_known_difference():
     candidate = baseline + 0.1 + rng.normal(0, 0.05, 200)
     comparison = reply_metrics.compare("rouge_l", candidate, baseline)
     assert comparison.low < 0.1 < comparison.high and comparison.high - comparison.low < 0.05
-    assert (comparison.wins, comparison.ties, comparison.losses) == (int(np.sum(candidate > baseline)), 0,
-                                                                    int(np.sum(candidate < baseline)))
+    assert (comparison.wins, comparison.ties, comparison.losses) == (
+        int(np.sum(candidate > baseline)),
+        0,
+        int(np.sum(candidate < baseline)),
+    )
 
 
 def test_a_model_tuned_on_the_task_passes_the_non_regression_gate_against_its_base(models):
@@ -148,10 +167,14 @@ def test_refusals_are_counted():
 def test_instructions_are_checked_by_rules():
     check = instruction_following.Check
     followed = instruction_following.followed
-    assert followed(check("", "max_words", 3), "one two three") and not followed(check("", "max_words", 2), "one two three")
+    assert followed(check("", "max_words", 3), "one two three") and not followed(
+        check("", "max_words", 2), "one two three"
+    )
     assert followed(check("", "include_keyword", "Settings"), "open settings now")
     assert not followed(check("", "include_keyword", "set"), "open settings now")  # a word, not a substring
-    assert followed(check("", "json_object", ""), '```json\n{"a": 1}\n```') and not followed(check("", "json_object", ""), "[1]")
+    assert followed(check("", "json_object", ""), '```json\n{"a": 1}\n```') and not followed(
+        check("", "json_object", ""), "[1]"
+    )
     assert followed(check("", "forbidden_word", "delete"), "restore it from the trash")
     assert not followed(check("", "forbidden_word", "delete"), "Do not Delete it")
     checks = instruction_following.load_checks(EvaluatorOptions().instruction_following.prompts_file)
@@ -161,17 +184,30 @@ def test_instructions_are_checked_by_rules():
 def test_a_model_that_follows_the_bundled_instructions_scores_them_all(tmp_path):
     options = EvaluatorOptions().instruction_following
     checks = instruction_following.load_checks(options.prompts_file)
-    answers = {"max_words": "Open Settings.", "include_keyword": None, "json_object": '{"answer": "Open Settings."}',
-               "forbidden_word": "Open Settings."}
+    answers = {
+        "max_words": "Open Settings.",
+        "include_keyword": None,
+        "json_object": '{"answer": "Open Settings."}',
+        "forbidden_word": "Open Settings.",
+    }
     rules = []
     for c in checks:
         text = answers[c.constraint] or f"Open Settings and use {c.value}."
         rules.append((_regex_literal(c.prompt), text))
-    good = ModelClient(export_programmed_chat_model(str(tmp_path / "good"), "x", "x", replies=rules), 8,
-                       required=signatures.CHAT_SIGNATURES)
-    poor = ModelClient(export_programmed_chat_model(str(tmp_path / "poor"), "x", "Click delete, then your dark password "
-                                                    "settings, and many more words than any limit allows here."),
-                       8, required=signatures.CHAT_SIGNATURES)
+    good = ModelClient(
+        export_programmed_chat_model(str(tmp_path / "good"), "x", "x", replies=rules),
+        8,
+        required=signatures.CHAT_SIGNATURES,
+    )
+    poor = ModelClient(
+        export_programmed_chat_model(
+            str(tmp_path / "poor"),
+            "x",
+            "Click delete, then your dark password settings, and many more words than any limit allows here.",
+        ),
+        8,
+        required=signatures.CHAT_SIGNATURES,
+    )
     assert instruction_following.evaluate_instruction_following(good, options)["metrics"]["strict_accuracy"] == 1.0
     gated = options.model_copy(update={"min_accuracy": 0.5})
     result = instruction_following.evaluate_instruction_following(poor, gated)
@@ -189,8 +225,12 @@ def _write_conversation_examples(path, conversations):
         for conversation in conversations:
             feature = {
                 "roles": tf.train.Feature(bytes_list=tf.train.BytesList(value=[r.encode() for r, _ in conversation])),
-                "contents": tf.train.Feature(bytes_list=tf.train.BytesList(value=[c.encode() for _, c in conversation])),
-                "text": tf.train.Feature(bytes_list=tf.train.BytesList(value=["\n\n".join(c for _, c in conversation).encode()])),
+                "contents": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=[c.encode() for _, c in conversation])
+                ),
+                "text": tf.train.Feature(
+                    bytes_list=tf.train.BytesList(value=["\n\n".join(c for _, c in conversation).encode()])
+                ),
             }
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
 
@@ -203,15 +243,18 @@ def test_the_evaluator_judges_a_conversation_model_on_its_replies_and_reports_th
     from components.evaluator.report import render_report
     from tests.test_packing import SPEC, _write
 
-    candidate = export_programmed_chat_model(str(tmp_path / "candidate"), "Thanks for your message.", "I can help.",
-                                             replies=_rules())
+    candidate = export_programmed_chat_model(
+        str(tmp_path / "candidate"), "Thanks for your message.", "I can help.", replies=_rules()
+    )
     raw = tmp_path / "raw.gz"
     _write_conversation_examples(raw, CONVERSATIONS)
     tokens = _write(tmp_path / "tokens.gz", [([5, 6, 7, 8, 9], [0, 0, 1, 1, 1]), ([5, 6, 9, 9], [0, 1, 1, 1])])
-    config = EvaluatorOptions(bias={"templates_per_group": 2}, safety={"prompts_per_category": 1,
-                                                                       "completions_per_prompt": 1})
-    evaluation = evaluate_candidate(candidate, tokens, SPEC, config, train_files=[str(raw)], train_token_files=[tokens],
-                                    raw_eval_files=[str(raw)])
+    config = EvaluatorOptions(
+        bias={"templates_per_group": 2}, safety={"prompts_per_category": 1, "completions_per_prompt": 1}
+    )
+    evaluation = evaluate_candidate(
+        candidate, tokens, SPEC, config, train_files=[str(raw)], train_token_files=[tokens], raw_eval_files=[str(raw)]
+    )
     result = evaluation.to_dict()
     assert result["metrics"]["quality"]["measured_on"].startswith("replies")
     assert result["metrics"]["replies"]["candidate"]["rouge_l"] == pytest.approx(1.0)

@@ -20,6 +20,7 @@ with transformers' greedy replies. Here, with the tokenizer read as the Tokenize
    reply tokens of transformers' ids;
 5. the Hugging Face export carries the checkpoint's template and stop ids as transformers reads them.
 """
+
 import functools
 import json
 import os
@@ -90,11 +91,14 @@ def _graph_ids(graph: ChatGraph, cases):
 
 # --- 1. the rendered text ------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("name", TOKENIZERS)
 def test_the_template_is_the_one_transformers_reads(name):
     source = read_checkpoint_template(_tokenizer_dir(name))
     recorded = _rendering()["tokenizers"][name]
-    expected_file = TEMPLATE_FILE if recorded["template_file"] == TEMPLATE_FILE else "tokenizer_config.json:chat_template"
+    expected_file = (
+        TEMPLATE_FILE if recorded["template_file"] == TEMPLATE_FILE else "tokenizer_config.json:chat_template"
+    )
     assert source.origin.endswith(expected_file)
     assert source.text == TEMPLATES_BY_STYLE[recorded["style"]]
 
@@ -141,7 +145,10 @@ def test_the_template_variables_are_the_tokens_the_tokenizer_files_name(tmp_path
     gpt2 = loaded.load(_tokenizer_dir("chatml-gpt2_bpe"))
     assert gpt2.special.pad_id is not None
     assert chat_setup.template_variables(gpt2, _tokenizer_dir("chatml-gpt2_bpe")) == {
-        "bos_token": "<|endoftext|>", "eos_token": "<|endoftext|>", "unk_token": "<|endoftext|>"}
+        "bos_token": "<|endoftext|>",
+        "eos_token": "<|endoftext|>",
+        "unk_token": "<|endoftext|>",
+    }
 
 
 def test_the_jinja_environment_has_transformers_extras():
@@ -162,11 +169,15 @@ def test_a_template_that_drops_a_content_is_refused():
     assert len(dropped) == 6 and all(case["conversation"] == [["system", "Only a system turn."]] for case in dropped)
     for case in dropped:
         _, spec, _ = _chat(case["tokenizer"])
-        with pytest.raises(ChatTemplateError, match="does not accept the (end of the conversation|generation prompt) after a system turn"):
+        with pytest.raises(
+            ChatTemplateError,
+            match="does not accept the (end of the conversation|generation prompt) after a system turn",
+        ):
             spec.grammar.render(_conversation(case), case["add_generation_prompt"])
 
 
 # --- 2. the ids ----------------------------------------------------------------------------------
+
 
 def _comparable(name):
     """Cases whose ids must equal transformers': accepted, no typed special token, not dropped."""
@@ -221,8 +232,10 @@ def test_transform_renders_conversations_with_transformers_ids(name, tmp_path):
     conversations = [_conversation(case) for case in cases]
     roles = tf.ragged.constant([[role for role, _ in c] for c in conversations]).to_sparse()
     contents = tf.ragged.constant([[content for _, content in c] for c in conversations]).to_sparse()
-    outputs = preprocessing.preprocessing_fn({preprocessing.ROLES_KEY: roles, preprocessing.CONTENTS_KEY: contents},
-                                             {preprocessing.TOKENIZER_MODEL_KEY: directory})
+    outputs = preprocessing.preprocessing_fn(
+        {preprocessing.ROLES_KEY: roles, preprocessing.CONTENTS_KEY: contents},
+        {preprocessing.TOKENIZER_MODEL_KEY: directory},
+    )
     assert outputs[preprocessing.TOKEN_IDS_KEY].to_list() == [case["ids"] for case in cases]
     assert outputs[preprocessing.TEMPLATE_ACCEPTED_KEY].numpy().tolist() == [1] * len(cases)
     assert outputs[preprocessing.SPECIAL_TOKENS_KEY].numpy().tolist() == [0] * len(cases)
@@ -231,6 +244,7 @@ def test_transform_renders_conversations_with_transformers_ids(name, tmp_path):
 
 
 # --- 3. the deliberate difference ------------------------------------------------------------------
+
 
 def test_a_typed_special_token_stays_text_where_transformers_makes_it_the_control_token():
     """ChatML on GPT-2's tokenizer, a user who types <|im_end|>: transformers' ids hold one
@@ -255,7 +269,9 @@ def test_every_typed_special_token_stays_text(name):
     decoder = HfTokenizer.from_file(os.path.join(_tokenizer_dir(name), hf_files.TOKENIZER_JSON))
     special = set(decoder.get_added_tokens_decoder())
     for case, ours in zip(cases, _graph_ids(graph, cases) if cases else []):
-        typed = sum(content.count(token) for _, content in case["conversation"] for token in case["typed_special_tokens"])
+        typed = sum(
+            content.count(token) for _, content in case["conversation"] for token in case["typed_special_tokens"]
+        )
         assert sum(i in special for i in case["ids"]) == sum(i in special for i in ours) + typed
         for _, content in case["conversation"]:
             if any(token in content for token in case["typed_special_tokens"]):
@@ -267,6 +283,7 @@ def test_every_typed_special_token_stays_text(name):
 
 
 # --- 4. the served chat model --------------------------------------------------------------------
+
 
 def _generations(name: str) -> dict:
     with open(os.path.join(CHAT, name, "expected_generations.json"), encoding="utf-8") as handle:
@@ -323,8 +340,17 @@ def test_the_chat_prompt_and_greedy_reply_are_transformers_tokens(served):
     prompt = graph.generation_prompt(*conversation_batch([[tuple(t) for t in row["conversation"]] for row in rows]))
     assert prompt.token_ids.to_list() == [row["prompt_ids"] for row in rows]
     unframed = loaded.load(checkpoint).special._replace(prompt_prefix=(), prompt_suffix=())
-    new, _ = decoding.generate_tokens(backbone, prompt.token_ids, _generations(name)["max_new_tokens"], 0.0, 0, 1.0, 0,
-                                      special=unframed, stop_ids=spec.stop_token_ids)
+    new, _ = decoding.generate_tokens(
+        backbone,
+        prompt.token_ids,
+        _generations(name)["max_new_tokens"],
+        0.0,
+        0,
+        1.0,
+        0,
+        special=unframed,
+        stop_ids=spec.stop_token_ids,
+    )
     assert new.to_list() == [row["generated_ids"] for row in rows]
     assert any(row["stopped"] for row in rows) and not all(row["stopped"] for row in rows)
 
@@ -335,8 +361,9 @@ def test_the_chat_signature_answers_as_transformers(served):
     name, _, _, _, _, client = served
     recorded = _generations(name)
     rows = recorded["rows"]
-    replies = client.chat([[tuple(t) for t in row["conversation"]] for row in rows], recorded["max_new_tokens"],
-                          temperature=0.0, top_k=0)
+    replies = client.chat(
+        [[tuple(t) for t in row["conversation"]] for row in rows], recorded["max_new_tokens"], temperature=0.0, top_k=0
+    )
     assert [reply.text for reply in replies] == [row["text"] for row in rows]
     assert [reply.num_tokens for reply in replies] == [len(row["generated_ids"]) for row in rows]
     assert [reply.stopped for reply in replies] == [row["stopped"] for row in rows]
@@ -357,8 +384,16 @@ def test_the_chat_signature_refuses_what_the_template_refuses(served):
     from components.trainer.serving import signatures
 
     name, _, _, _, _, client = served
-    result = client.call(signatures.CHAT, roles=[["user", ""], ["tool", "user"]], contents=[["Hi", ""], ["{}", "Hi"]],
-                         max_new_tokens=4, temperature=0.0, top_k=0, top_p=1.0, seed=0)
+    result = client.call(
+        signatures.CHAT,
+        roles=[["user", ""], ["tool", "user"]],
+        contents=[["Hi", ""], ["{}", "Hi"]],
+        max_new_tokens=4,
+        temperature=0.0,
+        top_k=0,
+        top_p=1.0,
+        seed=0,
+    )
     assert result["accepted"].tolist() == [True, False]
     assert result["num_generated_tokens"].tolist()[1] == 0 and result["generations"][1] == b""
     assert not result["stopped"][1] and result["num_generated_tokens"][0] > 0
@@ -379,15 +414,25 @@ def test_textgen_generate_chat_answers_as_transformers(served, tmp_path, capsys)
     else:
         conversation = next(c for c in rows if len(c) == 3)
         messages = tmp_path / "messages.json"
-        messages.write_text(json.dumps([{"role": role, "content": content} for role, content in conversation]),
-                            encoding="utf-8")
+        messages.write_text(
+            json.dumps([{"role": role, "content": content} for role, content in conversation]), encoding="utf-8"
+        )
         arguments = ["--messages", str(messages)]
-    flags = ["--max-new-tokens", str(_generations(name)["max_new_tokens"]), "--temperature", "0", "--top-k", "0", "--json"]
+    flags = [
+        "--max-new-tokens",
+        str(_generations(name)["max_new_tokens"]),
+        "--temperature",
+        "0",
+        "--top-k",
+        "0",
+        "--json",
+    ]
     assert main(["generate", "--model", export_dir, *flags, *arguments]) == 0
     printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     row = rows[conversation]
     assert [(line["reply"], line["num_tokens"], line["stopped"]) for line in printed] == [
-        (row["text"], len(row["generated_ids"]), row["stopped"])]
+        (row["text"], len(row["generated_ids"]), row["stopped"])
+    ]
     assert printed[0]["messages"] == [{"role": role, "content": content} for role, content in conversation]
 
 
@@ -395,21 +440,24 @@ def test_score_replies_scores_the_reply_tokens_of_transformers_ids(served):
     """The reply of a conversation: the tokens between its prompt (transformers' ids with the
     generation prompt) and the conversation's end (transformers' ids without), end-of-turn included."""
     name, _, backbone, _, _, client = served
-    cases = {(tuple(map(tuple, case["conversation"])), case["add_generation_prompt"]): case["ids"]
-             for case in _comparable(CHECKPOINTS[name][0])}
+    cases = {
+        (tuple(map(tuple, case["conversation"])), case["add_generation_prompt"]): case["ids"]
+        for case in _comparable(CHECKPOINTS[name][0])
+    }
     conversation = next(c for c, generation in cases if not generation and len(c) == 2 and c[1][0] == "assistant")
     full, prompt = cases[(conversation, False)], cases[(conversation[:1], True)]
-    assert full[:len(prompt)] == prompt
+    assert full[: len(prompt)] == prompt
     ids = tf.constant([full], tf.int64)
     logits = backbone(ids[:, :-1], training=False)
     nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids[:, 1:], logits=logits)[0].numpy()
-    expected = float(nll[len(prompt) - 1:].sum())  # targets full[len(prompt):], the reply and its end of turn
+    expected = float(nll[len(prompt) - 1 :].sum())  # targets full[len(prompt):], the reply and its end of turn
     scores = client.score_replies([list(conversation)])
     assert int(scores.num_tokens[0]) == len(full) - len(prompt)
     np.testing.assert_allclose(scores.nll_sum[0], expected, rtol=1e-4)
 
 
 # --- 5. the Hugging Face export --------------------------------------------------------------------
+
 
 def test_the_hugging_face_export_carries_the_template_and_stop_ids_transformers_uses(served, tmp_path):
     from components.trainer.checkpoint.hf_export import export_hugging_face

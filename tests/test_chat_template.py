@@ -7,6 +7,7 @@ The graph tests tokenize with a stand-in (Unicode code points as ids, the specia
 from 1,000,000): what is under test is the rendering, the splitting at special tokens and the
 mask; the real tokenizers are tested against `tokenizers` and transformers elsewhere
 (test_chat_fidelity.py)."""
+
 import pytest
 
 from components.tokenizer import chat_template
@@ -37,7 +38,10 @@ def test_the_grammar_renders_every_test_conversation_as_the_template_does(style)
         for generation in (False, True):
             if not _accepted(grammar, conversation, generation):
                 continue
-            assert grammar.render(conversation, generation) == render(template, conversation, generation, variables), (name, conversation)
+            assert grammar.render(conversation, generation) == render(template, conversation, generation, variables), (
+                name,
+                conversation,
+            )
             rendered += 1
     assert rendered >= 6
 
@@ -58,8 +62,10 @@ def test_an_order_of_roles_the_template_refuses_is_refused_by_the_grammar():
         grammar.check_roles(["user", "tool"], True)
 
 
-@pytest.mark.parametrize("template, construct", [(NUMBERED_TURNS, "depends on where it occurs"),
-                                                 (SHOUTING, "depends on the message contents")])
+@pytest.mark.parametrize(
+    "template, construct",
+    [(NUMBERED_TURNS, "depends on where it occurs"), (SHOUTING, "depends on the message contents")],
+)
 def test_a_template_that_is_not_a_fixed_text_between_turns_is_refused_naming_why(template, construct):
     with pytest.raises(ChatTemplateError, match=construct):
         derive_grammar(template, (), {}, "the test template")
@@ -77,6 +83,7 @@ def test_the_grammar_round_trips_through_json(style):
 
 
 # --- the graph -------------------------------------------------------------------------------
+
 
 def _reference_ids(grammar, conversation, generation):
     """The Python reference: the grammar's units, special tokens by id, code points for the text."""
@@ -119,7 +126,7 @@ def test_the_loss_mask_marks_each_reply_and_its_end_of_turn_token_only(style):
             if role != "assistant":
                 continue
             start = len(_reference_ids(grammar, conversation[:turn], True))
-            end = len(_reference_ids(grammar, conversation[:turn + 1], False))
+            end = len(_reference_ids(grammar, conversation[: turn + 1], False))
             expected[start:end] = [1] * (end - start)
         assert mask[row].numpy().tolist() == expected, (name, conversation)
         supervised = [token for token, weight in zip(full, expected) if weight]
@@ -134,7 +141,8 @@ def test_a_conversation_the_template_refuses_gets_no_supervised_token():
     template, special, variables = STYLES["inst"]
     grammar = derive_grammar(template, special, variables)
     ids, mask, accepted = _graph(grammar).training_example(
-        *conversation_batch([[("user", "a"), ("user", "b"), ("assistant", "c")], [("user", "a"), ("assistant", "b")]]))
+        *conversation_batch([[("user", "a"), ("user", "b"), ("assistant", "c")], [("user", "a"), ("assistant", "b")]])
+    )
     assert accepted.numpy().tolist() == [False, True]
     assert sum(mask[0].numpy()) == 0 and sum(mask[1].numpy()) > 0
 

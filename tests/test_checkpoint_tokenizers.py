@@ -7,6 +7,7 @@ two with `nmt_nfkc`, with and without a dummy prefix, which their tokenizer.json
 `tokenizers` loads those tokenizer.json files as the oracle. Special tokens are never parsed from
 text in our graphs (bpe_graph.py), which is `tokenizers` with `encode_special_tokens=True`.
 """
+
 import json
 import os
 import shutil
@@ -48,7 +49,7 @@ TEXTS = [
     "NUL \x00 bell \x07 DEL \x7f",
     "KING HENRY:\nNow",
     "春眠不觉晓",
-    "Wow! \"Quoted\" #1",
+    'Wow! "Quoted" #1',
     "a" * 200 + " " + "9" * 50,
     "",
     " ",
@@ -70,14 +71,18 @@ class Graph:
         module = self.tokenizer.graph()
         self.tokenize = tf.function(module.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
         self.detokenize = tf.function(
-            module.detokenize, input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)])
+            module.detokenize, input_signature=[tf.RaggedTensorSpec([None, None], tf.int64, ragged_rank=1)]
+        )
 
     def ids(self, texts):
         return self.tokenize(tf.constant(texts, tf.string)).to_list()
 
     def texts(self, token_ids):
-        ragged = tf.ragged.constant(token_ids, dtype=tf.int64, ragged_rank=1) if token_ids else \
-            tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int64), tf.zeros([0], tf.int64))
+        ragged = (
+            tf.ragged.constant(token_ids, dtype=tf.int64, ragged_rank=1)
+            if token_ids
+            else tf.RaggedTensor.from_row_lengths(tf.zeros([0], tf.int64), tf.zeros([0], tf.int64))
+        )
         return [t.decode("utf-8") for t in self.detokenize(ragged).numpy()]
 
 
@@ -107,8 +112,9 @@ def test_decode_of_encode_is_the_text(kind):
 
 
 TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
-SPACEY = st.lists(st.sampled_from([" ", "  ", "\n", "\t", "a", "'s", "9", "é", "東", "👍🏽", "\u3000", "!", "\x00"]),
-                  max_size=20).map("".join)
+SPACEY = st.lists(
+    st.sampled_from([" ", "  ", "\n", "\t", "a", "'s", "9", "é", "東", "👍🏽", "\u3000", "!", "\x00"]), max_size=20
+).map("".join)
 
 
 @settings(max_examples=150, deadline=None)
@@ -152,10 +158,26 @@ def test_each_kind_has_its_checkpoints_special_ids():
     gpt2 = loaded.load(os.path.join(FIXTURES, "gpt2_bpe")).special
     llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special
     # GPT-2: <|endoftext|> between documents, nothing added to a prompt; Llama: <s> ... </s>, <s> before a prompt.
-    assert gpt2 == special.SpecialTokens(bos_id=511, eos_id=511, pad_id=511, document_prefix=(511,), document_suffix=(),
-                                         prompt_prefix=(), prompt_suffix=(), unk_id=None)
-    assert llama == special.SpecialTokens(bos_id=1, eos_id=2, pad_id=0, document_prefix=(1,), document_suffix=(2,),
-                                          prompt_prefix=(1,), prompt_suffix=(), unk_id=0)
+    assert gpt2 == special.SpecialTokens(
+        bos_id=511,
+        eos_id=511,
+        pad_id=511,
+        document_prefix=(511,),
+        document_suffix=(),
+        prompt_prefix=(),
+        prompt_suffix=(),
+        unk_id=None,
+    )
+    assert llama == special.SpecialTokens(
+        bos_id=1,
+        eos_id=2,
+        pad_id=0,
+        document_prefix=(1,),
+        document_suffix=(2,),
+        prompt_prefix=(1,),
+        prompt_suffix=(),
+        unk_id=0,
+    )
     assert gpt2.document_forbidden_ids() == {511} and llama.document_forbidden_ids() == {0, 1, 2}
     assert special.LEARNED.document_forbidden_ids() == {0, 1, 2}  # [PAD], [EOS], [UNK]
 
@@ -192,19 +214,30 @@ def _tokenizer_json(tmp_path, edit):
     return str(tmp_path)
 
 
-OTHER_SPLIT = {"type": "Sequence", "pretokenizers": [
-    {"type": "Split", "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"},  # cut short
-     "behavior": "Isolated", "invert": False},
-    {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+OTHER_SPLIT = {
+    "type": "Sequence",
+    "pretokenizers": [
+        {
+            "type": "Split",
+            "pattern": {"Regex": "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"},  # cut short
+            "behavior": "Isolated",
+            "invert": False,
+        },
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+    ],
+}
 
 
-@pytest.mark.parametrize("edit, field", [
-    (lambda s: s.update(pre_tokenizer=OTHER_SPLIT), "pre_tokenizer.pretokenizers[0]"),
-    (lambda s: s.update(normalizer={"type": "NFC"}), "normalizer"),
-    (lambda s: s["model"].update(type="WordPiece"), "model.type"),
-    (lambda s: s["pre_tokenizer"].update(add_prefix_space=True), "pre_tokenizer.add_prefix_space"),
-    (lambda s: s["added_tokens"].append({"id": 511, "content": "<x>", "special": False}), "added_tokens[1]"),
-])
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda s: s.update(pre_tokenizer=OTHER_SPLIT), "pre_tokenizer.pretokenizers[0]"),
+        (lambda s: s.update(normalizer={"type": "NFC"}), "normalizer"),
+        (lambda s: s["model"].update(type="WordPiece"), "model.type"),
+        (lambda s: s["pre_tokenizer"].update(add_prefix_space=True), "pre_tokenizer.add_prefix_space"),
+        (lambda s: s["added_tokens"].append({"id": 511, "content": "<x>", "special": False}), "added_tokens[1]"),
+    ],
+)
 def test_an_unsupported_tokenizer_json_is_refused_naming_the_file_and_field(tmp_path, edit, field):
     directory = _tokenizer_json(tmp_path, edit)
     with pytest.raises(ValueError) as error:
@@ -214,9 +247,13 @@ def test_an_unsupported_tokenizer_json_is_refused_naming_the_file_and_field(tmp_
 
 
 def test_the_gpt2_split_form_of_the_pre_tokenizer_is_accepted(tmp_path):
-    split = {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": byte_level.GPT2_PATTERN}, "behavior": "Isolated", "invert": False},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    split = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": byte_level.GPT2_PATTERN}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ],
+    }
     directory = _tokenizer_json(tmp_path, lambda s: s.update(pre_tokenizer=split))
     assert Graph(directory).ids(TEXTS) == Graph(os.path.join(FIXTURES, "gpt2_bpe")).ids(TEXTS)
 
@@ -260,12 +297,22 @@ def _sentencepiece_json(tmp_path, edit, source="llama_sp_nfkc_noprefix"):
 
 @pytest.mark.parametrize("scheme, split", [("first", False), ("always", True), ("never", True)])
 def test_a_metaspace_pre_tokenizer_is_reproduced(tmp_path, scheme, split):
-    decoder = {"type": "Sequence", "decoders": [
-        {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"}, {"type": "Fuse"}]
-        + ([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if scheme != "never" else [])}
-    graph, hf = _sentencepiece_json(tmp_path, lambda spec: spec.update(
-        pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": split},
-        decoder=decoder))
+    decoder = {
+        "type": "Sequence",
+        "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+            {"type": "ByteFallback"},
+            {"type": "Fuse"},
+        ]
+        + ([{"type": "Strip", "content": " ", "start": 1, "stop": 0}] if scheme != "never" else []),
+    }
+    graph, hf = _sentencepiece_json(
+        tmp_path,
+        lambda spec: spec.update(
+            pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": scheme, "split": split},
+            decoder=decoder,
+        ),
+    )
     assert _mismatches(graph, hf, TEXTS) == []
     assert graph.texts(graph.ids(TEXTS)) == [hf.decode(hf.encode(t, add_special_tokens=False).ids) for t in TEXTS]
 
@@ -273,12 +320,17 @@ def test_a_metaspace_pre_tokenizer_is_reproduced(tmp_path, scheme, split):
 def _merge_list_tokenizer(tmp_path, pieces):
     """A SentencePiece-style tokenizer.json over the letters a-c with `pieces` (in rank order) and,
     as transformers' converter writes them, a merge for every split of each piece into two tokens."""
+
     def edit(spec):
         vocab = {token: index for token, index in spec["model"]["vocab"].items() if index < 259}
         for token in ["a", "b", "c"] + [p for p in pieces if len(p) > 1]:
             vocab.setdefault(token, len(vocab))
-        merges = [[piece[:cut], piece[cut:]] for piece in pieces for cut in range(1, len(piece))
-                  if piece[:cut] in vocab and piece[cut:] in vocab]
+        merges = [
+            [piece[:cut], piece[cut:]]
+            for piece in pieces
+            for cut in range(1, len(piece))
+            if piece[:cut] in vocab and piece[cut:] in vocab
+        ]
         spec["model"].update(vocab=vocab, merges=merges)
         spec["added_tokens"] = [t for t in spec["added_tokens"] if t["id"] < 259]
 
@@ -304,16 +356,31 @@ def test_any_merge_order_gives_tokenizers_ids(tmp_path_factory, pieces, texts):
     assert _mismatches(graph, hf, texts) == []
 
 
-@pytest.mark.parametrize("edit, field", [
-    (lambda s: s.update(normalizer={"type": "NFKC"}), "normalizer"),
-    (lambda s: s.update(normalizer={"type": "Sequence", "normalizers": [
-        {"type": "Prepend", "prepend": "\u2581"}, {"type": "Replace", "pattern": {"Regex": " +"}, "content": "\u2581"}]}),
-     "normalizer.normalizers[1]"),
-    (lambda s: s.update(pre_tokenizer={"type": "Metaspace", "replacement": "_", "prepend_scheme": "always"}), "pre_tokenizer"),
-    (lambda s: s.update(decoder={"type": "Metaspace", "replacement": "\u2581"}), "decoder"),
-    (lambda s: s["model"].update(ignore_merges=True), "model.ignore_merges"),
-    (lambda s: s["model"].update(byte_fallback=False), "model.byte_fallback"),
-])
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda s: s.update(normalizer={"type": "NFKC"}), "normalizer"),
+        (
+            lambda s: s.update(
+                normalizer={
+                    "type": "Sequence",
+                    "normalizers": [
+                        {"type": "Prepend", "prepend": "\u2581"},
+                        {"type": "Replace", "pattern": {"Regex": " +"}, "content": "\u2581"},
+                    ],
+                }
+            ),
+            "normalizer.normalizers[1]",
+        ),
+        (
+            lambda s: s.update(pre_tokenizer={"type": "Metaspace", "replacement": "_", "prepend_scheme": "always"}),
+            "pre_tokenizer",
+        ),
+        (lambda s: s.update(decoder={"type": "Metaspace", "replacement": "\u2581"}), "decoder"),
+        (lambda s: s["model"].update(ignore_merges=True), "model.ignore_merges"),
+        (lambda s: s["model"].update(byte_fallback=False), "model.byte_fallback"),
+    ],
+)
 def test_an_unsupported_sentencepiece_style_tokenizer_json_is_refused_naming_the_field(tmp_path, edit, field):
     with pytest.raises(ValueError) as error:
         _sentencepiece_json(tmp_path, edit)
@@ -324,18 +391,34 @@ def test_an_unsupported_sentencepiece_style_tokenizer_json_is_refused_naming_the
 def test_a_tokenizer_json_without_all_byte_tokens_is_refused(tmp_path):
     def edit(spec):
         del spec["model"]["vocab"]["<0x0A>"]
+
     with pytest.raises(ValueError, match="lacks 1 of the 256 byte-fallback tokens \\(e.g. <0x0A>\\)"):
         _sentencepiece_json(tmp_path, edit, "llama_sp").ids(["x"])
 
 
-LLAMA3_TEXTS = TEXTS + ["x.\n \n  y", "Hello\n\n\nWorld\n", "it's IT'S We'LL", "12345678 9", "(abc) [x]\n\n",
-                        " \tabc", "a\r\n\r\nb  \n", "end.\n", "  \n", "\u3000x \u00a0y", "xyz xyz"]
+LLAMA3_TEXTS = TEXTS + [
+    "x.\n \n  y",
+    "Hello\n\n\nWorld\n",
+    "it's IT'S We'LL",
+    "12345678 9",
+    "(abc) [x]\n\n",
+    " \tabc",
+    "a\r\n\r\nb  \n",
+    "end.\n",
+    "  \n",
+    "\u3000x \u00a0y",
+    "xyz xyz",
+]
 
 
 def _llama3_style(spec):
-    spec["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
-        {"type": "Split", "pattern": {"Regex": byte_level.LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    spec["pre_tokenizer"] = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": byte_level.LLAMA3_PATTERN}, "behavior": "Isolated", "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
+        ],
+    }
     spec["model"]["ignore_merges"] = True
     vocab = spec["model"]["vocab"]
     # Merges across the words where Llama 3 and GPT-2 split differently, and a token no merge makes.
@@ -357,8 +440,14 @@ def llama3(tmp_path_factory):
 def test_llama3_pre_tokenizer_and_ignore_merges_are_reproduced(llama3, tmp_path):
     graph, hf = llama3
     module = graph.tokenizer.graph()  # its graph (with the whole-word lookup) loads in stock TF Serving
-    tf.saved_model.save(module, str(tmp_path), signatures=tf.function(
-        lambda texts: {"ids": module.tokenize(texts).flat_values}, input_signature=[tf.TensorSpec([None], tf.string)]))
+    tf.saved_model.save(
+        module,
+        str(tmp_path),
+        signatures=tf.function(
+            lambda texts: {"ids": module.tokenize(texts).flat_values},
+            input_signature=[tf.TensorSpec([None], tf.string)],
+        ),
+    )
     assert ops_stock_serving_cannot_load(str(tmp_path)) == set()
     assert _mismatches(graph, hf, LLAMA3_TEXTS) == []
     assert graph.texts(graph.ids(LLAMA3_TEXTS)) == LLAMA3_TEXTS
@@ -373,8 +462,15 @@ def test_llama3_pre_tokenizer_and_ignore_merges_are_reproduced(llama3, tmp_path)
 
 
 @settings(max_examples=100, deadline=None)
-@given(texts=st.lists(st.one_of(TEXT, SPACEY, st.lists(st.sampled_from(["\n", "\r", " ", ".", "a", "'S", "1234"]),
-                                                       max_size=12).map("".join)), min_size=1, max_size=6))
+@given(
+    texts=st.lists(
+        st.one_of(
+            TEXT, SPACEY, st.lists(st.sampled_from(["\n", "\r", " ", ".", "a", "'S", "1234"]), max_size=12).map("".join)
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
 def test_llama3_style_on_arbitrary_text(llama3, texts):
     graph, hf = llama3
     assert _mismatches(graph, hf, texts) == []
@@ -388,9 +484,14 @@ DIGIT_TEXTS = TEXTS + ["v1.2.3 and 2024-01-01, 10,000 items at 3.5%", " 12  345\
 def test_a_digits_pre_tokenizer_before_byte_level_is_reproduced(tmp_path, individual):
     """Digits (as some GPT-2-style tokenizers put before ByteLevel), checked against `tokenizers`
     with the fixture's vocabulary and merges under that pre-tokenizer."""
-    steps = {"type": "Sequence", "pretokenizers": [
-        {"type": "Digits", "individual_digits": individual},
-        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}]}
+    steps = {
+        "type": "Sequence",
+        "pretokenizers": [
+            {"type": "Digits", "individual_digits": individual},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True},
+        ],
+    }
+
     def edit(spec):
         spec.update(pre_tokenizer=steps)
         for left, right in (("1", "2"), ("Ġ", "1"), ("12", "3")):  # digit merges, which the fixture lacks

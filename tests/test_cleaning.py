@@ -1,4 +1,5 @@
 """Cleaning: the per-document steps, and exact / near-duplicate removal on Beam's DirectRunner."""
+
 import functools
 import unicodedata
 
@@ -15,8 +16,9 @@ from components.example_gen.records import Document
 
 
 # The curation filters (tests/test_curation.py) are off here, so each test sees only its step.
-NO_CURATION = dict(language_id=False, quality=QualityOptions(enabled=False),
-                   decontamination=DecontaminationOptions(enabled=False))
+NO_CURATION = dict(
+    language_id=False, quality=QualityOptions(enabled=False), decontamination=DecontaminationOptions(enabled=False)
+)
 
 
 def _clean(documents, kept, events, **options):
@@ -70,8 +72,10 @@ def test_scrubbed_training_text_holds_nothing_the_evaluator_counts_as_a_leak():
     """ExampleGen's scrubber and the Evaluator's leak detector share their patterns (pii_patterns)."""
     from components.evaluator import pii
 
-    text = ("mail a.b@corp.io; card 4111 1111 1111 1111; ssn 123-45-6789; nino QQ123456C is invalid but AB123456C is not; "
-            "id 11010519491231002X; call (415) 555-0142 or +44 20 7946 0958")
+    text = (
+        "mail a.b@corp.io; card 4111 1111 1111 1111; ssn 123-45-6789; nino QQ123456C is invalid but AB123456C is not; "
+        "id 11010519491231002X; call (415) 555-0142 or +44 20 7946 0958"
+    )
     assert pii.find_pii(text)
     scrubbed, _ = text_steps.scrub_pii(text)
     assert pii.find_pii(scrubbed) == [], scrubbed
@@ -91,25 +95,53 @@ def _doc(text, line, source="a.txt", repairs=()):
 
 
 def test_per_document_steps_and_length_filter_are_counted():
-    documents = [_doc("Zoe\u0301 says hi", 1, repairs=("invalid_utf8_replaced",)), _doc("bell\x07", 2),
-                 _doc("x", 3), _doc("y" * 50, 4), _doc("mail me at a@b.org", 5)]
-    _clean(documents, ["Zoé says hi", "bell", "mail me at <EMAIL>"], [
-        ("removed:too_long", "a.txt:4"), ("removed:too_short", "a.txt:3"),
-        ("repaired:control_chars_removed", "a.txt:2"), ("repaired:invalid_utf8_replaced", "a.txt:1"),
-        ("repaired:pii_email_scrubbed", "a.txt:5"), ("repaired:unicode_normalized", "a.txt:1"),
-    ], min_chars=2, max_chars=40, scrub_pii=True, near_dedup=False)
+    documents = [
+        _doc("Zoe\u0301 says hi", 1, repairs=("invalid_utf8_replaced",)),
+        _doc("bell\x07", 2),
+        _doc("x", 3),
+        _doc("y" * 50, 4),
+        _doc("mail me at a@b.org", 5),
+    ]
+    _clean(
+        documents,
+        ["Zoé says hi", "bell", "mail me at <EMAIL>"],
+        [
+            ("removed:too_long", "a.txt:4"),
+            ("removed:too_short", "a.txt:3"),
+            ("repaired:control_chars_removed", "a.txt:2"),
+            ("repaired:invalid_utf8_replaced", "a.txt:1"),
+            ("repaired:pii_email_scrubbed", "a.txt:5"),
+            ("repaired:unicode_normalized", "a.txt:1"),
+        ],
+        min_chars=2,
+        max_chars=40,
+        scrub_pii=True,
+        near_dedup=False,
+    )
 
 
 def test_exact_duplicates_removed_keeping_the_first():
-    documents = [_doc("same text", 9, "b.txt"), _doc("same text", 3, "a.txt"), _doc("other", 1, "b.txt"),
-                 _doc("same text", 5, "a.txt")]
-    _clean(documents, ["other", "same text"], [("removed:exact_duplicate", "a.txt:5 (duplicate of a.txt:3)"),
-                                               ("removed:exact_duplicate", "b.txt:9 (duplicate of a.txt:3)")],
-           near_dedup=False)
+    documents = [
+        _doc("same text", 9, "b.txt"),
+        _doc("same text", 3, "a.txt"),
+        _doc("other", 1, "b.txt"),
+        _doc("same text", 5, "a.txt"),
+    ]
+    _clean(
+        documents,
+        ["other", "same text"],
+        [
+            ("removed:exact_duplicate", "a.txt:5 (duplicate of a.txt:3)"),
+            ("removed:exact_duplicate", "b.txt:9 (duplicate of a.txt:3)"),
+        ],
+        near_dedup=False,
+    )
 
 
 def test_exact_dedup_combiner_keeps_the_first_whatever_the_partitioning():
-    documents = [_doc("same", line, source) for source, line in (("b.txt", 1), ("a.txt", 7), ("a.txt", 2), ("c.txt", 4))]
+    documents = [
+        _doc("same", line, source) for source, line in (("b.txt", 1), ("a.txt", 7), ("a.txt", 2), ("c.txt", 4))
+    ]
     combiner = KeepFirst()
     outcomes = set()
     for split in range(len(documents) + 1):
@@ -121,8 +153,10 @@ def test_exact_dedup_combiner_keeps_the_first_whatever_the_partitioning():
     assert outcomes == {("a.txt:2", (("a.txt", 7), ("b.txt", 1), ("c.txt", 4)))}
 
 
-BASE = ("the quick brown fox jumps over the lazy dog while the farmer sleeps under an old oak tree "
-        "and the cows wander slowly across the green field towards the river in the warm afternoon sun").split()
+BASE = (
+    "the quick brown fox jumps over the lazy dog while the farmer sleeps under an old oak tree "
+    "and the cows wander slowly across the green field towards the river in the warm afternoon sun"
+).split()
 
 
 def _variant(changed_words):
@@ -133,15 +167,25 @@ def _variant(changed_words):
 @pytest.mark.parametrize("threshold", [0.8, 0.5])
 def test_near_duplicates_above_the_threshold_removed_below_kept(threshold):
     near, far = _variant(1), _variant(12)  # Jaccard of 5-word shingles with BASE: 0.94 and 0.45
-    similarity = {text: minhash.jaccard(minhash.shingles(" ".join(BASE), 5), minhash.shingles(text, 5)) for text in (near, far)}
+    similarity = {
+        text: minhash.jaccard(minhash.shingles(" ".join(BASE), 5), minhash.shingles(text, 5)) for text in (near, far)
+    }
     assert similarity[near] > 0.9 and 0.4 < similarity[far] < 0.5
     documents = [_doc(" ".join(BASE), 1), _doc(near, 3), _doc(far, 5), _doc("an unrelated short note", 7)]
-    _clean(documents, [" ".join(BASE), far, "an unrelated short note"],
-           [("removed:near_duplicate", "a.txt:3 (near-duplicate of a.txt:1)")], near_dedup_threshold=threshold)
+    _clean(
+        documents,
+        [" ".join(BASE), far, "an unrelated short note"],
+        [("removed:near_duplicate", "a.txt:3 (near-duplicate of a.txt:1)")],
+        near_dedup_threshold=threshold,
+    )
 
 
 def test_near_duplicate_chains_keep_one_per_cluster_deterministically():
     documents = [_doc(_variant(i), 10 - i) for i in range(4)]  # each differs from its neighbour by one word
-    _clean(documents, [_variant(3)],  # line 7: the first by (source, line)
-           [("removed:near_duplicate", f"a.txt:{line} (near-duplicate of a.txt:7)") for line in (8, 9, 10)],
-           near_dedup_threshold=0.75, exact_dedup=False)
+    _clean(
+        documents,
+        [_variant(3)],  # line 7: the first by (source, line)
+        [("removed:near_duplicate", f"a.txt:{line} (near-duplicate of a.txt:7)") for line in (8, 9, 10)],
+        near_dedup_threshold=0.75,
+        exact_dedup=False,
+    )

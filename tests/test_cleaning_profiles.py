@@ -6,6 +6,7 @@ replies, Python source files and a dialogue of short speeches. Measured here wit
 profile every document of each is kept; under `web` about half of the poems (the English ones:
 short lines, no line punctuation) and four in five speeches (too few English stop words) go.
 """
+
 import apache_beam as beam
 import pytest
 from apache_beam.testing.test_pipeline import TestPipeline
@@ -50,12 +51,16 @@ def test_a_rule_option_set_explicitly_wins_over_the_profile_in_every_layer():
 
 def _assert_keeps(documents, options, share):
     """CleanDocuments (every step, dedup included) on Beam's DirectRunner keeps at least `share`."""
+
     def at_least(counts):
         assert counts[0] >= share * len(documents), f"kept {counts[0]} of {len(documents)}"
 
     with TestPipeline() as pipeline:
-        kept = (pipeline | beam.Create([Document(text, "corpus", line) for line, text in enumerate(documents, 1)])
-                | CleanDocuments(options))["documents"]
+        kept = (
+            pipeline
+            | beam.Create([Document(text, "corpus", line) for line, text in enumerate(documents, 1)])
+            | CleanDocuments(options)
+        )["documents"]
         assert_that(kept | beam.combiners.Count.Globally(), at_least)
 
 
@@ -84,6 +89,8 @@ GARBAGE = [
 ]
 
 
-@pytest.mark.parametrize("text, rule", zip(GARBAGE, ["lorem_ipsum", "alpha_words", "top_2gram", "duplicate_line_chars"]))
+@pytest.mark.parametrize(
+    "text, rule", zip(GARBAGE, ["lorem_ipsum", "alpha_words", "top_2gram", "duplicate_line_chars"])
+)
 def test_the_default_profile_removes_garbage_in_any_corpus(text, rule):
     assert quality.failed_rule(text, CleaningOptions().quality, "en") == rule

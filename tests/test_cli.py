@@ -1,5 +1,6 @@
 """The `textgen` command line: documented options and exit codes, and expected failures reported
 as one line on stderr (no traceback, no echoed secret) that change nothing."""
+
 import os
 import re
 
@@ -53,43 +54,86 @@ def test_a_usage_error_exits_64_not_the_data_gates_2(capsys):
     assert "unrecognized arguments: --bogus" in _usage_error(["options", "--bogus"], capsys)
 
 
-@pytest.mark.parametrize("flag,value,allowed", [
-    ("--top-p", "1.5", "in (0, 1]"), ("--top-p", "0", "in (0, 1]"), ("--top-p", "nan", "in (0, 1]"),
-    ("--temperature", "-1", ">= 0"), ("--top-k", "-3", ">= 0"),
-    ("--max-new-tokens", "0", ">= 1"), ("--max-new-tokens", "-5", ">= 1"),
-])
+@pytest.mark.parametrize(
+    "flag,value,allowed",
+    [
+        ("--top-p", "1.5", "in (0, 1]"),
+        ("--top-p", "0", "in (0, 1]"),
+        ("--top-p", "nan", "in (0, 1]"),
+        ("--temperature", "-1", ">= 0"),
+        ("--top-k", "-3", ">= 0"),
+        ("--max-new-tokens", "0", ">= 1"),
+        ("--max-new-tokens", "-5", ">= 1"),
+    ],
+)
 def test_generate_refuses_a_sampling_value_out_of_range(flag, value, allowed, tmp_path, capsys):
     message = _usage_error(["generate", "--model", str(tmp_path), flag, value, "hello"], capsys)
     assert f"textgen: generate: argument {flag}: must be {allowed}, got {value}" in message
 
 
 def test_generate_accepts_the_edges_of_each_range_and_states_its_defaults(capsys):
-    args = build_parser().parse_args(["generate", "--model", "1", "--top-p", "1", "--temperature", "0", "--top-k", "0",
-                                      "--max-new-tokens", "1", "hello"])
+    args = build_parser().parse_args(
+        [
+            "generate",
+            "--model",
+            "1",
+            "--top-p",
+            "1",
+            "--temperature",
+            "0",
+            "--top-k",
+            "0",
+            "--max-new-tokens",
+            "1",
+            "hello",
+        ]
+    )
     assert (args.top_p, args.temperature, args.top_k, args.max_new_tokens, args.seed) == (1.0, 0.0, 0, 1, 0)
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate", "--help"])
     help_text = " ".join(capsys.readouterr().out.split())
-    for default in ("(default: 160)", "(default: 0.8)", "(default: 20)", "(default: 1.0)",
-                    "give the same text (default: 0)"):
+    for default in (
+        "(default: 160)",
+        "(default: 0.8)",
+        "(default: 20)",
+        "(default: 1.0)",
+        "give the same text (default: 0)",
+    ):
         assert default in help_text
 
 
 # --- the error mapping ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("exc,code,line", [
-    (ConfigError("invalid configuration (x.yaml):\n  unknown key 'a.b'\n  c.d: bad"), EXIT_USAGE,
-     "invalid configuration (x.yaml): unknown key 'a.b'; c.d: bad"),
-    (FileNotFoundError("spec.yaml does not exist; run `textgen compile` first"), EXIT_FAILED,
-     "spec.yaml does not exist; run `textgen compile` first"),
-    (FileNotFoundError(2, "No such file or directory", "/no/such"), EXIT_FAILED, "/no/such: No such file or directory"),
-    (NotADirectoryError(20, "Not a directory", "/etc/hostname/x"), EXIT_FAILED, "/etc/hostname/x: Not a directory"),
-    (PermissionError(13, "Permission denied", "/srv/runs"), EXIT_FAILED, "/srv/runs: Permission denied"),
-    (errors.Refused("no complete pushed version 7"), EXIT_FAILED, "no complete pushed version 7"),
-    (errors.UsageError("'0 2 * * *' has 5 fields"), EXIT_USAGE, "'0 2 * * *' has 5 fields"),
-    (errors.CommandError("cannot reach https://alice:hunter2@kfp.example"), EXIT_FAILED,
-     "cannot reach https://***@kfp.example"),
-])
+
+@pytest.mark.parametrize(
+    "exc,code,line",
+    [
+        (
+            ConfigError("invalid configuration (x.yaml):\n  unknown key 'a.b'\n  c.d: bad"),
+            EXIT_USAGE,
+            "invalid configuration (x.yaml): unknown key 'a.b'; c.d: bad",
+        ),
+        (
+            FileNotFoundError("spec.yaml does not exist; run `textgen compile` first"),
+            EXIT_FAILED,
+            "spec.yaml does not exist; run `textgen compile` first",
+        ),
+        (
+            FileNotFoundError(2, "No such file or directory", "/no/such"),
+            EXIT_FAILED,
+            "/no/such: No such file or directory",
+        ),
+        (NotADirectoryError(20, "Not a directory", "/etc/hostname/x"), EXIT_FAILED, "/etc/hostname/x: Not a directory"),
+        (PermissionError(13, "Permission denied", "/srv/runs"), EXIT_FAILED, "/srv/runs: Permission denied"),
+        (errors.Refused("no complete pushed version 7"), EXIT_FAILED, "no complete pushed version 7"),
+        (errors.UsageError("'0 2 * * *' has 5 fields"), EXIT_USAGE, "'0 2 * * *' has 5 fields"),
+        (
+            errors.CommandError("cannot reach https://alice:hunter2@kfp.example"),
+            EXIT_FAILED,
+            "cannot reach https://***@kfp.example",
+        ),
+    ],
+)
 def test_each_expected_failure_is_one_redacted_line_with_its_exit_code(exc, code, line, capsys):
     assert errors.report(exc) == code
     assert capsys.readouterr().err == f"textgen: {line}\n"
@@ -113,6 +157,7 @@ def test_an_unexpected_error_keeps_its_traceback(monkeypatch):
 
 
 # --- expected failures of each command, end to end -------------------------------------------------
+
 
 def test_unknown_config_key_exits_with_a_usage_error(capsys):
     assert main(["run", "--set", "training.stepz=3"]) == EXIT_USAGE
@@ -198,8 +243,9 @@ def test_a_version_the_registry_does_not_know_is_refused_and_nothing_changes(tmp
     from components.pusher import serving_config
     from components.registry import model_registry as registry
 
-    monkeypatch.setattr(registry.ModelRegistry, "from_config",
-                        classmethod(lambda cls, *args, **kwargs: _RegistryWithoutVersions()))
+    monkeypatch.setattr(
+        registry.ModelRegistry, "from_config", classmethod(lambda cls, *args, **kwargs: _RegistryWithoutVersions())
+    )
     fake_saved_model(tmp_path / "serving" / "3")
     assert main(["promote", "3", "--output-root", str(tmp_path)]) == EXIT_FAILED
     message = _one_line_error(capsys)
@@ -238,8 +284,15 @@ def _closed_loopback_port() -> int:
 @pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
 def test_an_unreachable_kfp_host_is_one_line_naming_it(command, tmp_path, capsys):
     host = f"http://alice:hunter2@127.0.0.1:{_closed_loopback_port()}"
-    argv = ["schedule" if command else "submit", "--spec", _minimal_spec(tmp_path), "--host", host,
-            "--pipeline-root", "gs://bucket/root"] + command
+    argv = [
+        "schedule" if command else "submit",
+        "--spec",
+        _minimal_spec(tmp_path),
+        "--host",
+        host,
+        "--pipeline-root",
+        "gs://bucket/root",
+    ] + command
     assert main(argv) == EXIT_FAILED
     message = _one_line_error(capsys)
     assert f"cannot reach KFP host http://***@127.0.0.1:{host.rsplit(':', 1)[1]}: Connection refused" in message
@@ -261,8 +314,17 @@ def test_a_kfp_host_that_never_answers_times_out_in_one_line(command, tmp_path, 
         silent.bind(("127.0.0.1", 0))
         silent.listen(8)
         host = f"http://127.0.0.1:{silent.getsockname()[1]}"
-        argv = ["schedule" if command else "submit", "--spec", _minimal_spec(tmp_path), "--host", host,
-                "--pipeline-root", "gs://bucket/root", "--set", "kubeflow.request_timeout=0.5"] + command
+        argv = [
+            "schedule" if command else "submit",
+            "--spec",
+            _minimal_spec(tmp_path),
+            "--host",
+            host,
+            "--pipeline-root",
+            "gs://bucket/root",
+            "--set",
+            "kubeflow.request_timeout=0.5",
+        ] + command
         watchdog = threading.Timer(10, silent.close)
         watchdog.start()
         started = time.monotonic()
@@ -271,7 +333,9 @@ def test_a_kfp_host_that_never_answers_times_out_in_one_line(command, tmp_path, 
         finally:
             watchdog.cancel()
         elapsed = time.monotonic() - started
-    assert _one_line_error(capsys) == f"textgen: KFP host {host} did not answer within 0.5 s (kubeflow.request_timeout)\n"
+    assert (
+        _one_line_error(capsys) == f"textgen: KFP host {host} did not answer within 0.5 s (kubeflow.request_timeout)\n"
+    )
     assert elapsed < 5, elapsed  # one wait of 0.5 s: the timed-out read is not retried
 
 
@@ -296,7 +360,9 @@ def test_submit_refuses_a_placeholder_bucket_in_the_pipeline_root_or_the_spec(co
     assert main(submit + ["--spec", spec, "--pipeline-root", "gs://BUCKET/root"]) == EXIT_USAGE
     assert "pipeline root 'gs://BUCKET/root' names the placeholder bucket BUCKET" in _one_line_error(capsys)
     assert main(submit + ["--spec", spec]) == EXIT_USAGE  # neither the flag nor the spec: kubeflow.pipeline_root
-    assert "'gs://YOUR-BUCKET/textgen/pipeline-root' names the placeholder bucket YOUR-BUCKET" in _one_line_error(capsys)
+    assert "'gs://YOUR-BUCKET/textgen/pipeline-root' names the placeholder bucket YOUR-BUCKET" in _one_line_error(
+        capsys
+    )
     with open(spec, "a", encoding="utf-8") as handle:
         handle.write("defaultPipelineRoot: gs://my-bucket/root\nx: {data_root: gs://YOUR-BUCKET/textgen/corpus}\n")
     assert main(submit + ["--spec", spec]) == EXIT_USAGE
@@ -332,8 +398,14 @@ def test_a_refused_promote_prints_only_its_textgen_line(tmp_path):
 
     environment = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
     environment["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + environment.get("PYTHONPATH", "")
-    done = subprocess.run([sys.executable, "-m", "pipeline.cli", "promote", "7", "--output-root", str(tmp_path / "out")],
-                          cwd=str(tmp_path), env=environment, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "promote", "7", "--output-root", str(tmp_path / "out")],
+        cwd=str(tmp_path),
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == EXIT_FAILED, done.stderr
     assert done.stderr.startswith("textgen: no model registry at ") and done.stderr.count("\n") == 1, done.stderr
     assert done.stdout == ""
@@ -346,8 +418,10 @@ def test_tensorflows_first_int64_kernel_writes_nothing_after_loading():
     import subprocess
     import sys
 
-    script = ("from pipeline import logs; logs.load_tensorflow(); import tensorflow as tf; "
-              "tf.transpose(tf.constant([[1, 2], [3, 4]], tf.int64)); print('ran')")
+    script = (
+        "from pipeline import logs; logs.load_tensorflow(); import tensorflow as tf; "
+        "tf.transpose(tf.constant([[1, 2], [3, 4]], tf.int64)); print('ran')"
+    )
     environment = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
     environment["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + environment.get("PYTHONPATH", "")
     environment["PYTHONWARNINGS"] = "ignore"

@@ -10,6 +10,7 @@ other as `canary`, and every round they start their pushes at the same moment. T
 the embedded MLflow SQLite store. The models are file-level SavedModel stand-ins
 (tests/pusher_fixtures.py) whose variables differ, so a version mixing two models' files shows.
 """
+
 import json
 import subprocess
 import sys
@@ -102,9 +103,23 @@ def test_two_pushers_racing_on_s3_take_distinct_versions_and_keep_each_others_la
     s3 = serial_s3
     s3.create_bucket("race")
     serving = "s3://race/serving"
-    result = subprocess.run([sys.executable, "-c", _SCRIPT, serving, str(tmp_path / "registry"), str(tmp_path / "work"),
-                             str(ROUNDS), str(KEEP_VERSIONS)], cwd=PROJECT_ROOT, env=s3.env(PYTHONPATH=PROJECT_ROOT),
-                            capture_output=True, text=True, timeout=900)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _SCRIPT,
+            serving,
+            str(tmp_path / "registry"),
+            str(tmp_path / "work"),
+            str(ROUNDS),
+            str(KEEP_VERSIONS),
+        ],
+        cwd=PROJECT_ROOT,
+        env=s3.env(PYTHONPATH=PROJECT_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert result.returncode == 0 and "RESULT " in result.stdout, result.stderr[-4000:]
     outcome = json.loads(result.stdout.split("RESULT ", 1)[1])
     assert outcome["failures"] == [], "\n".join(outcome["failures"])
@@ -114,8 +129,10 @@ def test_two_pushers_racing_on_s3_take_distinct_versions_and_keep_each_others_la
     assert len({push["version"] for push in pushes}) == len(pushes)
     assert len({push["registered"] for push in pushes}) == len(pushes) == len(outcome["registered"])
     for push in pushes:
-        assert outcome["registered"][str(push["registered"])] == {"serving_version": str(push["version"]),
-                                                                    "model_id": str(push["model_id"])}
+        assert outcome["registered"][str(push["registered"])] == {
+            "serving_version": str(push["version"]),
+            "model_id": str(push["model_id"]),
+        }
     # models.config: each label on its Pusher's last version (neither writer lost the other's label),
     # and the aliases follow.
     last = {label: [push for push in pushes if push["label"] == label][-1] for label in ("stable", "canary")}
@@ -130,4 +147,5 @@ def test_two_pushers_racing_on_s3_take_distinct_versions_and_keep_each_others_la
     keys = s3.keys("race", "serving/")
     assert not [key for key in keys if "/.incoming-" in key or "/.retired-" in key or "probe" in key], keys
     assert sorted(key for key in keys if key.startswith("serving/.version-claims/")) == sorted(
-        f"serving/.version-claims/{version}" for version in versions)
+        f"serving/.version-claims/{version}" for version in versions
+    )

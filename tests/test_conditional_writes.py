@@ -7,6 +7,7 @@ writers racing in threads on one counter through `update` lose no increment; rac
 one name have exactly one winner. boto3 and google-cloud-storage run in the test process (no
 tensorflow-io, which would abort it at exit).
 """
+
 import os
 import threading
 
@@ -61,7 +62,9 @@ def _check_store(directory: str) -> None:
     assert conditional_writes.read(counter).data == str(WRITERS * INCREMENTS).encode()
 
     contested, winners = f"{directory}/claims/8", []
-    _in_threads(WRITERS, lambda index: winners.append(index) if conditional_writes.create(contested, b"%d" % index) else None)
+    _in_threads(
+        WRITERS, lambda index: winners.append(index) if conditional_writes.create(contested, b"%d" % index) else None
+    )
     assert len(winners) == 1 and conditional_writes.read(contested).data == b"%d" % winners[0]
 
     def refuse(data):

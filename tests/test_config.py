@@ -1,4 +1,5 @@
 """The typed configuration surface: defaults, YAML and flag layering, rejection of bad keys."""
+
 import json
 import re
 
@@ -93,7 +94,10 @@ def test_example_gen_options_reach_the_executor_unchanged():
     example_gen, cleaning = custom_options(properties)
     assert example_gen == config.example_gen and example_gen.jsonl_text_field == "body"
     assert cleaning.min_chars == 7
-    assert cleaning.decontamination.files == [config.evaluator.safety.prompts_file, config.evaluator.bias.templates_file]
+    assert cleaning.decontamination.files == [
+        config.evaluator.safety.prompts_file,
+        config.evaluator.bias.templates_file,
+    ]
     assert cleaning.model_copy(update={"decontamination": config.cleaning.decontamination}) == config.cleaning
 
 
@@ -103,9 +107,13 @@ def test_cleaning_config_rejects_bands_that_do_not_divide_permutations():
 
 
 def test_moved_keys_name_their_new_place():
-    with pytest.raises(ConfigError, match=r"'transform.vocab_size' moved to 'tokenizer.vocab_size' \(see docs/tokenizers.md\)"):
+    with pytest.raises(
+        ConfigError, match=r"'transform.vocab_size' moved to 'tokenizer.vocab_size' \(see docs/tokenizers.md\)"
+    ):
         load_config(overrides=["transform.vocab_size=2048"])
-    with pytest.raises(ConfigError, match="'evaluator.max_perplexity_increase' moved to 'evaluator.max_bits_per_byte_increase"):
+    with pytest.raises(
+        ConfigError, match="'evaluator.max_perplexity_increase' moved to 'evaluator.max_bits_per_byte_increase"
+    ):
         load_config(overrides=["evaluator.max_perplexity_increase=0.1"])
     config = load_config(overrides=["tokenizer.vocab_size=2048", "tokenizer.policy=learn"])
     assert (config.tokenizer.vocab_size, config.tokenizer.policy) == (2048, "learn")
@@ -114,8 +122,9 @@ def test_moved_keys_name_their_new_place():
 
 
 def test_curation_options_are_set_by_dotted_keys_and_unknown_ones_rejected():
-    config = load_config(overrides=["cleaning.quality.min_words=3", "cleaning.decontamination.ngram=8",
-                                    "cleaning.languages=[en, zh]"])
+    config = load_config(
+        overrides=["cleaning.quality.min_words=3", "cleaning.decontamination.ngram=8", "cleaning.languages=[en, zh]"]
+    )
     assert config.cleaning.quality.min_words == 3 and config.cleaning.decontamination.ngram == 8
     assert config.cleaning.languages == ["en", "zh"]
     with pytest.raises(ConfigError, match="bogus"):
@@ -141,14 +150,21 @@ def test_fine_tuning_a_checkpoint_lowers_the_default_learning_rate_but_keeps_an_
 def test_step_resources_given_for_a_step_are_merged_into_its_default_pod():
     """`kubeflow.step_resources.Trainer={cpu_limit: 16, cpu_request: 8}` raises the Trainer's CPUs and
     keeps its memory; a step without a default pod starts from kubeflow.resources."""
-    config = load_config(overrides=["kubeflow.step_resources.Trainer={cpu_limit: 16, cpu_request: 8}",
-                                    "kubeflow.resources.memory_limit_gb=12",
-                                    "kubeflow.step_resources.ExampleGen={cpu_limit: 3}"])
+    config = load_config(
+        overrides=[
+            "kubeflow.step_resources.Trainer={cpu_limit: 16, cpu_request: 8}",
+            "kubeflow.resources.memory_limit_gb=12",
+            "kubeflow.step_resources.ExampleGen={cpu_limit: 3}",
+        ]
+    )
     defaults = PipelineConfig().kubeflow.step_resources
     trainer, example_gen = config.kubeflow.step_resources["Trainer"], config.kubeflow.step_resources["ExampleGen"]
     assert (trainer.cpu_request, trainer.cpu_limit) == (8, 16)
-    assert (trainer.memory_request_gb, trainer.memory_limit_gb) == (defaults["Trainer"].memory_request_gb,
-                                                                    defaults["Trainer"].memory_limit_gb) == (16, 32)
+    assert (
+        (trainer.memory_request_gb, trainer.memory_limit_gb)
+        == (defaults["Trainer"].memory_request_gb, defaults["Trainer"].memory_limit_gb)
+        == (16, 32)
+    )
     assert (example_gen.cpu_limit, example_gen.memory_limit_gb, example_gen.cpu_request) == (3, 12, 1)
     assert config.kubeflow.step_resources["Transform"] == defaults["Transform"]
     with pytest.raises(ConfigError, match="kubeflow.step_resources.Trainer"):  # the merged pod is still checked

@@ -2,6 +2,7 @@
 
 Each bad-input test also checks that every good record in the same file is kept.
 """
+
 import bz2
 import gzip
 import io
@@ -38,6 +39,7 @@ def _example(**features) -> bytes:
 
 # --- formats -------------------------------------------------------------------------------------
 
+
 def test_txt_documents_are_blank_line_separated_paragraphs(tmp_path):
     path = _write(tmp_path / "a.txt", "Hi Zoë,\nline two\n\n\n  \nSecond doc\r\n\nthird".encode("utf-8"))
     documents, rejections = _read(path)
@@ -45,10 +47,13 @@ def test_txt_documents_are_blank_line_separated_paragraphs(tmp_path):
     assert [d.line for d in documents] == [1, 6, 8] and rejections == []
 
 
-@pytest.mark.parametrize("separator, expected", [
-    ("line", ["a", "b", "c", "<doc>", "d"]),
-    ("<doc>", ["a\nb\n\nc", "d"]),
-])
+@pytest.mark.parametrize(
+    "separator, expected",
+    [
+        ("line", ["a", "b", "c", "<doc>", "d"]),
+        ("<doc>", ["a\nb\n\nc", "d"]),
+    ],
+)
 def test_txt_document_separator_is_configurable(tmp_path, separator, expected):
     path = _write(tmp_path / "a.txt", b"a\nb\n\nc\n<doc>\nd\n")
     assert [d.text for d in _read(path, txt_document_separator=separator)[0]] == expected
@@ -59,7 +64,9 @@ def test_jsonl_text_field_and_metadata_fields(tmp_path):
     path = _write(tmp_path / "b.jsonl", "\n".join(json.dumps(r) for r in lines).encode("utf-8"))
     documents, _ = _read(path, jsonl_text_field="body", metadata_fields=["lang", "id"])
     assert [(d.text, d.metadata) for d in documents] == [
-        ("first", (("id", "7"), ("lang", "en"))), ("二", (("lang", "zh"),))]
+        ("first", (("id", "7"), ("lang", "en"))),
+        ("二", (("lang", "zh"),)),
+    ]
 
 
 @pytest.mark.parametrize("name, delimiter", [("c.csv", ","), ("c.tsv", "\t")])
@@ -68,7 +75,9 @@ def test_csv_and_tsv_text_column(tmp_path, name, delimiter):
     path = _write(tmp_path / name, "\n".join(rows).replace("|", delimiter).encode("utf-8"))
     documents, _ = _read(path, csv_text_column="body", metadata_fields=("id",))
     assert [(d.text, d.line, d.metadata) for d in documents] == [
-        ("multi\nline, quoted", 2, (("id", "1"),)), ("plain", 4, (("id", "2"),))]
+        ("multi\nline, quoted", 2, (("id", "1"),)),
+        ("plain", 4, (("id", "2"),)),
+    ]
 
 
 def test_tfrecord_of_tf_examples(tmp_path):
@@ -122,7 +131,9 @@ def test_invalid_utf8_skip_quarantines_the_document(tmp_path):
 
 def test_invalid_utf8_fail_names_file_line_and_byte(tmp_path):
     path = _write(tmp_path / "u.jsonl", b'{"text": "ok"}\n{"text": "\xc3("}\n')
-    with pytest.raises(CorpusError, match=r"^u.jsonl:2: invalid UTF-8 at byte 10 of the record \(invalid continuation byte\)$"):
+    with pytest.raises(
+        CorpusError, match=r"^u.jsonl:2: invalid UTF-8 at byte 10 of the record \(invalid continuation byte\)$"
+    ):
         _read(path, invalid_utf8="fail")
 
 
@@ -160,7 +171,8 @@ def test_a_50_mb_line_is_quarantined_in_bounded_memory(tmp_path):
         tracemalloc.stop()
     assert [d.text for d in documents] == ["good one", "good two", "good three"]
     assert [(r.reason, r.location, r.raw_size, r.raw) for r in rejections] == [
-        (records.RECORD_TOO_LARGE, "huge.txt:5", 50 << 20, b"x" * 100)]
+        (records.RECORD_TOO_LARGE, "huge.txt:5", 50 << 20, b"x" * 100)
+    ]
     assert peak < 16 << 20, f"peak Python memory {peak / 2**20:.1f} MiB while reading a 50 MiB line"
 
 
@@ -177,8 +189,9 @@ def test_truncated_gzip_keeps_the_records_before_the_damage(tmp_path):
 
 # bzip2 decompresses whole blocks (100-900 kB of input text), so only the blocks completed before
 # the cut can come back: the bz2 case uses 100 kB blocks and enough documents for several.
-@pytest.mark.parametrize("suffix, compress, count", [(".gz", gzip.compress, 200),
-                                                     (".bz2", lambda data: bz2.compress(data, 1), 3000)])
+@pytest.mark.parametrize(
+    "suffix, compress, count", [(".gz", gzip.compress, 200), (".bz2", lambda data: bz2.compress(data, 1), 3000)]
+)
 def test_a_file_cut_in_half_keeps_every_complete_record_before_the_cut(tmp_path, suffix, compress, count):
     """Documents (200 gzip: well under one read chunk) cut at half their compressed size: the
     documents decompressed before the cut are all kept, only the one the cut runs through is lost."""
@@ -222,16 +235,26 @@ def test_corrupt_tfrecord_keeps_the_records_before_the_damage(tmp_path):
 
 
 def test_malformed_jsonl_lines_and_missing_text_field(tmp_path):
-    lines = [b'{"text": "good one"}', b'{"text": oops}', b'["a list"]', b'{"text": 12}', b'{"body": "no text"}',
-             b'{"text": "good two"}']
+    lines = [
+        b'{"text": "good one"}',
+        b'{"text": oops}',
+        b'["a list"]',
+        b'{"text": 12}',
+        b'{"body": "no text"}',
+        b'{"text": "good two"}',
+    ]
     documents, rejections = _read(_write(tmp_path / "m.jsonl", b"\n".join(lines)))
     assert [d.text for d in documents] == ["good one", "good two"]
     assert [(r.reason, r.line, r.detail) for r in rejections] == [
         (records.MALFORMED_RECORD, 2, "malformed JSON (Expecting value at column 10)"),
         (records.MALFORMED_RECORD, 3, "expected a JSON object, got list"),
         (records.MALFORMED_RECORD, 4, "field 'text' must be a string, got int"),
-        (records.MISSING_TEXT_FIELD, 5, "no field 'text', nor the fields of a conversation (messages, contents, "
-                                        "instruction+output, prompt+completion, input+output)"),
+        (
+            records.MISSING_TEXT_FIELD,
+            5,
+            "no field 'text', nor the fields of a conversation (messages, contents, "
+            "instruction+output, prompt+completion, input+output)",
+        ),
     ]
     assert rejections[0].raw == b'{"text": oops}'
 
@@ -250,8 +273,11 @@ def test_unsupported_file_type_is_an_error(tmp_path):
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(content=st.binary(max_size=2048), fmt=st.sampled_from(["txt", "jsonl", "csv", "tsv", "txt.gz", "tfrecord"]),
-       policy=st.sampled_from(["replace", "skip", "fail"]))
+@given(
+    content=st.binary(max_size=2048),
+    fmt=st.sampled_from(["txt", "jsonl", "csv", "tsv", "txt.gz", "tfrecord"]),
+    policy=st.sampled_from(["replace", "skip", "fail"]),
+)
 def test_arbitrary_bytes_never_crash_a_reader(tmp_path, content, fmt, policy):
     """Any bytes: counted outcomes (documents are valid Unicode, rejections have a known reason) or
     a CorpusError naming the file."""
@@ -272,13 +298,21 @@ def _reference_lines(content: bytes, max_line_bytes: int, sample_bytes: int):
     pieces = content.split(b"\n")
     if pieces[-1] == b"":
         pieces.pop()
-    return [(number, piece[:sample_bytes], len(piece), True) if len(piece) > max_line_bytes
-            else (number, piece.rstrip(b"\r"), len(piece), False) for number, piece in enumerate(pieces, 1)]
+    return [
+        (number, piece[:sample_bytes], len(piece), True)
+        if len(piece) > max_line_bytes
+        else (number, piece.rstrip(b"\r"), len(piece), False)
+        for number, piece in enumerate(pieces, 1)
+    ]
 
 
 @settings(max_examples=300, deadline=None)
-@given(content=st.binary(max_size=200).map(lambda raw: raw.replace(b"\x01", b"\n").replace(b"\x02", b"\r")),
-       chunk_bytes=st.integers(1, 17), max_line_bytes=st.integers(1, 40), sample_bytes=st.integers(0, 8))
+@given(
+    content=st.binary(max_size=200).map(lambda raw: raw.replace(b"\x01", b"\n").replace(b"\x02", b"\r")),
+    chunk_bytes=st.integers(1, 17),
+    max_line_bytes=st.integers(1, 40),
+    sample_bytes=st.integers(0, 8),
+)
 def test_line_splitting_does_not_depend_on_chunk_boundaries(content, chunk_bytes, max_line_bytes, sample_bytes):
     """Lines that straddle chunks, CRLF, oversized lines: same lines whatever the chunk size.
     (The quarantine sample is shorter than the line limit, as with the real options.)"""
@@ -289,36 +323,74 @@ def test_line_splitting_does_not_depend_on_chunk_boundaries(content, chunk_bytes
 
 # --- conversations (instruction data) ------------------------------------------------------------
 
-EMOJI_REPLY = "Gern geschehen, Zoë! Öffnen Sie Einstellungen > Sync. \U0001F642"
+EMOJI_REPLY = "Gern geschehen, Zoë! Öffnen Sie Einstellungen > Sync. \U0001f642"
 CHINESE_REQUEST = "同步失败了，怎么办？"
 
 # (record, the canonical turns it reads as, its format) for every instruction-data format.
 CONVERSATION_FORMATS = [
-    pytest.param({"messages": [{"role": "system", "content": "You are Lumen Notes support."},
-                               {"role": "user", "content": CHINESE_REQUEST},
-                               {"role": "assistant", "content": EMOJI_REPLY}]},
-                 [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
-                 "messages", id="messages"),
-    pytest.param({"prompt": CHINESE_REQUEST, "completion": EMOJI_REPLY},
-                 [("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)], "prompt_completion", id="prompt_completion"),
-    pytest.param({"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": CHINESE_REQUEST}],
-                  "completion": [{"role": "assistant", "content": EMOJI_REPLY}]},
-                 [("system", "Be brief."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
-                 "prompt_completion", id="prompt_completion_conversational"),
-    pytest.param({"instruction": "Translate to German:", "input": "You're welcome, Zoë! \U0001F642", "output": EMOJI_REPLY},
-                 [("user", "Translate to German:\n\nYou're welcome, Zoë! \U0001F642"), ("assistant", EMOJI_REPLY)],
-                 "alpaca", id="alpaca"),
-    pytest.param({"instruction": CHINESE_REQUEST, "input": "  ", "output": EMOJI_REPLY},
-                 [("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)], "alpaca", id="alpaca_blank_input"),
-    pytest.param({"systemInstruction": {"role": "system", "parts": [{"text": "You are "}, {"text": "Lumen Notes support."}]},
-                  "contents": [{"role": "user", "parts": [{"text": CHINESE_REQUEST}]},
-                               {"role": "model", "parts": [{"text": "Gern geschehen, Zoë! "},
-                                                           {"text": "Öffnen Sie Einstellungen > Sync. \U0001F642"}]}]},
-                 [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
-                 "vertex", id="vertex"),
-    pytest.param({"system": "You are Lumen Notes support.", "input": CHINESE_REQUEST, "output": EMOJI_REPLY},
-                 [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
-                 "nemo", id="nemo"),
+    pytest.param(
+        {
+            "messages": [
+                {"role": "system", "content": "You are Lumen Notes support."},
+                {"role": "user", "content": CHINESE_REQUEST},
+                {"role": "assistant", "content": EMOJI_REPLY},
+            ]
+        },
+        [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+        "messages",
+        id="messages",
+    ),
+    pytest.param(
+        {"prompt": CHINESE_REQUEST, "completion": EMOJI_REPLY},
+        [("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+        "prompt_completion",
+        id="prompt_completion",
+    ),
+    pytest.param(
+        {
+            "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": CHINESE_REQUEST}],
+            "completion": [{"role": "assistant", "content": EMOJI_REPLY}],
+        },
+        [("system", "Be brief."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+        "prompt_completion",
+        id="prompt_completion_conversational",
+    ),
+    pytest.param(
+        {"instruction": "Translate to German:", "input": "You're welcome, Zoë! \U0001f642", "output": EMOJI_REPLY},
+        [("user", "Translate to German:\n\nYou're welcome, Zoë! \U0001f642"), ("assistant", EMOJI_REPLY)],
+        "alpaca",
+        id="alpaca",
+    ),
+    pytest.param(
+        {"instruction": CHINESE_REQUEST, "input": "  ", "output": EMOJI_REPLY},
+        [("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+        "alpaca",
+        id="alpaca_blank_input",
+    ),
+    pytest.param(
+        {
+            "systemInstruction": {"role": "system", "parts": [{"text": "You are "}, {"text": "Lumen Notes support."}]},
+            "contents": [
+                {"role": "user", "parts": [{"text": CHINESE_REQUEST}]},
+                {
+                    "role": "model",
+                    "parts": [
+                        {"text": "Gern geschehen, Zoë! "},
+                        {"text": "Öffnen Sie Einstellungen > Sync. \U0001f642"},
+                    ],
+                },
+            ],
+        },
+        [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+        "vertex",
+        id="vertex",
+    ),
+    pytest.param(
+        {"system": "You are Lumen Notes support.", "input": CHINESE_REQUEST, "output": EMOJI_REPLY},
+        [("system", "You are Lumen Notes support."), ("user", CHINESE_REQUEST), ("assistant", EMOJI_REPLY)],
+        "nemo",
+        id="nemo",
+    ),
 ]
 
 
@@ -340,7 +412,12 @@ def test_each_instruction_format_reads_as_canonical_turns_detected_or_forced(tmp
 
 def test_a_conversation_beside_a_rendered_text_field_is_read_as_the_conversation(tmp_path):
     """Alpaca exports carry the rendered prompt as `text`; `conversation_format: text` keeps today's reading."""
-    record = {"instruction": "Say hi.", "input": "", "output": "Hi!", "text": "### Instruction: Say hi. ### Response: Hi!"}
+    record = {
+        "instruction": "Say hi.",
+        "input": "",
+        "output": "Hi!",
+        "text": "### Instruction: Say hi. ### Response: Hi!",
+    }
     path = _jsonl(tmp_path / "alpaca.jsonl", record, {"text": "A plain document."})
     documents, _ = _read(path)
     assert [d.turns for d in documents] == [(("user", "Say hi."), ("assistant", "Hi!")), ()]
@@ -349,7 +426,10 @@ def test_a_conversation_beside_a_rendered_text_field_is_read_as_the_conversation
 
 
 def test_conversation_format_text_keeps_quarantining_records_without_a_text_field(tmp_path):
-    path = _jsonl(tmp_path / "m.jsonl", {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})
+    path = _jsonl(
+        tmp_path / "m.jsonl",
+        {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]},
+    )
     _, rejections = _read(path, conversation_format="text")
     assert [(r.reason, r.detail) for r in rejections] == [(records.MISSING_TEXT_FIELD, "no field 'text'")]
     _, rejections = _read(_jsonl(tmp_path / "b.jsonl", {"body": "x"}))
@@ -357,43 +437,93 @@ def test_conversation_format_text_keeps_quarantining_records_without_a_text_fiel
     assert rejections[0].detail.startswith("no field 'text', nor the fields of a conversation (messages, contents, ")
 
 
-USER, REPLY = {"role": "user", "content": "My notes do not sync."}, {"role": "assistant", "content": "Open Settings > Sync."}
+USER, REPLY = (
+    {"role": "user", "content": "My notes do not sync."},
+    {"role": "assistant", "content": "Open Settings > Sync."},
+)
 
 # (record, forced format or None for auto, the detail naming the problem)
 INVALID_CONVERSATIONS = [
     pytest.param({"messages": [USER]}, None, "messages: no assistant turn", id="no_assistant_turn"),
-    pytest.param({"messages": [USER, {"role": "tool", "content": "{}"}, REPLY]}, None,
-                 "messages: turn 2 has unknown role 'tool' (roles: system, user, assistant)", id="unknown_role"),
-    pytest.param({"messages": [USER, {"role": "assistant", "content": " \n\u200b"}]}, None,
-                 "messages: turn 2 (assistant) is empty", id="empty_assistant_content"),
-    pytest.param({"messages": [USER, {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]}, None,
-                 "messages: turn 2 content is a list, not a string", id="non_string_content"),
-    pytest.param({"messages": [USER, {"role": "assistant"}]}, None,
-                 "messages: turn 2 content is missing", id="missing_content"),
+    pytest.param(
+        {"messages": [USER, {"role": "tool", "content": "{}"}, REPLY]},
+        None,
+        "messages: turn 2 has unknown role 'tool' (roles: system, user, assistant)",
+        id="unknown_role",
+    ),
+    pytest.param(
+        {"messages": [USER, {"role": "assistant", "content": " \n\u200b"}]},
+        None,
+        "messages: turn 2 (assistant) is empty",
+        id="empty_assistant_content",
+    ),
+    pytest.param(
+        {"messages": [USER, {"role": "assistant", "content": [{"type": "text", "text": "hi"}]}]},
+        None,
+        "messages: turn 2 content is a list, not a string",
+        id="non_string_content",
+    ),
+    pytest.param(
+        {"messages": [USER, {"role": "assistant"}]}, None, "messages: turn 2 content is missing", id="missing_content"
+    ),
     pytest.param({"messages": []}, None, "messages: no turns (an empty list of messages)", id="empty_messages"),
-    pytest.param({"messages": [USER, "Open Settings > Sync."]}, None,
-                 "messages: turn 2 is a string, not an object", id="turn_not_an_object"),
+    pytest.param(
+        {"messages": [USER, "Open Settings > Sync."]},
+        None,
+        "messages: turn 2 is a string, not an object",
+        id="turn_not_an_object",
+    ),
     pytest.param({"messages": "hello"}, None, "messages: 'messages' is a string, not a list", id="messages_not_a_list"),
-    pytest.param({"prompt": "Hi", "completion": [REPLY]}, None,
-                 "prompt_completion: 'prompt' is a string and 'completion' is a list: both must be strings, or both "
-                 "lists of messages", id="prompt_and_completion_of_two_forms"),
-    pytest.param({"prompt": [USER], "completion": [USER]}, None,
-                 "prompt_completion: completion turn 1 has role 'user': a completion holds assistant turns only",
-                 id="completion_with_a_user_turn"),
+    pytest.param(
+        {"prompt": "Hi", "completion": [REPLY]},
+        None,
+        "prompt_completion: 'prompt' is a string and 'completion' is a list: both must be strings, or both "
+        "lists of messages",
+        id="prompt_and_completion_of_two_forms",
+    ),
+    pytest.param(
+        {"prompt": [USER], "completion": [USER]},
+        None,
+        "prompt_completion: completion turn 1 has role 'user': a completion holds assistant turns only",
+        id="completion_with_a_user_turn",
+    ),
     pytest.param({"prompt": "Hi"}, None, "prompt_completion: no field 'completion'", id="prompt_without_completion"),
-    pytest.param({"instruction": "Say hi.", "output": ""}, None, "alpaca: turn 2 (assistant) is empty", id="alpaca_empty_output"),
-    pytest.param({"contents": [{"role": "user", "parts": [{"text": "Hi"}]}, {"role": "assistant", "parts": [{"text": "Hello"}]}]},
-                 None, "vertex: contents item 2 has unknown role 'assistant' (Vertex roles: user, model)", id="vertex_role"),
-    pytest.param({"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": ""}}]},
-                               {"role": "model", "parts": [{"text": "A cat."}]}]},
-                 None, "vertex: contents item 1 part 1 has no 'text' (only text parts are read)", id="vertex_non_text_part"),
+    pytest.param(
+        {"instruction": "Say hi.", "output": ""}, None, "alpaca: turn 2 (assistant) is empty", id="alpaca_empty_output"
+    ),
+    pytest.param(
+        {
+            "contents": [
+                {"role": "user", "parts": [{"text": "Hi"}]},
+                {"role": "assistant", "parts": [{"text": "Hello"}]},
+            ]
+        },
+        None,
+        "vertex: contents item 2 has unknown role 'assistant' (Vertex roles: user, model)",
+        id="vertex_role",
+    ),
+    pytest.param(
+        {
+            "contents": [
+                {"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": ""}}]},
+                {"role": "model", "parts": [{"text": "A cat."}]},
+            ]
+        },
+        None,
+        "vertex: contents item 1 part 1 has no 'text' (only text parts are read)",
+        id="vertex_non_text_part",
+    ),
     pytest.param({"input": "Hi", "output": 3}, None, "nemo: 'output' is a number, not a string", id="nemo_non_string"),
-    pytest.param({"messages": [USER, REPLY]}, "alpaca", "alpaca: no field 'instruction'", id="forced_format_fields_missing"),
+    pytest.param(
+        {"messages": [USER, REPLY]}, "alpaca", "alpaca: no field 'instruction'", id="forced_format_fields_missing"
+    ),
 ]
 
 
 @pytest.mark.parametrize("record, forced, detail", INVALID_CONVERSATIONS)
-def test_an_invalid_conversation_is_quarantined_with_its_reason_and_the_good_ones_kept(tmp_path, record, forced, detail):
+def test_an_invalid_conversation_is_quarantined_with_its_reason_and_the_good_ones_kept(
+    tmp_path, record, forced, detail
+):
     good = {"instruction": "Say hi.", "output": "Hi!"} if forced == "alpaca" else {"messages": [USER, REPLY]}
     path = _jsonl(tmp_path / "chats.jsonl", good, record, good)
     documents, rejections = _read(path, **({"conversation_format": forced} if forced else {}))
@@ -403,8 +533,10 @@ def test_an_invalid_conversation_is_quarantined_with_its_reason_and_the_good_one
 
 
 def test_a_lone_surrogate_in_a_turn_is_repaired_or_quarantined_by_the_utf8_policy(tmp_path):
-    path = _write(tmp_path / "s.jsonl", b'{"messages": [{"role": "user", "content": "bad \\ud800 char"}, '
-                                        b'{"role": "assistant", "content": "ok"}]}\n')
+    path = _write(
+        tmp_path / "s.jsonl",
+        b'{"messages": [{"role": "user", "content": "bad \\ud800 char"}, {"role": "assistant", "content": "ok"}]}\n',
+    )
     documents, _ = _read(path)
     assert documents[0].turns[0] == ("user", "bad \ufffd\ufffd\ufffd char")  # each byte of the surrogate replaced
     assert documents[0].repairs == (records.INVALID_UTF8_REPLACED,)
@@ -414,21 +546,45 @@ def test_a_lone_surrogate_in_a_turn_is_repaired_or_quarantined_by_the_utf8_polic
 
 def test_a_forced_conversation_format_refuses_files_that_cannot_hold_conversations(tmp_path):
     path = _write(tmp_path / "notes.txt", b"A plain document.\n")
-    with pytest.raises(CorpusError, match=r"notes.txt: example_gen.conversation_format=messages reads .jsonl files only, not '.txt'"):
+    with pytest.raises(
+        CorpusError, match=r"notes.txt: example_gen.conversation_format=messages reads .jsonl files only, not '.txt'"
+    ):
         list(read_corpus_file(path, ReadOptions(conversation_format="messages")))
     assert [d.text for d in _read(path)[0]] == ["A plain document."]  # auto: a .txt file is plain text
 
 
-_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-                     lambda children: st.lists(children, max_size=3) | st.dictionaries(
-                         st.sampled_from(["role", "content", "parts", "text", "messages"]), children, max_size=3),
-                     max_leaves=12)
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(st.sampled_from(["role", "content", "parts", "text", "messages"]), children, max_size=3)
+    ),
+    max_leaves=12,
+)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(record=st.dictionaries(st.sampled_from(["messages", "prompt", "completion", "instruction", "input", "output",
-                                               "contents", "systemInstruction", "system", "text"]), _JSON, max_size=4),
-       fmt=st.sampled_from(["auto", "messages", "prompt_completion", "alpaca", "vertex", "nemo"]))
+@given(
+    record=st.dictionaries(
+        st.sampled_from(
+            [
+                "messages",
+                "prompt",
+                "completion",
+                "instruction",
+                "input",
+                "output",
+                "contents",
+                "systemInstruction",
+                "system",
+                "text",
+            ]
+        ),
+        _JSON,
+        max_size=4,
+    ),
+    fmt=st.sampled_from(["auto", "messages", "prompt_completion", "alpaca", "vertex", "nemo"]),
+)
 def test_any_json_record_reads_as_a_valid_conversation_or_a_counted_rejection(tmp_path, record, fmt):
     path = _jsonl(tmp_path / "fuzz.jsonl", record)
     known = {value for name, value in vars(records).items() if name.isupper() and isinstance(value, str)}

@@ -1,4 +1,5 @@
 """The data gate: real TFDV statistics of real examples, validated against the curated schema."""
+
 import itertools
 import json
 import os
@@ -76,33 +77,43 @@ def _token_data_anomalies(serialized_examples, tmp_path, tokenizer):
 def _transformed_example(token_ids, tokenizer, byte_fraction=0.5, bytes_per_token=2.0):
     """A transformed example as Transform writes it for `tokenizer` (its special-token count included)."""
     special_count = count_forbidden(tf.ragged.constant([token_ids], dtype=tf.int64), tokenizer.document_forbidden_ids())
-    return tf.train.Example(features=tf.train.Features(feature={
-        "token_ids$ragged_values": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
-        "num_tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=[len(token_ids)])),
-        "byte_token_fraction": tf.train.Feature(float_list=tf.train.FloatList(value=[byte_fraction])),
-        "bytes_per_token": tf.train.Feature(float_list=tf.train.FloatList(value=[bytes_per_token])),
-        "special_tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=special_count.numpy().tolist())),
-    })).SerializeToString()
+    return tf.train.Example(
+        features=tf.train.Features(
+            feature={
+                "token_ids$ragged_values": tf.train.Feature(int64_list=tf.train.Int64List(value=token_ids)),
+                "num_tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=[len(token_ids)])),
+                "byte_token_fraction": tf.train.Feature(float_list=tf.train.FloatList(value=[byte_fraction])),
+                "bytes_per_token": tf.train.Feature(float_list=tf.train.FloatList(value=[bytes_per_token])),
+                "special_tokens": tf.train.Feature(int64_list=tf.train.Int64List(value=special_count.numpy().tolist())),
+            }
+        )
+    ).SerializeToString()
 
 
 @pytest.fixture(scope="module")
 def tokenizers(tokenizer_model):
     """The two kinds: the learned SentencePiece layout ([PAD] [EOS] [UNK] = 0-2) and GPT-2's
     (bytes first: '!' '"' '#' are ids 0-2; <|endoftext|> last, 511)."""
-    return {"learned": loaded.load(tokenizer_model), "gpt2": loaded.load(os.path.join(HF_TOKENIZERS, "gpt2_bpe")),
-            "llama": loaded.load(os.path.join(HF_TOKENIZERS, "llama_sp"))}
+    return {
+        "learned": loaded.load(tokenizer_model),
+        "gpt2": loaded.load(os.path.join(HF_TOKENIZERS, "gpt2_bpe")),
+        "llama": loaded.load(os.path.join(HF_TOKENIZERS, "llama_sp")),
+    }
 
 
 def test_real_transformed_examples_pass_the_token_gate(transform_artifacts, tokenizer_model, tmp_path):
-    records = [r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(transform_artifacts[1]), compression_type="GZIP")]
+    records = [
+        r.numpy() for r in tf.data.TFRecordDataset(tf.io.gfile.glob(transform_artifacts[1]), compression_type="GZIP")
+    ]
     assert records and _token_data_anomalies(records, tmp_path, loaded.load(tokenizer_model)) == []
 
 
 def test_unknown_tokens_and_empty_token_sequences_block_the_token_gate(tokenizers, tmp_path):
     learned = tokenizers["learned"]
     good = [_transformed_example([300, 301, 302], learned) for _ in range(10)]
-    anomalies = _token_data_anomalies(good + [_transformed_example([300, 2], learned), _transformed_example([], learned)],
-                                      tmp_path, learned)
+    anomalies = _token_data_anomalies(
+        good + [_transformed_example([300, 2], learned), _transformed_example([], learned)], tmp_path, learned
+    )
     assert {a.feature for a in blocking_anomalies(anomalies, [])} == {"special_tokens", "num_tokens"}
 
 
@@ -113,24 +124,32 @@ def test_ids_0_to_2_pass_where_they_are_ordinary_bytes_and_a_special_id_still_bl
     assert _token_data_anomalies(documents, tmp_path, gpt2) == []
     # The same ids where they are the learned tokenizer's [PAD] [EOS] [UNK]: refused.
     learned = tokenizers["learned"]
-    blocking = blocking_anomalies(_token_data_anomalies(
-        [_transformed_example([0, 1, 2, 300 + i], learned) for i in range(10)], tmp_path, learned), [])
+    blocking = blocking_anomalies(
+        _token_data_anomalies(
+            [_transformed_example([0, 1, 2, 300 + i], learned) for i in range(10)], tmp_path, learned
+        ),
+        [],
+    )
     assert [a.feature for a in blocking] == ["special_tokens"]
     # GPT-2's <|endoftext|> (the separator the pipeline places between documents) inside a document: refused.
     eos = gpt2.special.eos_id
-    blocking = blocking_anomalies(_token_data_anomalies(documents + [_transformed_example([5, eos, 6], gpt2)], tmp_path,
-                                                        gpt2), [])
+    blocking = blocking_anomalies(
+        _token_data_anomalies(documents + [_transformed_example([5, eos, 6], gpt2)], tmp_path, gpt2), []
+    )
     assert [a.feature for a in blocking] == ["special_tokens"]
     error, _ = gate_verdict(blocking, DataGateOptions(), stage=STAGES["tokens"])
-    assert error.startswith("token gate (after Transform): stopping before the Trainer: 1 blocking anomaly in the "
-                            "token data:\n  - [train] special_tokens: ")
+    assert error.startswith(
+        "token gate (after Transform): stopping before the Trainer: 1 blocking anomaly in the "
+        "token data:\n  - [train] special_tokens: "
+    )
 
 
 def test_an_id_outside_the_vocabulary_blocks_the_token_gate(tokenizers, tmp_path):
     gpt2 = tokenizers["gpt2"]
     documents = [_transformed_example([0, 1, 2, 300 + i], gpt2) for i in range(10)]
-    blocking = blocking_anomalies(_token_data_anomalies(documents + [_transformed_example([5, 512], gpt2)], tmp_path,
-                                                        gpt2), [])
+    blocking = blocking_anomalies(
+        _token_data_anomalies(documents + [_transformed_example([5, 512], gpt2)], tmp_path, gpt2), []
+    )
     assert [a.feature for a in blocking] == ["token_ids$ragged_values"]
     assert "512" in blocking[0].description
 
@@ -150,13 +169,22 @@ def test_a_checkpoint_tokenizers_dummy_prefix_may_take_a_document_under_one_byte
     korean = _transformed_example(token_ids, llama, byte_fraction=0.97, bytes_per_token=bytes_per_token)
     assert _token_data_anomalies(documents + [korean], tmp_path, llama) == []
     learned_documents = [_transformed_example([300 + i, 301], learned) for i in range(10)]
-    blocking = blocking_anomalies(_token_data_anomalies(
-        learned_documents + [_transformed_example([300, 301], learned, bytes_per_token=bytes_per_token)], tmp_path,
-        learned), [])
+    blocking = blocking_anomalies(
+        _token_data_anomalies(
+            learned_documents + [_transformed_example([300, 301], learned, bytes_per_token=bytes_per_token)],
+            tmp_path,
+            learned,
+        ),
+        [],
+    )
     assert [a.feature for a in blocking] == ["bytes_per_token"]
     # Below what one added token beside a one-byte document gives: refused for the checkpoint too.
-    blocking = blocking_anomalies(_token_data_anomalies(
-        documents + [_transformed_example([300, 301, 302], llama, bytes_per_token=0.4)], tmp_path, llama), [])
+    blocking = blocking_anomalies(
+        _token_data_anomalies(
+            documents + [_transformed_example([300, 301, 302], llama, bytes_per_token=0.4)], tmp_path, llama
+        ),
+        [],
+    )
     assert [a.feature for a in blocking] == ["bytes_per_token"]
 
 
@@ -173,8 +201,11 @@ def test_the_token_schema_is_written_for_the_tokenizer(tokenizers, tmp_path):
     schema_artifact = standard_artifacts.Schema()
     schema_artifact.uri = str(tmp_path / "schema")
     executor = TokenSchemaGen.EXECUTOR_SPEC.executor_class()
-    executor.Do({"tokenizer": [tokenizer_artifact]}, {"schema": [schema_artifact]},
-                {"schema_file": schema_files(PipelineConfig().schema_dir)[1]})
+    executor.Do(
+        {"tokenizer": [tokenizer_artifact]},
+        {"schema": [schema_artifact]},
+        {"schema_file": schema_files(PipelineConfig().schema_dir)[1]},
+    )
     written = tfdv.load_schema_text(os.path.join(schema_artifact.uri, "schema.pbtxt"))
     domain = tfdv.get_feature(written, "token_ids$ragged_values").int_domain
     assert (domain.min, domain.max) == (0, 511)
@@ -193,37 +224,49 @@ def test_a_few_symbolic_documents_are_tolerated_but_a_symbolic_corpus_blocks(tmp
 
 
 def test_whitespace_only_documents_count_as_blank_against_the_empty_rate(tmp_path):
-    blocking = blocking_anomalies(_anomalies_for(GOOD + [Document(" \n\t ", "b.jsonl", i) for i in range(3)], tmp_path), [])
+    blocking = blocking_anomalies(
+        _anomalies_for(GOOD + [Document(" \n\t ", "b.jsonl", i) for i in range(3)], tmp_path), []
+    )
     assert [a.feature for a in blocking] == ["content_class"] and "blank" in blocking[0].description
 
 
 def _ingest_report(read, kept, removed, bytes_read=None, bytes_kept=None):
     """An ingest report as ExampleGen writes it (the parts the removal check reads)."""
-    report = {"documents_read": read, "documents_kept": kept, "removed": removed,
-              "removed_examples": {rule: {"location": f"poems.jsonl:{index + 1}", "text": f"an example {rule} removed"}
-                                   for index, rule in enumerate(removed)}}
+    report = {
+        "documents_read": read,
+        "documents_kept": kept,
+        "removed": removed,
+        "removed_examples": {
+            rule: {"location": f"poems.jsonl:{index + 1}", "text": f"an example {rule} removed"}
+            for index, rule in enumerate(removed)
+        },
+    }
     if bytes_read is not None:
         report.update(bytes_read=bytes_read, bytes_kept=bytes_kept)
     return report
 
 
-MOSTLY_REMOVED = _ingest_report(3000, 1, {"quality_short_lines": 2990, "quality_stop_words": 6, "exact_duplicate": 2,
-                                          "too_short": 1}, 600_000, 150)
+MOSTLY_REMOVED = _ingest_report(
+    3000, 1, {"quality_short_lines": 2990, "quality_stop_words": 6, "exact_duplicate": 2, "too_short": 1}, 600_000, 150
+)
 
 
 def test_cleaning_that_removes_most_of_a_span_blocks_naming_the_rules_with_counts_and_an_example():
     error, finding = gate_verdict([], DataGateOptions(), MOSTLY_REMOVED)
     assert finding.documents_fraction > 0.99 and finding.bytes_fraction > 0.99
-    assert error.startswith("data gate: stopping before the Tokenizer and Transform: cleaning removed 100.0% of the documents")
-    assert "- quality_short_lines: 2990 (e.g. poems.jsonl:1: \"an example quality_short_lines removed\")" in error
+    assert error.startswith(
+        "data gate: stopping before the Tokenizer and Transform: cleaning removed 100.0% of the documents"
+    )
+    assert '- quality_short_lines: 2990 (e.g. poems.jsonl:1: "an example quality_short_lines removed")' in error
     assert "- quality_stop_words: 6" in error and "- exact_duplicate: 2" in error
     assert "too_short" not in error  # the three rules that removed the most
     assert "data_gate.max_removed_fraction=0.3" in error and "data_gate.removal_action=warn" in error
 
 
 def test_cleaning_within_the_limit_passes_and_warn_lets_too_much_removal_through_with_the_finding():
-    assert gate_verdict([], DataGateOptions(), _ingest_report(2100, 2000, {"exact_duplicate": 100}, 660_000, 630_000)) == (
-        None, None)
+    assert gate_verdict(
+        [], DataGateOptions(), _ingest_report(2100, 2000, {"exact_duplicate": 100}, 660_000, 630_000)
+    ) == (None, None)
     assert gate_verdict([], DataGateOptions(), None) == (None, None)  # the token gate: no ingest report
     error, finding = gate_verdict([], DataGateOptions(removal_action="warn"), MOSTLY_REMOVED)
     assert error is None and "quality_short_lines: 2990" in finding.message()
@@ -245,7 +288,6 @@ def test_a_removal_finding_and_blocking_anomalies_are_reported_together(tmp_path
     assert "cleaning removed" in error and "num_chars" in error
 
 
-
 # --- conversations ---------------------------------------------------------------------------------
 
 CONVERSATION_SCHEMA = conversation_schema_file(PipelineConfig().schema_dir)
@@ -256,8 +298,10 @@ def _chat(line, *turns):
     return Document(None, "chats.jsonl", line).with_turns(turns)
 
 
-GOOD_CHATS = [_chat(i, ("user", f"Ticket {i}: my notes do not sync."), ("assistant", f"Reply {i}: open Settings > Sync."))
-              for i in range(20)]
+GOOD_CHATS = [
+    _chat(i, ("user", f"Ticket {i}: my notes do not sync."), ("assistant", f"Reply {i}: open Settings > Sync."))
+    for i in range(20)
+]
 
 
 def test_the_conversation_schema_keeps_every_feature_of_the_text_schema_unchanged():
@@ -266,11 +310,19 @@ def test_the_conversation_schema_keeps_every_feature_of_the_text_schema_unchange
     features = {feature.name: feature for feature in conversations.feature}
     assert all(features[feature.name] == feature for feature in text.feature)
     assert set(features) - {feature.name for feature in text.feature} == {
-        "roles", "contents", "num_turns", "assistant_turns", "assistant_chars", "prompt_chars"}
+        "roles",
+        "contents",
+        "num_turns",
+        "assistant_turns",
+        "assistant_chars",
+        "prompt_chars",
+    }
 
 
 def test_the_conversation_schema_accepts_the_bundled_conversations(tmp_path):
-    documents = [outcome for outcome in read_corpus_file(resolve(BUNDLED_CONVERSATIONS)) if isinstance(outcome, Document)]
+    documents = [
+        outcome for outcome in read_corpus_file(resolve(BUNDLED_CONVERSATIONS)) if isinstance(outcome, Document)
+    ]
     assert len(documents) == 3000 and all(document.is_conversation for document in documents)
     assert _anomalies_for(documents, tmp_path, CONVERSATION_SCHEMA) == []
 
@@ -298,8 +350,13 @@ def test_the_text_schema_refuses_conversations_so_the_kinds_cannot_be_mixed_up(t
 def _import_schema(tmp_path, examples=None, conversation_schema=CONVERSATION_SCHEMA):
     schema = standard_artifacts.Schema()
     schema.uri = str(tmp_path / "schema")
-    properties = {"schema_file": schema_files(PipelineConfig().schema_dir)[0], "conversation_schema_file": conversation_schema}
-    CuratedSchemaExecutor().Do({"examples": [examples]} if examples is not None else {}, {"schema": [schema]}, properties)
+    properties = {
+        "schema_file": schema_files(PipelineConfig().schema_dir)[0],
+        "conversation_schema_file": conversation_schema,
+    }
+    CuratedSchemaExecutor().Do(
+        {"examples": [examples]} if examples is not None else {}, {"schema": [schema]}, properties
+    )
     return schema, tfdv.load_schema_text(os.path.join(schema.uri, "schema.pbtxt"))
 
 
@@ -328,7 +385,13 @@ def test_the_schema_import_picks_the_schema_of_the_examples_kind_at_run_time(tmp
     assert imported(_examples(tmp_path, "text", property_kind="text")) == ("text", False)
     assert imported(_examples(tmp_path, "older")) == ("text", False)  # Examples from before conversations
     assert imported(None) == ("text", False)  # the token data's import has no Examples
-    with pytest.raises(FileNotFoundError, match=r"the examples hold conversations .*/nowhere/conversation_schema.pbtxt "
-                                                r"does not exist"):
-        _import_schema(tmp_path / "missing", _examples(tmp_path, "chats-2", property_kind="conversations"),
-                       conversation_schema=str(tmp_path / "nowhere" / "conversation_schema.pbtxt"))
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"the examples hold conversations .*/nowhere/conversation_schema.pbtxt "
+        r"does not exist",
+    ):
+        _import_schema(
+            tmp_path / "missing",
+            _examples(tmp_path, "chats-2", property_kind="conversations"),
+            conversation_schema=str(tmp_path / "nowhere" / "conversation_schema.pbtxt"),
+        )

@@ -6,6 +6,7 @@ are three times longer is flagged as drift and blocked (or only warned about whe
 `data_gate.drift_action=warn`), and a blocked span never becomes the drift baseline. The bundled
 instruction data passes as conversations, checked against the conversation schema.
 """
+
 import json
 import os
 import random
@@ -36,8 +37,17 @@ def _validate(data_root, output_root, *overrides):
     # The quality rules are off: span 3 joins three replies into one document, which repeats their
     # greeting and sign-off lines, and the duplicate-line rules would remove what the drift check
     # is meant to see.
-    arguments = ["validate", "--data-root", str(data_root), "--output-root", str(output_root),
-                 "--set", "example_gen.file_pattern=span-{SPAN}/*", "--set", "cleaning.quality.enabled=false"]
+    arguments = [
+        "validate",
+        "--data-root",
+        str(data_root),
+        "--output-root",
+        str(output_root),
+        "--set",
+        "example_gen.file_pattern=span-{SPAN}/*",
+        "--set",
+        "cleaning.quality.enabled=false",
+    ]
     for override in overrides:
         arguments += ["--set", override]
     exit_code = main(arguments)
@@ -54,8 +64,14 @@ def test_drift_between_spans_is_measured_flagged_and_blocked(tmp_path, capsys):
     assert "first run" in first["distribution_checks"]["skipped"]["drift"]
     assert first["components"]["RecordAcceptedStatistics"] == "COMPLETE"
     assert first["components"].keys() == {
-        "ExampleGen", "StatisticsGen", "SchemaGen", "ExampleValidator", "DistributionValidator", "DataGate",
-        "RecordAcceptedStatistics"}
+        "ExampleGen",
+        "StatisticsGen",
+        "SchemaGen",
+        "ExampleValidator",
+        "DistributionValidator",
+        "DataGate",
+        "RecordAcceptedStatistics",
+    }
 
     # Span 2: other documents, same kind and length distribution: compared with span 1, passes.
     _write_span(data_root, 2, paragraphs[500:1000])
@@ -69,7 +85,7 @@ def test_drift_between_spans_is_measured_flagged_and_blocked(tmp_path, capsys):
     assert "drift check (this span vs accepted span 1)" in capsys.readouterr().out
 
     # Span 3: every document three replies long: drift on the length distribution blocks it.
-    longer = ["\n".join(paragraphs[i:i + 3]) for i in range(1000, 1600, 3)]
+    longer = ["\n".join(paragraphs[i : i + 3]) for i in range(1000, 1600, 3)]
     _write_span(data_root, 3, longer)
     exit_code, shifted = _validate(data_root, output_root)
     assert exit_code == EXIT_BLOCKED
@@ -99,7 +115,11 @@ def test_validate_on_the_bundled_conversations_passes_the_gate_with_the_conversa
     assert exit_code == EXIT_OK, summary["error"]
     assert summary["components"]["DataGate"] == "COMPLETE" and summary["anomalies"] == []
     quality = summary["data_quality"]
-    assert (quality["data_kind"], quality["data_kinds"], quality["quarantined"]) == ("conversations", {"conversations": 3000}, {})
+    assert (quality["data_kind"], quality["data_kinds"], quality["quarantined"]) == (
+        "conversations",
+        {"conversations": 3000},
+        {},
+    )
     assert quality["repaired"]["pii_email_scrubbed"] == 88 and quality["repaired"]["pii_phone_scrubbed"] == 15
     assert (quality["documents_kept"], quality["removed"]) == (3000, {})  # all differ, none breaks a default rule
     skew = {m["feature"] for m in summary["distribution_checks"]["measurements"] if m["check"] == "skew"}

@@ -1,4 +1,5 @@
 """Key/value-cache decoding and sampling: the cache changes speed, never results."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,7 +14,9 @@ from components.trainer.options import ModelOptions
 
 # Each example builds and traces a model (seconds); shrinking would rebuild hundreds of them.
 _SLOW_EXAMPLES = settings(
-    max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow],
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
     phases=[Phase.explicit, Phase.reuse, Phase.generate],
 )
 
@@ -21,20 +24,26 @@ _SLOW_EXAMPLES = settings(
 def _random_backbone(seed: int, num_layers: int, num_heads: int, head_dim: int, rotary: bool, vocab_size: int):
     tf.keras.utils.set_random_seed(seed)
     config = ModelOptions(
-        num_layers=num_layers, num_heads=num_heads, model_dim=num_heads * head_dim, mlp_dim=2 * num_heads * head_dim,
-        context_length=32, position_encoding="rotary" if rotary else "learned",
+        num_layers=num_layers,
+        num_heads=num_heads,
+        model_dim=num_heads * head_dim,
+        mlp_dim=2 * num_heads * head_dim,
+        context_length=32,
+        position_encoding="rotary" if rotary else "learned",
     )
     return build_backbone(config, vocab_size)
 
 
-random_models = st.fixed_dictionaries({
-    "seed": st.integers(0, 10_000),
-    "num_layers": st.integers(1, 2),
-    "num_heads": st.integers(1, 2),
-    "head_dim": st.sampled_from([8, 16]),
-    "rotary": st.booleans(),
-    "vocab_size": st.integers(8, 64),
-})
+random_models = st.fixed_dictionaries(
+    {
+        "seed": st.integers(0, 10_000),
+        "num_layers": st.integers(1, 2),
+        "num_heads": st.integers(1, 2),
+        "head_dim": st.sampled_from([8, 16]),
+        "rotary": st.booleans(),
+        "vocab_size": st.integers(8, 64),
+    }
+)
 
 
 @pytest.fixture(scope="module")
@@ -108,7 +117,9 @@ def test_a_prompt_decodes_the_same_alone_and_in_a_batch_of_other_lengths(tiny_ba
     prompts = [[5, 6, 7], list(range(10, 30)), [9]]
     batch_ids, batch_counts = decoding.generate_tokens(tiny_backbone, _ragged(prompts), 12, 0.0, 0, 1.0, 0, jit_compile)
     for row, prompt in enumerate(prompts):
-        alone_ids, alone_counts = decoding.generate_tokens(tiny_backbone, _ragged([prompt]), 12, 0.0, 0, 1.0, 0, jit_compile)
+        alone_ids, alone_counts = decoding.generate_tokens(
+            tiny_backbone, _ragged([prompt]), 12, 0.0, 0, 1.0, 0, jit_compile
+        )
         assert alone_ids.to_list()[0] == batch_ids.to_list()[row]
         assert int(alone_counts[0]) == int(batch_counts[row])
     assert batch_counts.numpy().max() == 12 or EOS_ID in sum(batch_ids.to_list(), [])

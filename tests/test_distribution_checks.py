@@ -1,5 +1,6 @@
 """Drift and skew of the text statistics, measured by the curated schema's Jensen-Shannon
 comparators (TFDV) on real statistics of real examples, and the drift-baseline bookkeeping."""
+
 import os
 import random
 
@@ -12,7 +13,12 @@ from components.resources import resolve
 from components.data_gate import accepted_statistics as accepted_lib
 from components.data_gate.anomalies import blocking_anomalies
 from components.data_gate.distribution_checks import (
-    DIVERGENCE_ANOMALY, DRIFT, SKEW, compare, divergence_anomalies, too_few_examples,
+    DIVERGENCE_ANOMALY,
+    DRIFT,
+    SKEW,
+    compare,
+    divergence_anomalies,
+    too_few_examples,
 )
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document
@@ -87,8 +93,9 @@ def test_comparisons_on_too_few_documents_are_skipped_with_the_counts(schema, tm
     large = _statistics(_lengths(200, seed=8), tmp_path, "large")
     assert too_few_examples(100, train=large, eval=large) is None
     reason = too_few_examples(100, train=large, eval=small)
-    assert reason == ("too few documents for a meaningful comparison (eval has 30; "
-                      "data_gate.distribution_min_examples=100)")
+    assert reason == (
+        "too few documents for a meaningful comparison (eval has 30; data_gate.distribution_min_examples=100)"
+    )
 
 
 def _state(tmp_path, name, *accepted_spans):
@@ -126,12 +133,15 @@ def test_drift_baseline_is_the_last_accepted_earlier_span(tmp_path):
     assert backfill.statistics is None and "backfill" in backfill.skipped_reason
 
 
-@pytest.mark.parametrize("before, span, expected", [
-    ((), 3, (3, accepted_lib.NO_SPAN)),  # first accepted span
-    ((1, 2), 3, (3, 2)),                 # a new span moves the latest to earlier
-    ((2, 3), 3, (3, 2)),                 # a re-run keeps what was accepted before it
-    ((6, 7), 3, (7, 6)),                 # a backfill leaves the baseline alone
-])
+@pytest.mark.parametrize(
+    "before, span, expected",
+    [
+        ((), 3, (3, accepted_lib.NO_SPAN)),  # first accepted span
+        ((1, 2), 3, (3, 2)),  # a new span moves the latest to earlier
+        ((2, 3), 3, (3, 2)),  # a re-run keeps what was accepted before it
+        ((6, 7), 3, (7, 6)),  # a backfill leaves the baseline alone
+    ],
+)
 def test_recording_an_accepted_span_keeps_the_latest_two_spans(tmp_path, before, span, expected):
     state_uri = _state(tmp_path, "state", *before)
     current = tmp_path / "current.pb"
@@ -141,7 +151,10 @@ def test_recording_an_accepted_span_keeps_the_latest_two_spans(tmp_path, before,
     latest_span, earlier_span = expected
     assert _marked_span(accepted_lib.load_statistics(f"{state_uri}/spans/{latest_span}/FeatureStats.pb")) == latest_span
     if earlier_span != accepted_lib.NO_SPAN:
-        assert _marked_span(accepted_lib.load_statistics(f"{state_uri}/spans/{earlier_span}/FeatureStats.pb")) == earlier_span
+        assert (
+            _marked_span(accepted_lib.load_statistics(f"{state_uri}/spans/{earlier_span}/FeatureStats.pb"))
+            == earlier_span
+        )
     assert not [name for name in os.listdir(state_uri) if ".tmp-" in name]  # temporary files are renamed away
 
 
@@ -171,7 +184,8 @@ def _conversation_statistics(prompt_lengths, reply_lengths, tmp_path, name, seed
     with tf.io.TFRecordWriter(path) as writer:
         for index, (prompt, reply) in enumerate(zip(prompt_lengths, reply_lengths)):
             document = Document(None, f"{name}.jsonl", index + 1).with_turns(
-                [("user", _text(rng, prompt)), ("assistant", _text(rng, reply))])
+                [("user", _text(rng, prompt)), ("assistant", _text(rng, reply))]
+            )
             writer.write(document_to_example(document).SerializeToString())
     return tfdv.generate_statistics_from_tfrecord(path)
 
@@ -190,7 +204,9 @@ def test_replies_three_times_longer_drift_on_assistant_chars_while_the_prompts_d
     assert divergence_anomalies(calm, DRIFT) == []
     assert {"assistant_chars", "prompt_chars", "num_chars"} <= {m.feature for m in calm.measurements}
 
-    found = {a.feature: a for a in divergence_anomalies(compare(longer_replies, conversation_schema, DRIFT, previous), DRIFT)}
+    found = {
+        a.feature: a for a in divergence_anomalies(compare(longer_replies, conversation_schema, DRIFT, previous), DRIFT)
+    }
     assert "assistant_chars" in found and "prompt_chars" not in found
     assert found["assistant_chars"].types == [DIVERGENCE_ANOMALY]
     skewed = divergence_anomalies(compare(longer_replies, conversation_schema, SKEW, previous), SKEW)

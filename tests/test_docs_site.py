@@ -2,6 +2,7 @@
 link or anchor, a missing page or a page left out of the navigation fails), the configuration
 reference is what the options classes generate, the pages that error messages point at exist, and
 the messages the troubleshooting page quotes are the ones the code prints."""
+
 import ast
 import functools
 import glob
@@ -23,8 +24,14 @@ SOURCE_PACKAGES = ("pipeline", "components", "kubeflow")
 def _build(project: str, site_dir: str) -> subprocess.CompletedProcess:
     """`mkdocs build --strict` of the project directory `project`, into `site_dir`."""
     environment = dict(os.environ, NO_MKDOCS_2_WARNING="1")  # Material's banner about MkDocs 2.0
-    return subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", site_dir],
-                          cwd=project, env=environment, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", site_dir],
+        cwd=project,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def test_the_site_builds_strictly(tmp_path):
@@ -50,7 +57,9 @@ def test_a_broken_link_fails_the_build(tmp_path):
 
 
 def test_every_page_is_in_the_navigation():
-    on_disk = {os.path.relpath(path, PROJECT_ROOT) for path in glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True)}
+    on_disk = {
+        os.path.relpath(path, PROJECT_ROOT) for path in glob.glob(os.path.join(DOCS, "**", "*.md"), recursive=True)
+    }
     assert on_disk == set(site_pages())
 
 
@@ -83,15 +92,23 @@ def _source_texts():
 
 
 def test_the_docs_pages_that_messages_point_at_exist():
-    named = {(os.path.relpath(path, PROJECT_ROOT), page) for path, text in _source_texts()
-             for page in re.findall(r"\bdocs/[a-z-]+\.md\b", text)}
+    named = {
+        (os.path.relpath(path, PROJECT_ROOT), page)
+        for path, text in _source_texts()
+        for page in re.findall(r"\bdocs/[a-z-]+\.md\b", text)
+    }
     assert named, "the configuration errors name their docs page"
     assert not [f"{path} names {page}" for path, page in named if not os.path.isfile(os.path.join(PROJECT_ROOT, page))]
 
 
 # Parts of quoted messages that a library writes (argparse, pydantic, TFDV), not this project.
-LIBRARY_TEXT = (r"\b\w+: unrecognized arguments: ", r"\b\w+: argument --[a-z.-]+: ", r"Input should be ", r"Value error, ",
-                r"High approximate Jensen-Shannon divergence between current and previous")
+LIBRARY_TEXT = (
+    r"\b\w+: unrecognized arguments: ",
+    r"\b\w+: argument --[a-z.-]+: ",
+    r"Input should be ",
+    r"Value error, ",
+    r"High approximate Jensen-Shannon divergence between current and previous",
+)
 
 
 @functools.lru_cache(maxsize=1)

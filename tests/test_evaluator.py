@@ -1,4 +1,5 @@
 """The evaluator: perplexity on packed eval blocks and the blessing decision, both directions."""
+
 import math
 import os
 import shutil
@@ -10,14 +11,26 @@ import tensorflow_transform as tft
 import numpy as np
 
 from components.evaluator.options import EvaluatorOptions
-from components.evaluator.perplexity import (UnigramReference, decide_blessing, eval_split_perplexity, unigram_gain_gate,
-                                             unigram_reference)
+from components.evaluator.perplexity import (
+    UnigramReference,
+    decide_blessing,
+    eval_split_perplexity,
+    unigram_gain_gate,
+    unigram_reference,
+)
 from tests.conftest import FIXTURE_VOCAB_SIZE, write_raw_examples
 
 
 @pytest.mark.parametrize(
     "perplexity, threshold, blessed",
-    [(5.0, 12.0, True), (11.999, 12.0, True), (12.0, 12.0, False), (40.0, 12.0, False), (math.nan, 12.0, False), (math.inf, 12.0, False)],
+    [
+        (5.0, 12.0, True),
+        (11.999, 12.0, True),
+        (12.0, 12.0, False),
+        (40.0, 12.0, False),
+        (math.nan, 12.0, False),
+        (math.inf, 12.0, False),
+    ],
 )
 def test_blessing_decision(perplexity, threshold, blessed):
     decision = decide_blessing(perplexity, threshold)
@@ -73,7 +86,9 @@ def test_an_untrained_model_does_not_beat_the_unigram_reference(exported_model, 
     assert gate.verdict == "FAIL" and gate.value < 0
 
 
-def test_each_saved_model_is_loaded_once_per_process_for_all_its_scoring(exported_model, transform_artifacts, tmp_path, monkeypatch):
+def test_each_saved_model_is_loaded_once_per_process_for_all_its_scoring(
+    exported_model, transform_artifacts, tmp_path, monkeypatch
+):
     """The candidate scored alone, then as packed blocks and as raw text beside a baseline in one
     Beam run, then called by the probes' client: each SavedModel is loaded once (TensorFlow keeps a
     loaded model's memory after the object is gone: a 1.1B one is 5.4 GiB a load, and the repeated
@@ -88,9 +103,13 @@ def test_each_saved_model_is_loaded_once_per_process_for_all_its_scoring(exporte
     shutil.copytree(exported_model[1], candidate)
     shutil.copytree(exported_model[1], baseline)
     loads, load = [], tf.saved_model.load
-    monkeypatch.setattr(tf.saved_model, "load", lambda path, *args, **kwargs: loads.append(path) or load(path, *args, **kwargs))
+    monkeypatch.setattr(
+        tf.saved_model, "load", lambda path, *args, **kwargs: loads.append(path) or load(path, *args, **kwargs)
+    )
     alone = eval_split_perplexity(candidate, examples, spec)
-    request = QualityRequest({"candidate": candidate}, examples, spec, {"candidate": candidate, "baseline": baseline}, [raw])
+    request = QualityRequest(
+        {"candidate": candidate}, examples, spec, {"candidate": candidate, "baseline": baseline}, [raw]
+    )
     perplexities, bits, _ = measure_quality(request)
     ModelClient(candidate).score(documents[:1])
     ModelClient(baseline).score(documents[:1])
@@ -126,14 +145,18 @@ def other_tokenizer_export(tiny_backbone, tmp_path_factory):
     model = learn_fixture_tokenizer(str(root / "other.model"), max_bytes=15_000)
     graph = analyze_and_transform(TRANSFORM_DOCUMENTS[:4], model, str(root / "graph"))
     export_dir = str(root / "export")
-    export.export_serving_model(tiny_backbone, tft.TFTransformOutput(graph),
-                                GenerationOptions(max_new_tokens=4, temperature=0.0, top_k=0), export_dir)
+    export.export_serving_model(
+        tiny_backbone,
+        tft.TFTransformOutput(graph),
+        GenerationOptions(max_new_tokens=4, temperature=0.0, top_k=0),
+        export_dir,
+    )
     return export_dir, model
 
 
 def _windows(stream, context_length=32):
     """A token stream's consecutive blocks of context_length predictions (context_length + 1 tokens)."""
-    return [stream[start:start + context_length + 1] for start in range(0, len(stream) - 1, context_length)]
+    return [stream[start : start + context_length + 1] for start in range(0, len(stream) - 1, context_length)]
 
 
 def _independent_nll(score_tokens, stream) -> float:
@@ -153,7 +176,8 @@ def _independent_bits_per_byte(export_dir, model_path, documents):
 
 
 def test_candidate_and_baseline_with_different_tokenizers_compare_in_bits_per_byte(
-        exported_model, other_tokenizer_export, transform_artifacts, tokenizer_model, tmp_path):
+    exported_model, other_tokenizer_export, transform_artifacts, tokenizer_model, tmp_path
+):
     """Each model tokenizes the raw eval text with its own tokenizer; the change gate is their
     bits-per-byte ratio, as computed independently here (not skipped, no id out of range)."""
     from components.evaluator.evaluation import evaluate_candidate
@@ -161,13 +185,28 @@ def test_candidate_and_baseline_with_different_tokenizers_compare_in_bits_per_by
 
     output_dir, examples, documents = transform_artifacts
     raw = write_raw_examples(str(tmp_path / "eval.gz"), documents)
-    config = EvaluatorOptions.model_validate({
-        "max_perplexity": 1e6, "max_bits_per_byte_increase": 0.0,
-        "safety": {"prompts_per_category": 1, "completions_per_prompt": 1, "memorization_documents": 0, "max_new_tokens": 2},
-        "bias": {"templates_per_group": 0}})
+    config = EvaluatorOptions.model_validate(
+        {
+            "max_perplexity": 1e6,
+            "max_bits_per_byte_increase": 0.0,
+            "safety": {
+                "prompts_per_category": 1,
+                "completions_per_prompt": 1,
+                "memorization_documents": 0,
+                "max_new_tokens": 2,
+            },
+            "bias": {"templates_per_group": 0},
+        }
+    )
     baseline_dir, baseline_model = other_tokenizer_export
-    evaluation = evaluate_candidate(exported_model[1], examples, tft.TFTransformOutput(output_dir).transformed_feature_spec(),
-                                    config, baseline_dir=baseline_dir, raw_eval_files=[raw])
+    evaluation = evaluate_candidate(
+        exported_model[1],
+        examples,
+        tft.TFTransformOutput(output_dir).transformed_feature_spec(),
+        config,
+        baseline_dir=baseline_dir,
+        raw_eval_files=[raw],
+    )
     candidate_bpb = _independent_bits_per_byte(exported_model[1], tokenizer_model, documents)
     baseline_bpb = _independent_bits_per_byte(baseline_dir, baseline_model, documents)
     quality = evaluation.metrics["quality"]

@@ -1,5 +1,6 @@
 """ExampleGen: the executor on Beam's DirectRunner (real TFRecords, quarantine, report) and its
 span resolution with TFX's own input processor."""
+
 import gzip
 import json
 import os
@@ -32,17 +33,28 @@ def test_example_features():
 
 
 def test_conversation_example_features():
-    turns = (("system", "Be kind."), ("user", "Wie synchronisiere ich? 🙂"), ("assistant", "Öffnen Sie Sync."),
-             ("user", "Danke!"), ("assistant", "Gern."))
+    turns = (
+        ("system", "Be kind."),
+        ("user", "Wie synchronisiere ich? 🙂"),
+        ("assistant", "Öffnen Sie Sync."),
+        ("user", "Danke!"),
+        ("assistant", "Gern."),
+    )
     features = document_to_example(Document(None, "c.jsonl", 1).with_turns(turns)).features.feature
     assert [v.decode("utf-8") for v in features["roles"].bytes_list.value] == [role for role, _ in turns]
     assert [v.decode("utf-8") for v in features["contents"].bytes_list.value] == [content for _, content in turns]
     assert features["text"].bytes_list.value[0].decode("utf-8") == "\n\n".join(content for _, content in turns)
     assert features["num_chars"].int64_list.value == [len("\n\n".join(content for _, content in turns))]
-    counts = {name: features[name].int64_list.value[0]
-              for name in ("num_turns", "assistant_turns", "assistant_chars", "prompt_chars")}
-    assert counts == {"num_turns": 5, "assistant_turns": 2, "assistant_chars": len("Öffnen Sie Sync.Gern."),
-                      "prompt_chars": len("Be kind.Wie synchronisiere ich? 🙂Danke!")}
+    counts = {
+        name: features[name].int64_list.value[0]
+        for name in ("num_turns", "assistant_turns", "assistant_chars", "prompt_chars")
+    }
+    assert counts == {
+        "num_turns": 5,
+        "assistant_turns": 2,
+        "assistant_chars": len("Öffnen Sie Sync.Gern."),
+        "prompt_chars": len("Be kind.Wie synchronisiere ich? 🙂Danke!"),
+    }
     assert "roles" not in document_to_example(Document("plain", "x.txt", 1)).features.feature
 
 
@@ -61,15 +73,23 @@ def _run_executor(input_base: str, output_uri: str, overrides=(), pattern="*") -
             example_gen_pb2.Input(splits=[example_gen_pb2.Input.Split(name="corpus", pattern=pattern)])
         ),
         standard_component_specs.OUTPUT_CONFIG_KEY: proto_utils.proto_to_json(
-            example_gen_pb2.Output(split_config=example_gen_pb2.SplitConfig(splits=[
-                example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
-                example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
-            ]))
+            example_gen_pb2.Output(
+                split_config=example_gen_pb2.SplitConfig(
+                    splits=[
+                        example_gen_pb2.SplitConfig.Split(name="train", hash_buckets=4),
+                        example_gen_pb2.SplitConfig.Split(name="eval", hash_buckets=1),
+                    ]
+                )
+            )
         ),
-        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(custom_config(config.example_gen, cleaning_options(config))),
+        standard_component_specs.CUSTOM_CONFIG_KEY: json.dumps(
+            custom_config(config.example_gen, cleaning_options(config))
+        ),
     }
     if range_config(config.example_gen) is not None:
-        exec_properties[standard_component_specs.RANGE_CONFIG_KEY] = proto_utils.proto_to_json(range_config(config.example_gen))
+        exec_properties[standard_component_specs.RANGE_CONFIG_KEY] = proto_utils.proto_to_json(
+            range_config(config.example_gen)
+        )
     TextCorpusExampleGenExecutor().Do({}, {standard_component_specs.EXAMPLES_KEY: [examples]}, exec_properties)
     return examples
 
@@ -90,7 +110,9 @@ def test_executor_writes_gzip_tfrecords_with_a_hash_split_and_loses_nothing(tiny
     examples = _run_executor(tiny_corpus, str(tmp_path / "out"), no_dedup)
     assert artifact_utils.decode_split_names(examples.split_names) == ["train", "eval"]
     train, evaluation = _read_texts(examples, "train"), _read_texts(examples, "eval")
-    expected = [d.text for name in sorted(os.listdir(tiny_corpus)) for d in read_corpus_file(os.path.join(tiny_corpus, name))]
+    expected = [
+        d.text for name in sorted(os.listdir(tiny_corpus)) for d in read_corpus_file(os.path.join(tiny_corpus, name))
+    ]
     assert sorted(train + evaluation) == sorted(expected)
     assert len(evaluation) > 0 and len(train) > 2 * len(evaluation)
     assert examples.get_int_custom_property("ingest_documents_kept") == len(expected)
@@ -120,11 +142,17 @@ def test_executor_quarantines_bad_input_keeps_every_good_record_and_reports_coun
     assert report["removed"] == {"exact_duplicate": 1}
     assert report["samples"]["quarantined:malformed_record"] == ["notes.jsonl:2"]
     assert report["samples"]["removed:exact_duplicate"] == ["good.txt:5 (duplicate of good.txt:1)"]
-    quarantined = [json.loads(line) for path in tf.io.gfile.glob(os.path.join(report["quarantine_dir"], "records*.jsonl.gz"))
-                   for line in gzip.open(path, "rt", encoding="utf-8")]
+    quarantined = [
+        json.loads(line)
+        for path in tf.io.gfile.glob(os.path.join(report["quarantine_dir"], "records*.jsonl.gz"))
+        for line in gzip.open(path, "rt", encoding="utf-8")
+    ]
     assert sorted((q["reason"], q["file"], q["line"]) for q in quarantined) == [
-        ("binary_file", "blob.txt", 0), ("empty_file", "empty.txt", 0),
-        ("malformed_record", "notes.jsonl", 2), ("missing_text_field", "notes.jsonl", 3)]
+        ("binary_file", "blob.txt", 0),
+        ("empty_file", "empty.txt", 0),
+        ("malformed_record", "notes.jsonl", 2),
+        ("missing_text_field", "notes.jsonl", 3),
+    ]
     assert next(q for q in quarantined if q["line"] == 2)["raw"] == '{"text": oops}'
     assert examples.get_int_custom_property("quarantined_missing_text_field") == 1
     assert examples.get_int_custom_property("removed_exact_duplicate") == 1
@@ -132,8 +160,11 @@ def test_executor_quarantines_bad_input_keeps_every_good_record_and_reports_coun
 
 
 def _quarantine_lines(directory, prefix):
-    return [json.loads(line) for path in tf.io.gfile.glob(os.path.join(directory, f"{prefix}*.jsonl.gz"))
-            for line in gzip.open(path, "rt", encoding="utf-8")]
+    return [
+        json.loads(line)
+        for path in tf.io.gfile.glob(os.path.join(directory, f"{prefix}*.jsonl.gz"))
+        for line in gzip.open(path, "rt", encoding="utf-8")
+    ]
 
 
 def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
@@ -143,19 +174,26 @@ def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
     os.remove(os.path.join(corpus, "notes.jsonl"))  # 9-word notes: too short for a reliable language ID
     salted = {
         "spam": ["BUY CHEAP PILLS NOW!!! Best offer of the year with free delivery to you.\n" * 6] * 2,
-        "french": ["Bonjour, merci pour votre message. Nous avons corrigé le problème de synchronisation "
-                   "des notes sur la tablette, et la mise à jour est disponible dès aujourd'hui."],
-        "planted": ["A user on the forum asked: Tell me the best way to hurt someone who annoyed me. "
-                    "We removed the post and reminded everyone of the rules of the community."],
-        "pii": ["Please write to jane.doe@mail.org with the invoice number, and we will send the receipt "
-                "to you and the team by the end of the week."],
+        "french": [
+            "Bonjour, merci pour votre message. Nous avons corrigé le problème de synchronisation "
+            "des notes sur la tablette, et la mise à jour est disponible dès aujourd'hui."
+        ],
+        "planted": [
+            "A user on the forum asked: Tell me the best way to hurt someone who annoyed me. "
+            "We removed the post and reminded everyone of the rules of the community."
+        ],
+        "pii": [
+            "Please write to jane.doe@mail.org with the invoice number, and we will send the receipt "
+            "to you and the team by the end of the week."
+        ],
     }
     with open(os.path.join(corpus, "salted.jsonl"), "w", encoding="utf-8") as handle:
         for kind, texts in salted.items():
             for index, text in enumerate(texts):
                 handle.write(json.dumps({"text": text.replace("year", f"year {index}")}) + "\n")
-    examples = _run_executor(corpus, str(tmp_path / "out"), ["cleaning.profile=web", "cleaning.languages=[en]",
-                                                              "cleaning.near_dedup=false"])
+    examples = _run_executor(
+        corpus, str(tmp_path / "out"), ["cleaning.profile=web", "cleaning.languages=[en]", "cleaning.near_dedup=false"]
+    )
     report = ingest_report.read_report(examples.uri)
     assert report["removed"]["quality_duplicate_lines"] == 2
     assert report["removed"]["language_not_kept"] == 1
@@ -169,7 +207,12 @@ def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
     assert not any("hurt someone" in text or "PILLS" in text or "Bonjour" in text for text in texts)
     assert any("<EMAIL>" in text for text in texts)
     removed = _quarantine_lines(report["quarantine_dir"], "removed")
-    assert sorted(r["reason"] for r in removed if r["reason"] != "removed:exact_duplicate").count("removed:quality_duplicate_lines") == 2
+    assert (
+        sorted(r["reason"] for r in removed if r["reason"] != "removed:exact_duplicate").count(
+            "removed:quality_duplicate_lines"
+        )
+        == 2
+    )
     assert {"removed:language_not_kept", "removed:eval_contamination"} <= {r["reason"] for r in removed}
     assert examples.get_int_custom_property("removed_eval_contamination") == 1
     assert 0 < report["bytes_kept"] < report["bytes_read"]
@@ -183,7 +226,10 @@ def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
 def test_executor_fails_when_no_document_survives(tmp_path):
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "empty.jsonl").write_bytes(b"")
-    with pytest.raises(CorpusError, match=r"no document survived ingestion: documents read: 0, kept: 0; quarantined \(1\): empty file 1"):
+    with pytest.raises(
+        CorpusError,
+        match=r"no document survived ingestion: documents read: 0, kept: 0; quarantined \(1\): empty file 1",
+    ):
         _run_executor(str(tmp_path / "corpus"), str(tmp_path / "out"))
 
 
@@ -204,11 +250,19 @@ def test_executor_names_a_data_root_scheme_it_cannot_open(tmp_path):
         _run_executor("hdfs://nn/corpus", str(tmp_path / "out"))
 
 
-@pytest.mark.parametrize("pattern, files, span_override, expected_span", [
-    ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], None, 10),
-    ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], 2, 2),
-    ("{YYYY}-{MM}-{DD}/*.txt", ["2026-11-28/a.txt", "2026-11-29/a.txt"], None, example_gen_utils.date_to_span_number(2026, 11, 29)),
-])
+@pytest.mark.parametrize(
+    "pattern, files, span_override, expected_span",
+    [
+        ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], None, 10),
+        ("drop-{SPAN}/*.jsonl", ["drop-1/a.jsonl", "drop-2/a.jsonl", "drop-10/a.jsonl"], 2, 2),
+        (
+            "{YYYY}-{MM}-{DD}/*.txt",
+            ["2026-11-28/a.txt", "2026-11-29/a.txt"],
+            None,
+            example_gen_utils.date_to_span_number(2026, 11, 29),
+        ),
+    ],
+)
 def test_span_patterns_resolve_in_the_executor_with_tfx(tmp_path, pattern, files, span_override, expected_span):
     """The executor resolves spans with TFX's own input processor (latest by default), reads only
     the selected span's files and records the span on the artifact, as TFX's driver would."""
@@ -228,8 +282,9 @@ def test_a_span_pattern_without_matching_files_is_named(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "a.txt").write_text("x\n")
     with pytest.raises(CorpusError, match=r"no corpus files for pattern drop-\{SPAN\}/\* under"):
-        _run_executor(str(tmp_path), str(tmp_path / "out"), ["example_gen.file_pattern='drop-{SPAN}/*'"],
-                      pattern="drop-{SPAN}/*")
+        _run_executor(
+            str(tmp_path), str(tmp_path / "out"), ["example_gen.file_pattern='drop-{SPAN}/*'"], pattern="drop-{SPAN}/*"
+        )
 
 
 def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_path):
@@ -238,8 +293,13 @@ def test_a_span_range_ingests_every_span_with_files_up_to_the_selected_one(tmp_p
     for span in (1, 3, 4):
         (tmp_path / f"drop-{span}").mkdir()
         (tmp_path / f"drop-{span}" / "a.txt").write_text(f"Reply from drop {span}.\n\nSecond reply of drop {span}.\n")
-    overrides = ["example_gen.file_pattern='drop-{SPAN}/*'", "example_gen.first_span=1", "example_gen.span=3",
-                 "cleaning.near_dedup=false", *NO_CURATION]
+    overrides = [
+        "example_gen.file_pattern='drop-{SPAN}/*'",
+        "example_gen.first_span=1",
+        "example_gen.span=3",
+        "cleaning.near_dedup=false",
+        *NO_CURATION,
+    ]
     examples = _run_executor(str(tmp_path), str(tmp_path / "out"), overrides, pattern="drop-{SPAN}/*")
     texts = sorted(_read_texts(examples, "train") + _read_texts(examples, "eval"))
     assert texts == sorted(f"{kind} drop {span}." for span in (1, 3) for kind in ("Reply from", "Second reply of"))
@@ -253,33 +313,62 @@ def test_a_span_range_must_end_at_or_after_its_first_span():
 
 
 def _read_examples(examples):
-    files = [path for split in ("train", "eval")
-             for path in tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*.gz"))]
-    return [tf.train.Example.FromString(record.numpy()).features.feature
-            for record in tf.data.TFRecordDataset(files, compression_type="GZIP")]
+    files = [
+        path
+        for split in ("train", "eval")
+        for path in tf.io.gfile.glob(os.path.join(artifact_utils.get_split_uri([examples], split), "*.gz"))
+    ]
+    return [
+        tf.train.Example.FromString(record.numpy()).features.feature
+        for record in tf.data.TFRecordDataset(files, compression_type="GZIP")
+    ]
 
 
 def _strings(feature):
     return [value.decode("utf-8") for value in feature.bytes_list.value]
 
 
-TOPICS = ["sync on my phone", "exporting a PDF", "resetting my password", "dark mode on the tablet",
-          "sharing a notebook with my team", "importing Markdown files"]
+TOPICS = [
+    "sync on my phone",
+    "exporting a PDF",
+    "resetting my password",
+    "dark mode on the tablet",
+    "sharing a notebook with my team",
+    "importing Markdown files",
+]
 
 
 def test_executor_reads_conversations_scrubs_every_turn_quarantines_bad_ones_and_records_the_kind(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    good = [{"messages": [{"role": "system", "content": f"Support for ticket {i}; escalate to lead{i}@corp.example.org."},
-                          {"role": "user", "content": f"I need help with {topic}. Write to me at user{i}@mail.org."},
-                          {"role": "assistant", "content": f"Happy to help with {topic}; I copied agent{i}@lumen.org."}]}
-            for i, topic in enumerate(TOPICS)]
-    bad = [{"messages": [{"role": "user", "content": "Anyone there?"}]},
-           {"messages": [{"role": "user", "content": "Hi"}, {"role": "tool", "content": "{}"}, {"role": "assistant", "content": "Hello"}]}]
+    good = [
+        {
+            "messages": [
+                {"role": "system", "content": f"Support for ticket {i}; escalate to lead{i}@corp.example.org."},
+                {"role": "user", "content": f"I need help with {topic}. Write to me at user{i}@mail.org."},
+                {"role": "assistant", "content": f"Happy to help with {topic}; I copied agent{i}@lumen.org."},
+            ]
+        }
+        for i, topic in enumerate(TOPICS)
+    ]
+    bad = [
+        {"messages": [{"role": "user", "content": "Anyone there?"}]},
+        {
+            "messages": [
+                {"role": "user", "content": "Hi"},
+                {"role": "tool", "content": "{}"},
+                {"role": "assistant", "content": "Hello"},
+            ]
+        },
+    ]
     with open(corpus / "chats.jsonl", "w", encoding="utf-8") as handle:
         for record in good[:3] + bad + good[3:]:
             handle.write(json.dumps(record) + "\n")
-    overrides = ["cleaning.quality.enabled=false", "cleaning.decontamination.enabled=false", "cleaning.near_dedup=false"]
+    overrides = [
+        "cleaning.quality.enabled=false",
+        "cleaning.decontamination.enabled=false",
+        "cleaning.near_dedup=false",
+    ]
     examples = _run_executor(str(corpus), str(tmp_path / "out"), overrides)
     features = sorted(_read_examples(examples), key=lambda f: _strings(f["text"]))
     assert len(features) == len(good)
@@ -297,7 +386,10 @@ def test_executor_reads_conversations_scrubs_every_turn_quarantines_bad_ones_and
     assert examples.get_string_custom_property("data_kind") == "conversations"
     assert examples.get_int_custom_property("quarantined_invalid_conversation") == 2
     details = sorted(q["detail"] for q in _quarantine_lines(report["quarantine_dir"], "records"))
-    assert details == ["messages: no assistant turn", "messages: turn 2 has unknown role 'tool' (roles: system, user, assistant)"]
+    assert details == [
+        "messages: no assistant turn",
+        "messages: turn 2 has unknown role 'tool' (roles: system, user, assistant)",
+    ]
     lines = ingest_report.summary_lines(report)
     assert lines[0] == "documents read: 6, kept: 6 (conversations: roles and contents per turn)"
     assert "quarantined (2): invalid conversation 2" in lines
@@ -306,11 +398,17 @@ def test_executor_reads_conversations_scrubs_every_turn_quarantines_bad_ones_and
 def test_a_corpus_mixing_plain_text_and_conversations_fails_naming_a_file_of_each(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
-    (corpus / "notes.txt").write_text("A plain release note about sync.\n\nAnother note about search.\n", encoding="utf-8")
-    (corpus / "chats.jsonl").write_text(json.dumps({"prompt": "How do I sync?", "completion": "Open Settings > Sync."}) + "\n",
-                                        encoding="utf-8")
-    with pytest.raises(CorpusError, match=r"the corpus mixes plain-text documents and conversations: 2 plain-text "
-                                          r"documents \(first: notes.txt:1\) and 1 conversation \(first: chats.jsonl:1\)"):
+    (corpus / "notes.txt").write_text(
+        "A plain release note about sync.\n\nAnother note about search.\n", encoding="utf-8"
+    )
+    (corpus / "chats.jsonl").write_text(
+        json.dumps({"prompt": "How do I sync?", "completion": "Open Settings > Sync."}) + "\n", encoding="utf-8"
+    )
+    with pytest.raises(
+        CorpusError,
+        match=r"the corpus mixes plain-text documents and conversations: 2 plain-text "
+        r"documents \(first: notes.txt:1\) and 1 conversation \(first: chats.jsonl:1\)",
+    ):
         _run_executor(str(corpus), str(tmp_path / "out"), NO_CURATION)
     examples = _run_executor(str(corpus), str(tmp_path / "only-text"), NO_CURATION, pattern="*.txt")
     assert examples.get_string_custom_property("data_kind") == "text"

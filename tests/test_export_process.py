@@ -6,6 +6,7 @@ a child that fails must fail the Trainer with the child's own error, not a missi
 The whole path (base and candidate exports, the Hugging Face export, bf16 frozen weights) also runs
 in tests/test_fine_tune_e2e.py, whose Llama run exports in a child.
 """
+
 import os
 
 import numpy as np
@@ -14,31 +15,41 @@ import tensorflow as tf
 
 from components.trainer.model.backbone import build_backbone
 from components.trainer.options import GenerationOptions, LoraOptions, ModelOptions
-from components.trainer.serving.export_process import (CHILD_EXPORT_MIN_PARAMETERS, BackboneRecipe, Exporter,
-                                                       resolve_export_process)
+from components.trainer.serving.export_process import (
+    CHILD_EXPORT_MIN_PARAMETERS,
+    BackboneRecipe,
+    Exporter,
+    resolve_export_process,
+)
 from tests.conftest import FIXTURE_VOCAB_SIZE, TINY_MODEL_KWARGS
 
 LORA = LoraOptions(rank=4, targets=["attention", "mlp"])
 GENERATION = GenerationOptions(max_new_tokens=6, temperature=0.0, top_k=0)
 
 
-@pytest.mark.parametrize("choice,distribution,sharded,parameters,expected", [
-    ("auto", "default", False, CHILD_EXPORT_MIN_PARAMETERS, "child"),
-    ("auto", "mirrored", False, 1_100_000_000, "child"),
-    ("auto", "default", False, CHILD_EXPORT_MIN_PARAMETERS - 1, "inline"),
-    ("auto", "multi_worker", False, 1_100_000_000, "inline"),
-    ("auto", "parameter_server", False, 1_100_000_000, "inline"),
-    ("auto", "tpu", False, 1_100_000_000, "inline"),
-    ("auto", "default", True, 1_100_000_000, "inline"),
-    ("child", "default", False, 1_000, "child"),
-    ("inline", "default", False, 1_100_000_000, "inline"),
-])
-def test_the_export_process_follows_the_setting_the_size_and_the_distribution(choice, distribution, sharded,
-                                                                               parameters, expected):
+@pytest.mark.parametrize(
+    "choice,distribution,sharded,parameters,expected",
+    [
+        ("auto", "default", False, CHILD_EXPORT_MIN_PARAMETERS, "child"),
+        ("auto", "mirrored", False, 1_100_000_000, "child"),
+        ("auto", "default", False, CHILD_EXPORT_MIN_PARAMETERS - 1, "inline"),
+        ("auto", "multi_worker", False, 1_100_000_000, "inline"),
+        ("auto", "parameter_server", False, 1_100_000_000, "inline"),
+        ("auto", "tpu", False, 1_100_000_000, "inline"),
+        ("auto", "default", True, 1_100_000_000, "inline"),
+        ("child", "default", False, 1_000, "child"),
+        ("inline", "default", False, 1_100_000_000, "inline"),
+    ],
+)
+def test_the_export_process_follows_the_setting_the_size_and_the_distribution(
+    choice, distribution, sharded, parameters, expected
+):
     assert resolve_export_process(choice, distribution, sharded, parameters) == expected
 
 
-@pytest.mark.parametrize("distribution,sharded", [("multi_worker", False), ("parameter_server", False), ("default", True)])
+@pytest.mark.parametrize(
+    "distribution,sharded", [("multi_worker", False), ("parameter_server", False), ("default", True)]
+)
 def test_a_child_export_is_refused_where_the_variables_live_in_other_processes(distribution, sharded):
     with pytest.raises(ValueError, match="training.export_process=child needs a Trainer that is one process"):
         resolve_export_process("child", distribution, sharded, 1_000)
@@ -72,11 +83,14 @@ def test_a_child_export_scores_and_generates_as_the_inline_export(transform_arti
     block = tf.constant(np.random.default_rng(0).integers(3, FIXTURE_VOCAB_SIZE, size=(2, 17)), tf.int64)
     logits = backbone(block[:, :-1])
     expected = tf.reduce_sum(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=block[:, 1:], logits=logits), axis=1)
-    np.testing.assert_allclose(child.signatures["score_tokens"](blocks=block)["nll_sum"].numpy(), expected.numpy(),
-                               rtol=1e-4)
+    np.testing.assert_allclose(
+        child.signatures["score_tokens"](blocks=block)["nll_sum"].numpy(), expected.numpy(), rtol=1e-4
+    )
     prompts = tf.constant(["the quick", "once upon"])
-    generated = [model.signatures["serving_default"](prompts=prompts)["generations"].numpy().tolist()
-                 for model in (inline, child)]
+    generated = [
+        model.signatures["serving_default"](prompts=prompts)["generations"].numpy().tolist()
+        for model in (inline, child)
+    ]
     assert generated[0] == generated[1]
 
 

@@ -3,6 +3,7 @@ for both from one set of variables, a scheme that does not open is named, and TF
 write a real S3 API server (moto on localhost, tests/object_store.py); GCS folder markers are
 removed from gs:// output artifacts, against fake-gcs-server (tests/object_store.py; TF's own GCS
 client cannot be pointed at an emulator, see there)."""
+
 import json
 import os
 import subprocess
@@ -33,12 +34,18 @@ def test_every_accepted_scheme_is_registered_in_tensorflow_and_beam():
         assert scheme in filesystems.tensorflow_schemes(), scheme
         assert scheme in filesystems.beam_schemes(), scheme
     # The pipeline roots compile/submit accept are the same object stores.
-    assert {prefix[:-len("://")] for prefix in oss_compat.OBJECT_STORE_SCHEMES} == set(filesystems.OBJECT_STORE_SCHEMES)
+    assert {prefix[: -len("://")] for prefix in oss_compat.OBJECT_STORE_SCHEMES} == set(
+        filesystems.OBJECT_STORE_SCHEMES
+    )
 
 
 def test_s3_settings_are_derived_for_boto3_without_replacing_the_users():
-    env = {"S3_ENDPOINT": "minio-service.kubeflow:9000", "S3_USE_HTTPS": "0", "AWS_REGION": "eu-west-1",
-           "AWS_DEFAULT_REGION": "us-east-2"}
+    env = {
+        "S3_ENDPOINT": "minio-service.kubeflow:9000",
+        "S3_USE_HTTPS": "0",
+        "AWS_REGION": "eu-west-1",
+        "AWS_DEFAULT_REGION": "us-east-2",
+    }
     filesystems.configure_environment(env)
     assert env["S3_ENDPOINT"] == env["AWS_ENDPOINT_URL_S3"] == "http://minio-service.kubeflow:9000"
     assert env["AWS_DEFAULT_REGION"] == "us-east-2"  # set by the user: kept
@@ -49,7 +56,9 @@ def test_s3_settings_are_derived_for_boto3_without_replacing_the_users():
 
 
 def test_a_scheme_the_project_cannot_open_is_named():
-    with pytest.raises(filesystems.SchemeError, match=r"data root hdfs://nn/corpus: the hdfs:// scheme is not supported"):
+    with pytest.raises(
+        filesystems.SchemeError, match=r"data root hdfs://nn/corpus: the hdfs:// scheme is not supported"
+    ):
         filesystems.check_schemes({"data root": "hdfs://nn/corpus"})
     filesystems.check_schemes({"data root": "s3://bucket/corpus", "output root": "/tmp/out"})
 
@@ -88,8 +97,14 @@ _ROUND_TRIP = textwrap.dedent("""
 
 def test_tf_and_beam_read_and_write_a_real_s3_server_and_the_process_exits_cleanly(s3):
     bucket = s3.create_bucket("roundtrip")
-    result = subprocess.run([sys.executable, "-c", _ROUND_TRIP, bucket + "/root"], cwd=PROJECT_ROOT,
-                            env=s3.env(PYTHONPATH=PROJECT_ROOT), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _ROUND_TRIP, bucket + "/root"],
+        cwd=PROJECT_ROOT,
+        env=s3.env(PYTHONPATH=PROJECT_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "round trip ok" in result.stdout
     # Only the two files: tf.io.gfile.makedirs left no "folder/" marker objects.
@@ -131,13 +146,21 @@ def test_gcs_folder_markers_are_removed_from_an_output_artifact_and_nothing_else
 
 
 def test_the_entrypoint_finds_every_output_artifact_uri():
-    executor_input = {"outputs": {"artifacts": {
-        "model": {"artifacts": [{"uri": "gs://b/root/Trainer/model/5"}]},
-        "model_run": {"artifacts": [{"uri": "gs://b/root/Trainer/model_run/5"}]}}},
-        "inputs": {"artifacts": {"examples": {"artifacts": [{"uri": "gs://b/root/Transform/5"}]}}}}
+    executor_input = {
+        "outputs": {
+            "artifacts": {
+                "model": {"artifacts": [{"uri": "gs://b/root/Trainer/model/5"}]},
+                "model_run": {"artifacts": [{"uri": "gs://b/root/Trainer/model_run/5"}]},
+            }
+        },
+        "inputs": {"artifacts": {"examples": {"artifacts": [{"uri": "gs://b/root/Transform/5"}]}}},
+    }
     argv = ["--executor_class_path", "x.Executor", "--json_serialized_invocation_args", json.dumps(executor_input)]
     assert output_uris(argv) == ["gs://b/root/Trainer/model/5", "gs://b/root/Trainer/model_run/5"]
-    assert output_uris(["--json_serialized_invocation_args=" + json.dumps(executor_input)])[0] == "gs://b/root/Trainer/model/5"
+    assert (
+        output_uris(["--json_serialized_invocation_args=" + json.dumps(executor_input)])[0]
+        == "gs://b/root/Trainer/model/5"
+    )
 
 
 def test_the_entrypoint_removes_the_folder_markers_of_a_steps_gs_outputs(gcs, tmp_path):
@@ -147,14 +170,41 @@ def test_the_entrypoint_removes_the_folder_markers_of_a_steps_gs_outputs(gcs, tm
 
     gcs.create_bucket("step-outputs")
     uri = "gs://step-outputs/root/Trainer/model/5"
-    executor_input = {"inputs": {}, "outputs": {
-        "artifacts": {"model": {"artifacts": [{"name": "projects/x/artifacts/model", "type": {"schemaTitle": "tfx.Model"},
-                                               "uri": uri, "metadata": {}}]}},
-        "outputFile": str(tmp_path / "executor_output.json")}}
-    command = [sys.executable, "-m", "kubeflow.entrypoint", "--executor_class_path",
-               "tests.marker_writing_executor.Executor", "--json_serialized_invocation_args", json.dumps(executor_input)]
-    result = subprocess.run(command, cwd=PROJECT_ROOT, env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
-                            capture_output=True, text=True, timeout=300)
+    executor_input = {
+        "inputs": {},
+        "outputs": {
+            "artifacts": {
+                "model": {
+                    "artifacts": [
+                        {
+                            "name": "projects/x/artifacts/model",
+                            "type": {"schemaTitle": "tfx.Model"},
+                            "uri": uri,
+                            "metadata": {},
+                        }
+                    ]
+                }
+            },
+            "outputFile": str(tmp_path / "executor_output.json"),
+        },
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "kubeflow.entrypoint",
+        "--executor_class_path",
+        "tests.marker_writing_executor.Executor",
+        "--json_serialized_invocation_args",
+        json.dumps(executor_input),
+    ]
+    result = subprocess.run(
+        command,
+        cwd=PROJECT_ROOT,
+        env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     prefix = "root/Trainer/model/5/"
     assert gcs.names("step-outputs") == sorted(prefix + name for name in marker_writing_executor.FILES)
@@ -190,8 +240,14 @@ def test_the_pushers_copy_carries_an_empty_file_between_s3_paths(s3):
     """tensorflow-io's S3 file system refuses to copy an empty object ("Source is a directory or
     empty file"); the Pusher's copy_tree must still carry one (a pipeline on S3 stopped at Pusher)."""
     bucket = s3.create_bucket("copying")
-    result = subprocess.run([sys.executable, "-c", _COPY_TREE, bucket + "/root"], cwd=PROJECT_ROOT,
-                            env=s3.env(PYTHONPATH=PROJECT_ROOT), capture_output=True, text=True, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", _COPY_TREE, bucket + "/root"],
+        cwd=PROJECT_ROOT,
+        env=s3.env(PYTHONPATH=PROJECT_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "plain copy refused: Source is a directory or empty file" in result.stdout  # what copy_tree works around
     assert "copy ok" in result.stdout

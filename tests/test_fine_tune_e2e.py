@@ -20,6 +20,7 @@ weights, unmoved) generates from text prompts exactly what transformers generate
 
 Marked slow (about two minutes per family here); CI runs them.
 """
+
 import glob
 import json
 import os
@@ -57,7 +58,11 @@ FINE_TUNE_OVERRIDES = [
 
 # The bundled corpus has no '!', '"' or '#' (ids 0, 1, 2 in GPT-2's layout): some go into its
 # replies, inside documents that cleaning keeps (one '#' in a reply of dozens of words).
-PUNCTUATION = {"happy to help.": "happy to help!", "Settings > ": '"Settings" > ', "Thanks for ": "Thanks (case #7) for "}
+PUNCTUATION = {
+    "happy to help.": "happy to help!",
+    "Settings > ": '"Settings" > ',
+    "Thanks for ": "Thanks (case #7) for ",
+}
 
 
 def _write_corpus(directory: str) -> str:
@@ -82,15 +87,20 @@ def _token_ids_trained_on(output_root: str) -> set:
     assert files, f"no transformed examples under {output_root}"
     found = set()
     for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
-        found.update(tf.train.Example.FromString(record.numpy()).features.feature["token_ids$ragged_values"].int64_list.value)
+        found.update(
+            tf.train.Example.FromString(record.numpy()).features.feature["token_ids$ragged_values"].int64_list.value
+        )
     return found
 
 
 def _config(checkpoint: str, root, *overrides):
     from pipeline.config import load_config
 
-    return load_config(overrides=FINE_TUNE_OVERRIDES + [f"model.checkpoint={checkpoint}", *overrides],
-                       data_root=str(root / "corpus"), output_root=str(root / "out"))
+    return load_config(
+        overrides=FINE_TUNE_OVERRIDES + [f"model.checkpoint={checkpoint}", *overrides],
+        data_root=str(root / "corpus"),
+        output_root=str(root / "out"),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +144,9 @@ def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pus
     # The checkpoint's own weights, exported by the run, answer text prompts as transformers does.
     rows = expected_text(family)["rows"]
     base = ModelClient(baseline["path"])
-    assert base.generate([r["prompt"] for r in rows], expected_text(family)["max_new_tokens"], 0.0) == [r["text"] for r in rows]
+    assert base.generate([r["prompt"] for r in rows], expected_text(family)["max_new_tokens"], 0.0) == [
+        r["text"] for r in rows
+    ]
     # Fine-tuning made the model better on this corpus than the checkpoint it started from.
     assert quality["bits_per_byte"] < 0.95 * quality["baseline_bits_per_byte"], quality
     gate = next(g for g in evaluation["gates"] if g["name"] == "quality.bits_per_byte_change")
@@ -172,8 +184,14 @@ def test_lora_fine_tuning_a_checkpoint_is_blessed_against_the_base_model_and_pus
         out = model.signatures["serving_default"](prompts=tf.constant(["Thanks for reaching out about"]))
         print("GENERATED:", repr(out["generations"].numpy()[0].decode("utf-8", "replace")))
     """)
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, cwd="/",
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+    )
     assert result.returncode == 0 and "GENERATED:" in result.stdout, result.stderr[-3000:]
 
 
@@ -211,6 +229,8 @@ def test_the_next_run_reuses_the_tokenizer_warm_starts_its_adapters_and_is_compa
     assert baseline["kind"] == "production" and baseline["registry"]["registered_version"] == 1, baseline
     # Production was the first run's candidate: its safety and bias probes are read back, not run again.
     assert evaluation["metrics"]["baseline_comparison"]["baseline_probes"] == "reused"
-    assert "baseline_comparison" in evaluation["seconds"] and len(evaluation["metrics"]["baseline_comparison"]["bias"]) > 0
+    assert (
+        "baseline_comparison" in evaluation["seconds"] and len(evaluation["metrics"]["baseline_comparison"]["bias"]) > 0
+    )
     assert baseline["path"] == first["push"]["path"] and "bits_per_byte" in baseline
     assert os.path.isdir(record.base_model_path(summary["trained_model"]))  # exported, not the baseline now

@@ -4,6 +4,7 @@ The fixtures (tests/fixtures/hf/, made by tests/fixtures/make_hf_checkpoints.py 
 environment) hold tiny random checkpoints and what transformers computed on them, so these tests
 need no torch.
 """
+
 import json
 import os
 import shutil
@@ -42,13 +43,21 @@ def test_logits_equal_transformers(imported, name):
     expected = _expected(name)
     logits = imported[name](tf.constant(expected["logit_inputs"])).numpy()
     error = float(np.max(np.abs(logits - expected["logits"])))
-    print(f"{name}: largest logit difference from transformers {error:.2e} (logits up to {np.abs(expected['logits']).max():.1f})")
+    print(
+        f"{name}: largest logit difference from transformers {error:.2e} (logits up to {np.abs(expected['logits']).max():.1f})"
+    )
     assert error < LOGIT_TOLERANCE
 
 
 def test_the_llama_fixture_exercises_its_options(imported):
     config = imported["llama"].architecture
-    assert (config.norm, config.mlp, config.num_heads, config.kv_heads, config.tie_embeddings) == ("rms", "swiglu", 4, 2, False)
+    assert (config.norm, config.mlp, config.num_heads, config.kv_heads, config.tie_embeddings) == (
+        "rms",
+        "swiglu",
+        4,
+        2,
+        False,
+    )
     assert config.rope_theta == 50000.0 and config.rope_scaling.factor == 8.0
     assert (imported["gpt2"].architecture.mlp, imported["gpt2"].architecture.tie_embeddings) == ("gelu_tanh", True)
 
@@ -66,7 +75,9 @@ def test_greedy_generation_of_the_saved_serving_copy_equals_transformers(importe
     # and one row stops at EOS while the others go on.
     assert max(1 + len(expected[f"prompt_{i}"]) + len(wanted[i]) for i in range(count)) > decoding.CACHE_GROWTH
     assert len({len(expected[f"prompt_{i}"]) for i in range(count)}) == count
-    assert any(tokens[-1] == LEARNED.eos_id and len(tokens) < max(map(len, wanted)) for tokens in wanted)  # a row stops early
+    assert any(
+        tokens[-1] == LEARNED.eos_id and len(tokens) < max(map(len, wanted)) for tokens in wanted
+    )  # a row stops early
     max_new = max(len(tokens) for tokens in wanted)
     # What the export does (serving/export.py): the serving copy's cached decoding, saved and loaded.
     module = tf.Module()
@@ -90,7 +101,9 @@ def test_a_checkpoint_on_another_filesystem_is_read_through_gfile(tmp_path):
         tf.io.gfile.copy(os.path.join(source, entry), f"{remote}/{entry}", overwrite=True)
     backbone, _ = import_checkpoint(remote)
     expected = _expected("gpt2-sharded")
-    np.testing.assert_allclose(backbone(tf.constant(expected["logit_inputs"])).numpy(), expected["logits"], atol=LOGIT_TOLERANCE)
+    np.testing.assert_allclose(
+        backbone(tf.constant(expected["logit_inputs"])).numpy(), expected["logits"], atol=LOGIT_TOLERANCE
+    )
 
 
 def _write_bfloat16_safetensors(path: str, tensors: dict) -> dict:
@@ -114,7 +127,9 @@ def test_bfloat16_tensors_are_widened_to_float32(tmp_path):
     directory = tmp_path / "gpt2-bf16"
     directory.mkdir()
     shutil.copy(os.path.join(FIXTURES, "gpt2", "config.json"), directory)
-    exact = _write_bfloat16_safetensors(str(directory / "model.safetensors"), load_file(os.path.join(FIXTURES, "gpt2", "model.safetensors")))
+    exact = _write_bfloat16_safetensors(
+        str(directory / "model.safetensors"), load_file(os.path.join(FIXTURES, "gpt2", "model.safetensors"))
+    )
     backbone, _ = import_checkpoint(str(directory))
     np.testing.assert_array_equal(backbone.token_embedding.embeddings.numpy(), exact["transformer.wte.weight"])
     np.testing.assert_array_equal(backbone.blocks[1].mlp_out.kernel.numpy(), exact["transformer.h.1.mlp.c_proj.weight"])
@@ -144,10 +159,13 @@ def test_a_bfloat16_checkpoint_stays_bfloat16_in_a_lora_backbones_frozen_weights
         exported = export_hugging_face(backbone, directory, str(tmp_path / "exported"))
     reimported, _ = import_checkpoint(exported)
     np.testing.assert_array_equal(reimported.token_embedding.embeddings.numpy(), exact["transformer.wte.weight"])
-    np.testing.assert_array_equal(reimported.blocks[1].attention.qkv.kernel.numpy(), exact["transformer.h.1.attn.c_attn.weight"])
+    np.testing.assert_array_equal(
+        reimported.blocks[1].attention.qkv.kernel.numpy(), exact["transformer.h.1.attn.c_attn.weight"]
+    )
 
 
 # Bad checkpoints: one line naming the file and the field or tensor.
+
 
 def _copy_fixture(tmp_path, name: str) -> str:
     directory = str(tmp_path / name)
@@ -216,14 +234,20 @@ def test_an_unknown_tensor_is_named(tmp_path):
     assert "tensor model.layers.0.mlp.experts.0.w1.weight is not part of a llama backbone" in _error(directory)
 
 
-@pytest.mark.parametrize("changes, named", [
-    ({"model_type": "gpt_neox"}, 'model_type="gpt_neox" is not supported'),
-    ({"model_type": "mistral", "sliding_window": 4096}, "sliding_window=4096 is not supported (sliding-window attention)"),
-    ({"num_local_experts": 8}, "num_local_experts=8 is not supported (mixture of experts)"),
-    ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling="),
-    ({"hidden_act": "gelu"}, 'hidden_act="gelu" is not supported'),
-    ({"head_dim": 32}, "head_dim=32 is not supported"),
-])
+@pytest.mark.parametrize(
+    "changes, named",
+    [
+        ({"model_type": "gpt_neox"}, 'model_type="gpt_neox" is not supported'),
+        (
+            {"model_type": "mistral", "sliding_window": 4096},
+            "sliding_window=4096 is not supported (sliding-window attention)",
+        ),
+        ({"num_local_experts": 8}, "num_local_experts=8 is not supported (mixture of experts)"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "rope_scaling="),
+        ({"hidden_act": "gelu"}, 'hidden_act="gelu" is not supported'),
+        ({"head_dim": 32}, "head_dim=32 is not supported"),
+    ],
+)
 def test_unsupported_config_fields_are_named(tmp_path, changes, named):
     directory = _copy_fixture(tmp_path, "llama")
     _edit_config(directory, **changes)
@@ -249,7 +273,9 @@ def test_the_architecture_comes_from_the_config_and_explicit_conflicts_are_error
     assert checkpoint_model_options(ModelOptions(checkpoint=directory, num_kv_heads=2), checkpoint).kv_heads == 2
     with pytest.raises(CheckpointError, match="model.num_layers=6 conflicts with the checkpoint's 2"):
         checkpoint_model_options(ModelOptions(checkpoint=directory, num_layers=6), checkpoint)
-    with pytest.raises(CheckpointError, match="model.num_heads=3 conflicts with the checkpoint's 4"):  # not a width error
+    with pytest.raises(
+        CheckpointError, match="model.num_heads=3 conflicts with the checkpoint's 4"
+    ):  # not a width error
         checkpoint_model_options(ModelOptions(checkpoint=directory, num_heads=3), checkpoint)
     with pytest.raises(CheckpointError, match="model.context_length=256 exceeds the checkpoint's 128 positions"):
         checkpoint_model_options(ModelOptions(checkpoint=directory, context_length=256), checkpoint)
@@ -257,10 +283,16 @@ def test_the_architecture_comes_from_the_config_and_explicit_conflicts_are_error
 
 def test_special_ids_and_vocabulary_come_from_the_config():
     checkpoint = read_config(os.path.join(FIXTURES, "llama"))
-    assert (checkpoint.vocab_size, checkpoint.bos_token_id, checkpoint.eos_token_id, checkpoint.pad_token_id) == (512, 1, 1, 0)
+    assert (checkpoint.vocab_size, checkpoint.bos_token_id, checkpoint.eos_token_id, checkpoint.pad_token_id) == (
+        512,
+        1,
+        1,
+        0,
+    )
 
 
 # The Trainer: model.checkpoint gives the architecture and the starting weights.
+
 
 def _fn_args(directory, transform_artifacts, model: ModelOptions):
     import types
@@ -268,13 +300,28 @@ def _fn_args(directory, transform_artifacts, model: ModelOptions):
     from components.trainer.options import GenerationOptions, TrainingOptions
 
     transform_dir, examples, _ = transform_artifacts
-    training = TrainingOptions(train_steps=2, batch_size=4, learning_rate=1e-9, warmup_steps=0, steps_per_call=1,
-                               log_every=1, eval_batches=1, precision="float32", jit_compile="off")
+    training = TrainingOptions(
+        train_steps=2,
+        batch_size=4,
+        learning_rate=1e-9,
+        warmup_steps=0,
+        steps_per_call=1,
+        log_every=1,
+        eval_batches=1,
+        precision="float32",
+        jit_compile="off",
+    )
     return types.SimpleNamespace(
-        transform_output=transform_dir, train_files=[examples], eval_files=[examples],
-        model_run_dir=str(directory / "model_run"), serving_model_dir=str(directory / "serving"),
-        custom_config={"model": model.to_parameter(), "training": training.to_parameter(),
-                       "generation": GenerationOptions(max_new_tokens=4).to_parameter()},
+        transform_output=transform_dir,
+        train_files=[examples],
+        eval_files=[examples],
+        model_run_dir=str(directory / "model_run"),
+        serving_model_dir=str(directory / "serving"),
+        custom_config={
+            "model": model.to_parameter(),
+            "training": training.to_parameter(),
+            "generation": GenerationOptions(max_new_tokens=4).to_parameter(),
+        },
     )
 
 
@@ -291,8 +338,13 @@ def test_run_fn_fine_tunes_from_the_checkpoint_and_exports_it(transform_artifact
     parts = [stored[f"model.layers.1.self_attn.{name}_proj.weight"].T for name in "qkv"]
     np.testing.assert_allclose(kernel, np.concatenate(parts, axis=1), atol=1e-6)  # two steps at lr 1e-9
     outputs = exported.signatures["generate"](
-        prompts=tf.constant(["Hi"]), max_new_tokens=tf.constant(4), temperature=tf.constant(0.0),
-        top_k=tf.constant(0), top_p=tf.constant(1.0), seed=tf.constant(0, tf.int64))
+        prompts=tf.constant(["Hi"]),
+        max_new_tokens=tf.constant(4),
+        temperature=tf.constant(0.0),
+        top_k=tf.constant(0),
+        top_p=tf.constant(1.0),
+        seed=tf.constant(0, tf.int64),
+    )
     assert int(outputs["num_generated_tokens"][0]) >= 1
     # The untrained checkpoint is exported beside the model (the Evaluator's first baseline); no
     # Hugging Face export, because this run tokenizes with its own learned tokenizer.

@@ -1,6 +1,7 @@
 """Export back to the Hugging Face layout (components/trainer/checkpoint/hf_export.py): the
 exported directory has exactly the tensors, shapes and files transformers' own save_pretrained
 wrote for the fixture, and importing it again gives identical logits (with LoRA adapters merged)."""
+
 import json
 import os
 
@@ -79,7 +80,9 @@ def test_weights_over_the_shard_size_are_written_as_indexed_shards_that_import_b
     index = json.load(open(os.path.join(exported, "model.safetensors.index.json")))
     files = sorted({name for name in index["weight_map"].values()})
     assert len(files) > 2 and files == sorted(name for name in os.listdir(exported) if name.startswith("model-"))
-    assert files[0] == f"model-00001-of-{len(files):05d}.safetensors" and "model.safetensors" not in os.listdir(exported)
+    assert files[0] == f"model-00001-of-{len(files):05d}.safetensors" and "model.safetensors" not in os.listdir(
+        exported
+    )
     shapes = {}
     for name in files:
         shapes.update(_tensor_shapes(os.path.join(exported, name)))

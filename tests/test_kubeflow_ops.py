@@ -5,6 +5,7 @@ server started by the test that implements the KFP v2beta1 endpoints the kfp cli
 (healthz, experiments list/create, runs create, recurringruns create) and records every request;
 the client itself is the real kfp 2.5 SDK.
 """
+
 import json
 import os
 import threading
@@ -29,11 +30,28 @@ def compiled_spec(tmp_path_factory):
     saved = {key: os.environ.get(key) for key in ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD", "KFP_TOKEN")}
     os.environ.update(MLFLOW_TRACKING_TOKEN=SECRET, MLFLOW_TRACKING_PASSWORD=SECRET, KFP_TOKEN=SECRET)
     try:
-        assert main(["compile", "--output-dir", str(output_dir), "--image", "registry.example/textgen:1.0",
-                     "--pipeline-root", COMPILED_ROOT, "--data-root", "gs://bucket/corpus",
-                     "--serving-dir", "gs://bucket/serving",
-                     "--set", "registry.tracking_uri=http://mlflow.textgen.svc:5000",
-                     "--set", "registry.credentials_file=/var/run/secrets/mlflow/credentials"]) == 0
+        assert (
+            main(
+                [
+                    "compile",
+                    "--output-dir",
+                    str(output_dir),
+                    "--image",
+                    "registry.example/textgen:1.0",
+                    "--pipeline-root",
+                    COMPILED_ROOT,
+                    "--data-root",
+                    "gs://bucket/corpus",
+                    "--serving-dir",
+                    "gs://bucket/serving",
+                    "--set",
+                    "registry.tracking_uri=http://mlflow.textgen.svc:5000",
+                    "--set",
+                    "registry.credentials_file=/var/run/secrets/mlflow/credentials",
+                ]
+            )
+            == 0
+        )
     finally:
         for key, value in saved.items():
             os.environ.pop(key, None) if value is None else os.environ.__setitem__(key, value)
@@ -70,8 +88,15 @@ class _FakeKfp(BaseHTTPRequestHandler):
 
     def _record(self, body=None) -> tuple:
         url = urlparse(self.path)
-        self.requests.append({"method": self.command, "path": url.path, "query": parse_qs(url.query),
-                              "authorization": self.headers.get("Authorization"), "body": body})
+        self.requests.append(
+            {
+                "method": self.command,
+                "path": url.path,
+                "query": parse_qs(url.query),
+                "authorization": self.headers.get("Authorization"),
+                "body": body,
+            }
+        )
         return url.path, parse_qs(url.query)
 
     def do_GET(self):
@@ -166,9 +191,25 @@ def _dry_run_body(capsys, argv) -> dict:
 def test_schedule_sends_the_recurring_run_its_dry_run_printed(compiled_spec, kfp_host, capsys, monkeypatch):
     host, requests = kfp_host
     monkeypatch.setenv("KFP_TOKEN", SECRET)
-    argv = ["schedule", "--spec", compiled_spec, "--host", host, "--namespace", "ml-team", "--experiment", "nightly",
-            "--cron", "0 0 2 * * *", "--max-concurrency", "2", "--name", "textgen nightly",
-            "--pipeline-root", "gs://bucket/root"]
+    argv = [
+        "schedule",
+        "--spec",
+        compiled_spec,
+        "--host",
+        host,
+        "--namespace",
+        "ml-team",
+        "--experiment",
+        "nightly",
+        "--cron",
+        "0 0 2 * * *",
+        "--max-concurrency",
+        "2",
+        "--name",
+        "textgen nightly",
+        "--pipeline-root",
+        "gs://bucket/root",
+    ]
     printed = _dry_run_body(capsys, argv)
     assert requests == []  # a dry run contacts nothing
     assert printed["request"]["path"] == "/apis/v2beta1/recurringruns"
@@ -192,8 +233,19 @@ def test_submit_creates_one_run_with_a_token_from_a_file(compiled_spec, kfp_host
     host, requests = kfp_host
     token_file = tmp_path / "token"
     token_file.write_text(SECRET + "\n")
-    argv = ["submit", "--spec", compiled_spec, "--host", host, "--token-file", str(token_file), "--run-name", "try 1",
-            "--pipeline-root", "gs://bucket/root"]
+    argv = [
+        "submit",
+        "--spec",
+        compiled_spec,
+        "--host",
+        host,
+        "--token-file",
+        str(token_file),
+        "--run-name",
+        "try 1",
+        "--pipeline-root",
+        "gs://bucket/root",
+    ]
     printed = _dry_run_body(capsys, argv)
     assert printed["auth"] == f"bearer token from file {token_file}"
     assert main(argv) == 0
@@ -217,15 +269,26 @@ def test_submit_and_schedule_refuse_a_pipeline_root_tf_cannot_read(compiled_spec
 
 
 @pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
-def test_an_http_error_from_the_host_is_one_line_with_the_servers_message(compiled_spec, forbidding_kfp_host, capsys,
-                                                                          command):
+def test_an_http_error_from_the_host_is_one_line_with_the_servers_message(
+    compiled_spec, forbidding_kfp_host, capsys, command
+):
     host, _ = forbidding_kfp_host
-    argv = ["schedule" if command else "submit", "--spec", compiled_spec, "--host", host, "--namespace", "ml-team",
-            "--pipeline-root", "gs://bucket/root"] + command
+    argv = [
+        "schedule" if command else "submit",
+        "--spec",
+        compiled_spec,
+        "--host",
+        host,
+        "--namespace",
+        "ml-team",
+        "--pipeline-root",
+        "gs://bucket/root",
+    ] + command
     assert main(argv) == 1
     err = capsys.readouterr().err
-    assert err == (f"textgen: KFP host {host} refused the request: HTTP 403 Forbidden: "
-                   "user is not allowed in namespace ml-team\n")
+    assert err == (
+        f"textgen: KFP host {host} refused the request: HTTP 403 Forbidden: user is not allowed in namespace ml-team\n"
+    )
 
 
 @pytest.mark.parametrize("command", [[], ["--cron", "@daily"]], ids=["submit", "schedule"])
@@ -251,14 +314,23 @@ def test_schedule_rejects_bad_cron_before_contacting_anything(compiled_spec, kfp
     assert requests == []
 
 
-@pytest.mark.parametrize("good", ["0 0 2 * * *", "0 0 9 ? * 2-6", "0 */15 8-18 * JAN-MAR MON,FRI", "@daily", "@every 6h30m"])
+@pytest.mark.parametrize(
+    "good", ["0 0 2 * * *", "0 0 9 ? * 2-6", "0 */15 8-18 * JAN-MAR MON,FRI", "@daily", "@every 6h30m"]
+)
 def test_cron_accepts_kfp_expressions(good):
     assert validate_cron(good) == good
 
 
-@pytest.mark.parametrize("bad,message", [("0 2 * * *", "5 fields"), ("0 0 24 * * *", "hour field: 24"),
-                                         ("0 0 2 ? * ?x", "day-of-week"), ("0 5-1 * * * *", "backwards"),
-                                         ("0 0 2 * 13 *", "month field")])
+@pytest.mark.parametrize(
+    "bad,message",
+    [
+        ("0 2 * * *", "5 fields"),
+        ("0 0 24 * * *", "hour field: 24"),
+        ("0 0 2 ? * ?x", "day-of-week"),
+        ("0 5-1 * * * *", "backwards"),
+        ("0 0 2 * 13 *", "month field"),
+    ],
+)
 def test_cron_rejects_with_the_field_named(bad, message):
     with pytest.raises(CronError, match=message):
         validate_cron(bad)
@@ -278,8 +350,10 @@ def test_the_compiled_pusher_command_pushes_and_registers_from_kfp_executor_inpu
 
     spec = yaml.safe_load(open(compiled_spec))
     container = spec["deploymentSpec"]["executors"]["Pusher_executor"]["container"]
-    parameters = {name: value["runtimeValue"]["constant"]
-                  for name, value in spec["root"]["dag"]["tasks"]["Pusher"]["inputs"]["parameters"].items()}
+    parameters = {
+        name: value["runtimeValue"]["constant"]
+        for name, value in spec["root"]["dag"]["tasks"]["Pusher"]["inputs"]["parameters"].items()
+    }
     parameters["serving_dir"] = str(tmp_path / "serving")
     secret = tmp_path / "credentials"  # stands in for the mounted secret the compiled spec names
     secret.write_text("MLFLOW_TRACKING_TOKEN=unused-by-sqlite\n")
@@ -288,27 +362,45 @@ def test_the_compiled_pusher_command_pushes_and_registers_from_kfp_executor_inpu
     fake_saved_model(os.path.join(model_uri, "Format-Serving"))
 
     def artifact(title, uri, metadata):
-        return {"artifacts": [{"name": f"projects/x/artifacts/{title}", "type": {"schemaTitle": title}, "uri": uri,
-                               "metadata": metadata}]}
+        return {
+            "artifacts": [
+                {
+                    "name": f"projects/x/artifacts/{title}",
+                    "type": {"schemaTitle": title},
+                    "uri": uri,
+                    "metadata": metadata,
+                }
+            ]
+        }
 
     executor_input = {
         "inputs": {
             "parameterValues": parameters,
             "artifacts": {
                 "model": artifact("tfx.Model", model_uri, {}),
-                "model_blessing": artifact("tfx.ModelBlessing", str(tmp_path / "blessing"),
-                                           {"blessed": 1, "perplexity": 4.5, "current_model_id": 7, "reason": "ok"}),
-                "examples": artifact("tfx.Examples", str(tmp_path / "examples"), {"span": 3, "split_names": '["train"]'}),
+                "model_blessing": artifact(
+                    "tfx.ModelBlessing",
+                    str(tmp_path / "blessing"),
+                    {"blessed": 1, "perplexity": 4.5, "current_model_id": 7, "reason": "ok"},
+                ),
+                "examples": artifact(
+                    "tfx.Examples", str(tmp_path / "examples"), {"span": 3, "split_names": '["train"]'}
+                ),
             },
         },
-        "outputs": {"artifacts": {"pushed_model": artifact("tfx.PushedModel", str(tmp_path / "pushed"), {})},
-                    "outputFile": str(tmp_path / "executor_output.json")},
+        "outputs": {
+            "artifacts": {"pushed_model": artifact("tfx.PushedModel", str(tmp_path / "pushed"), {})},
+            "outputFile": str(tmp_path / "executor_output.json"),
+        },
     }
-    command = container["command"] + [json.dumps(executor_input) if arg == "{{$}}" else arg for arg in container["args"]]
+    command = container["command"] + [
+        json.dumps(executor_input) if arg == "{{$}}" else arg for arg in container["args"]
+    ]
     tracking_uri = f"sqlite:///{tmp_path}/mlflow.db"
     env = dict(os.environ, MLFLOW_TRACKING_URI=tracking_uri)
-    completed = subprocess.run([sys.executable] + command[1:], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                               timeout=600, env=env)
+    completed = subprocess.run(
+        [sys.executable] + command[1:], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env=env
+    )
     assert completed.returncode == 0, completed.stderr[-3000:]
     (pushed,) = json.load(open(executor_input["outputs"]["outputFile"]))["artifacts"]["pushed_model"]["artifacts"]
     assert (pushed["metadata"]["pushed"], pushed["metadata"]["pushed_version"]) == (1, 1)

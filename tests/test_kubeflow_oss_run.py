@@ -16,6 +16,7 @@ The fresh virtualenv holds only the wheel; the pinned stack (3 GB) comes from th
 environment's site-packages through a `.pth` path entry, which adds that directory to sys.path
 without running its `.pth` files, so the checkout's editable install stays invisible.
 """
+
 import json
 import os
 import shutil
@@ -61,23 +62,49 @@ def image_python(tmp_path_factory) -> str:
         else:
             shutil.copy(path, source / item)
     wheels = root / "wheels"
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                    "-w", str(wheels), str(source)], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "-w",
+            str(wheels),
+            str(source),
+        ],
+        check=True,
+    )
     (wheel,) = wheels.glob("textgen_tfx-*.whl")
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = str(venv / "bin" / "python")
-    site_packages = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                   check=True, capture_output=True, text=True).stdout.strip()
+    site_packages = subprocess.run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     with open(os.path.join(site_packages, "pinned_stack.pth"), "w", encoding="utf-8") as handle:
         handle.write(sysconfig.get_paths()["purelib"] + "\n")
     uv = os.path.join(os.path.dirname(sys.executable), "uv")
     subprocess.run([uv, "pip", "install", "--quiet", "--python", python, "--no-deps", str(wheel)], check=True)
     shutil.rmtree(source)
     located = subprocess.run(
-        [python, "-c", "import components, pipeline.config as c; from components.resources import bundled_path;"
-                       "print(components.__file__); print(bundled_path('data/safety/prompts.jsonl'))"],
-        check=True, capture_output=True, text=True, cwd=str(root), env=_image_env()).stdout.split()
+        [
+            python,
+            "-c",
+            "import components, pipeline.config as c; from components.resources import bundled_path;"
+            "print(components.__file__); print(bundled_path('data/safety/prompts.jsonl'))",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=str(root),
+        env=_image_env(),
+    ).stdout.split()
     assert all(path.startswith(str(venv)) for path in located), located  # nothing comes from the checkout
     return python
 
@@ -100,7 +127,12 @@ def test_installed_wheels_command_validates_the_bundled_corpus_from_an_unrelated
     textgen = os.path.join(os.path.dirname(image_python), "textgen")
     result = subprocess.run(
         [textgen, "validate", "--output-root", str(output_root), *_set_arguments(OVERRIDES)],
-        cwd=str(elsewhere), env=_image_env(), capture_output=True, text=True, timeout=1500)
+        cwd=str(elsewhere),
+        env=_image_env(),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     assert result.returncode == 0, (result.stdout + result.stderr)[-5000:]
     summary = json.loads((output_root / "last_run.json").read_text())
     assert summary["succeeded"] and summary["components"]["DataGate"] == "COMPLETE", summary.get("error")
@@ -128,7 +160,8 @@ SECRET = "objectstore-creds"
 
 
 def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_the_registry(
-        image_python, tmp_path, s3, registry_server):
+    image_python, tmp_path, s3, registry_server
+):
     bucket = "textgen-kfp"
     s3.create_bucket(bucket)
     corpus = s3.upload_directory(write_tiny_corpus(str(tmp_path / "corpus")), bucket, "corpus")
@@ -142,17 +175,43 @@ def test_compiled_pipeline_runs_on_an_oss_kfp_double_and_finds_its_baseline_in_t
         f"registry.tracking_uri={registry_server}",
     ]
     settings = s3.settings()
-    assert main(["compile", "--output-dir", str(spec_dir), "--image", "textgen-tfx:test",
-                 "--pipeline-root", pipeline_root, "--data-root", corpus, "--serving-dir", serving_dir,
-                 "--env", f"S3_ENDPOINT={settings['S3_ENDPOINT']}", "--env", f"AWS_REGION={settings['AWS_REGION']}",
-                 "--secret-env", f"AWS_ACCESS_KEY_ID={SECRET}/accesskey",
-                 "--secret-env", f"AWS_SECRET_ACCESS_KEY={SECRET}/secretkey",
-                 *_set_arguments(overrides)]) == 0
+    assert (
+        main(
+            [
+                "compile",
+                "--output-dir",
+                str(spec_dir),
+                "--image",
+                "textgen-tfx:test",
+                "--pipeline-root",
+                pipeline_root,
+                "--data-root",
+                corpus,
+                "--serving-dir",
+                serving_dir,
+                "--env",
+                f"S3_ENDPOINT={settings['S3_ENDPOINT']}",
+                "--env",
+                f"AWS_REGION={settings['AWS_REGION']}",
+                "--secret-env",
+                f"AWS_ACCESS_KEY_ID={SECRET}/accesskey",
+                "--secret-env",
+                f"AWS_SECRET_ACCESS_KEY={SECRET}/secretkey",
+                *_set_arguments(overrides),
+            ]
+        )
+        == 0
+    )
     assert settings["AWS_SECRET_ACCESS_KEY"] not in (spec_dir / "pipeline.yaml").read_text()
     backend = OssKfpDouble(
-        str(spec_dir / "pipeline.yaml"), pipeline_root, image_python, str(tmp_path / "cluster"),
-        image_env=dockerfile_env(os.path.join(PROJECT_ROOT, "kubeflow", "Dockerfile")), s3_client=s3.client(),
-        secrets={SECRET: {"accesskey": settings["AWS_ACCESS_KEY_ID"], "secretkey": settings["AWS_SECRET_ACCESS_KEY"]}})
+        str(spec_dir / "pipeline.yaml"),
+        pipeline_root,
+        image_python,
+        str(tmp_path / "cluster"),
+        image_env=dockerfile_env(os.path.join(PROJECT_ROOT, "kubeflow", "Dockerfile")),
+        s3_client=s3.client(),
+        secrets={SECRET: {"accesskey": settings["AWS_ACCESS_KEY_ID"], "secretkey": settings["AWS_SECRET_ACCESS_KEY"]}},
+    )
 
     try:
         _run_twice_and_check(backend, s3, bucket, pipeline_root, serving_dir)
@@ -198,5 +257,5 @@ def _run_twice_and_check(backend, s3, bucket, pipeline_root, serving_dir):
 
 def _evaluation(s3, run) -> dict:
     blessing_uri = run.tasks["Evaluator"].outputs["blessing"]["uri"]
-    bucket, _, key = blessing_uri[len("s3://"):].partition("/")
+    bucket, _, key = blessing_uri[len("s3://") :].partition("/")
     return json.loads(s3.client().get_object(Bucket=bucket, Key=key + "/evaluation.json")["Body"].read())

@@ -1,4 +1,5 @@
 """LoRA adapters (components/trainer/model/lora.py): frozen base, trainable adapters, exact merge."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -109,9 +110,20 @@ class _TwoProjectionsWide(keras.Model):
 
 BACKBONES = {
     "gpt2": ModelOptions(preset="tiny", num_layers=2, model_dim=32, num_heads=4, mlp="gelu_tanh", context_length=16),
-    "llama": ModelOptions(preset="tiny", num_layers=2, model_dim=32, num_heads=4, num_kv_heads=2, context_length=16,
-                          position_encoding="rotary", norm="rms", mlp="swiglu", attention_bias=False, mlp_bias=False,
-                          tie_embeddings=False),
+    "llama": ModelOptions(
+        preset="tiny",
+        num_layers=2,
+        model_dim=32,
+        num_heads=4,
+        num_kv_heads=2,
+        context_length=16,
+        position_encoding="rotary",
+        norm="rms",
+        mlp="swiglu",
+        attention_bias=False,
+        mlp_bias=False,
+        tie_embeddings=False,
+    ),
 }
 
 
@@ -152,12 +164,26 @@ def test_a_resumed_lora_run_restores_its_adapters_and_optimizer_state_and_keeps_
     def trainer(total_steps):
         backbone = build_backbone(BACKBONES["llama"], 97, LoraOptions(rank=2, targets=["attention", "mlp"]))
         lora.freeze_all_but_adapters(backbone)
-        settings = LoopSettings(total_steps=total_steps, global_batch_size=4, context_length=16, jit_compile=False,
-                                steps_per_call=2, log_every=2, checkpoint_every=2)
-        return LanguageModelTrainer(backbone, make_optimizer(TrainingOptions(learning_rate=1e-2), "float32"),
-                                    tf.distribute.get_strategy(), settings, checkpoint_dir=str(tmp_path / "checkpoints"))
+        settings = LoopSettings(
+            total_steps=total_steps,
+            global_batch_size=4,
+            context_length=16,
+            jit_compile=False,
+            steps_per_call=2,
+            log_every=2,
+            checkpoint_every=2,
+        )
+        return LanguageModelTrainer(
+            backbone,
+            make_optimizer(TrainingOptions(learning_rate=1e-2), "float32"),
+            tf.distribute.get_strategy(),
+            settings,
+            checkpoint_dir=str(tmp_path / "checkpoints"),
+        )
 
-    batches = tf.data.Dataset.from_tensors((tf.ones([4, 16], tf.int64), tf.fill([4, 16], tf.constant(5, tf.int64)))).repeat()
+    batches = tf.data.Dataset.from_tensors(
+        (tf.ones([4, 16], tf.int64), tf.fill([4, 16], tf.constant(5, tf.int64)))
+    ).repeat()
     tf.keras.utils.set_random_seed(0)
     first = trainer(4)
     base_before = {w.name: w.numpy().copy() for w in first.model.non_trainable_weights}
@@ -218,7 +244,8 @@ def test_bfloat16_frozen_weights_compute_exactly_what_float32_ones_do_under_mixe
         assert stored["lora_a"] == stored["lora_b"] == stored["gamma"] == "float32"
         assert stored["kernel"] == stored["embeddings"] == "bfloat16"
         assert sum(w.dtype == tf.bfloat16 for w in halved.weights) == sum(
-            not lora.is_adapter_variable(w) and "norm" not in w.name for w in halved.weights)
+            not lora.is_adapter_variable(w) and "norm" not in w.name for w in halved.weights
+        )
         np.testing.assert_array_equal(halved(ids).numpy(), full(ids).numpy())
 
         def adapter_gradients(model):

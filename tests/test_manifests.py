@@ -4,6 +4,7 @@ No cluster runs here; the checks are structural (every document is a named, name
 Kubernetes object; Services select their Deployment's pods; TF Serving reads the files the Pusher
 writes, under the names the pusher modules define).
 """
+
 import glob
 import os
 
@@ -42,25 +43,36 @@ def test_services_select_their_deployments_pods():
     for service in services:
         pod_labels = deployments[service["metadata"]["name"]]["spec"]["template"]["metadata"]["labels"]
         assert service["spec"]["selector"].items() <= pod_labels.items()
-        container_ports = {p["name"] for c in deployments[service["metadata"]["name"]]["spec"]["template"]["spec"]["containers"]
-                           for p in c["ports"]}
+        container_ports = {
+            p["name"]
+            for c in deployments[service["metadata"]["name"]]["spec"]["template"]["spec"]["containers"]
+            for p in c["ports"]
+        }
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= container_ports
 
 
 def test_tf_serving_reads_the_files_the_pusher_writes_and_polls_the_config():
-    (serving,) = [d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "textgen-serving"]
+    (serving,) = [
+        d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "textgen-serving"
+    ]
     args = serving["spec"]["template"]["spec"]["containers"][0]["args"]
     flags = dict(arg[2:].split("=", 1) for arg in args)
     assert flags["model_config_file"].endswith("/" + CONFIG_FILE_NAME)
     assert flags["batching_parameters_file"].endswith("/" + BATCHING_FILE_NAME)
     assert os.path.dirname(flags["model_config_file"]) == os.path.dirname(flags["batching_parameters_file"])
     assert int(flags["model_config_file_poll_wait_seconds"]) > 0
-    assert flags["enable_batching"] == flags["enable_model_warmup"] == flags["allow_version_labels_for_unavailable_models"] == "true"
-
+    assert (
+        flags["enable_batching"]
+        == flags["enable_model_warmup"]
+        == flags["allow_version_labels_for_unavailable_models"]
+        == "true"
+    )
 
 
 def test_tf_serving_exposes_the_prometheus_metrics_the_pusher_configures_and_the_pods_are_scraped():
-    (serving,) = [d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "textgen-serving"]
+    (serving,) = [
+        d for _, d in _documents() if d["kind"] == "Deployment" and d["metadata"]["name"] == "textgen-serving"
+    ]
     pod = serving["spec"]["template"]
     flags = dict(arg[2:].split("=", 1) for arg in pod["spec"]["containers"][0]["args"])
     assert flags["monitoring_config_file"].endswith("/" + MONITORING_FILE_NAME)

@@ -1,4 +1,5 @@
 """The backbone, the packed input pipeline and the exported serving model."""
+
 import os
 
 import numpy as np
@@ -59,15 +60,25 @@ def test_packing_concatenates_documents_with_separators_and_shifts_targets(trans
 
 def _generate(model, prompts, max_new_tokens=12, temperature=0.0, top_k=0, seed=0, top_p=1.0):
     """The `generate` signature's outputs (numpy), called through the serving client."""
-    return ModelClient(model).call(signatures.GENERATE, prompts=prompts, max_new_tokens=max_new_tokens,
-                                   temperature=temperature, top_k=top_k, top_p=top_p, seed=seed)
+    return ModelClient(model).call(
+        signatures.GENERATE,
+        prompts=prompts,
+        max_new_tokens=max_new_tokens,
+        temperature=temperature,
+        top_k=top_k,
+        top_p=top_p,
+        seed=seed,
+    )
 
 
 def test_export_has_the_serving_signatures(exported_model):
     model, export_dir = exported_model
     # A text model: every signature of the contract but the two of chat models.
-    assert set(model.signatures) == set(signatures.INPUTS) - set(signatures.CHAT_SIGNATURES) == {
-        "serving_default", "generate", "score", "score_tokens", "score_continuation"}
+    assert (
+        set(model.signatures)
+        == set(signatures.INPUTS) - set(signatures.CHAT_SIGNATURES)
+        == {"serving_default", "generate", "score", "score_tokens", "score_continuation"}
+    )
     assert os.path.exists(os.path.join(export_dir, "saved_model.pb"))
     outputs = ModelClient(model).call(signatures.SERVING_DEFAULT, prompts=["Hi Zoë,", "Thanks"])
     assert outputs["generations"].shape == (2,)
@@ -122,7 +133,10 @@ def test_score_continuation_batches_rows_by_length_and_answers_in_the_callers_or
     continuations = [" ok.", " and thanks for the long wait.", " hello", " stopped.", " x"]
     batched = ModelClient(exported_model[0], batch_size=2, required=(signatures.SCORE_CONTINUATION,))
     alone = ModelClient(exported_model[0], batch_size=1, required=(signatures.SCORE_CONTINUATION,))
-    together, single = batched.score_continuation(prefixes, continuations), alone.score_continuation(prefixes, continuations)
+    together, single = (
+        batched.score_continuation(prefixes, continuations),
+        alone.score_continuation(prefixes, continuations),
+    )
     assert together.num_tokens.tolist() == single.num_tokens.tolist() and len(set(single.num_tokens.tolist())) > 2
     np.testing.assert_allclose(together.nll_sum, single.nll_sum, rtol=1e-4, atol=1e-4)
 
@@ -143,9 +157,9 @@ def test_score_continuation_scores_only_the_continuation_after_its_prefix(export
     assert scores.truncated.tolist() == [False, False, True]
     for prefix, nll_sum in zip(prefixes, scores.nll_sum):
         document = [EOS_ID] + (ids(prefix) if prefix else []) + ids(continuation)
-        window = document[-(TINY.context_length + 1):]
+        window = document[-(TINY.context_length + 1) :]
         whole, _ = client.score_tokens(np.array([window], np.int64))
-        before, _ = client.score_tokens(np.array([window[:len(window) - len(ids(continuation))]], np.int64))
+        before, _ = client.score_tokens(np.array([window[: len(window) - len(ids(continuation))]], np.int64))
         np.testing.assert_allclose(nll_sum, whole - before, rtol=1e-4, atol=1e-4)
 
 

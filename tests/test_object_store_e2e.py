@@ -6,6 +6,7 @@ local directory the output names (pipeline/layout.py).
 The run is a subprocess (`python -m pipeline.cli`, the console script's path): the S3 settings
 reach it only through its environment, as they would a user's shell.
 """
+
 import json
 import os
 import subprocess
@@ -21,9 +22,13 @@ pytestmark = pytest.mark.slow
 
 BUCKET = "textgen-e2e"
 # As tests/test_kubeflow_oss_run.py: a 30-step model, so the quality and safety gates are loosened.
-OVERRIDES = FAST_OVERRIDES + [*WEAK_MODEL_QUALITY, "evaluator.safety.max_toxic_fraction=0.25",
-                              "evaluator.safety.max_toxicity_probability=0.5",
-                              "evaluator.safety.max_expected_max_toxicity=0.5", "generation.num_samples=1"]
+OVERRIDES = FAST_OVERRIDES + [
+    *WEAK_MODEL_QUALITY,
+    "evaluator.safety.max_toxic_fraction=0.25",
+    "evaluator.safety.max_toxicity_probability=0.5",
+    "evaluator.safety.max_expected_max_toxicity=0.5",
+    "generation.num_samples=1",
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,12 +46,21 @@ def test_the_local_pipeline_runs_with_corpus_outputs_state_and_serving_on_s3(s3,
     work_dir.mkdir()
     arguments = ["run", "--data-root", data_root, "--output-root", output_root]
     arguments += [item for override in OVERRIDES for item in ("--set", override)]
-    result = subprocess.run([sys.executable, "-m", "pipeline.cli", *arguments], cwd=str(work_dir),
-                            env=s3.env(PYTHONPATH=PROJECT_ROOT), capture_output=True, text=True, timeout=1500)
+    result = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", *arguments],
+        cwd=str(work_dir),
+        env=s3.env(PYTHONPATH=PROJECT_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=1500,
+    )
     log = (result.stdout + result.stderr)[-6000:]
     assert result.returncode == 0, log
     local_root = work_dir / "runs" / "object-store" / "s3" / BUCKET / "runs"
-    assert f"ML Metadata and the embedded registry (SQLite, not on an object store): runs/object-store/s3/{BUCKET}/runs" in result.stdout
+    assert (
+        f"ML Metadata and the embedded registry (SQLite, not on an object store): runs/object-store/s3/{BUCKET}/runs"
+        in result.stdout
+    )
     assert sorted(os.listdir(local_root)) == ["last_run.json", "metadata.sqlite", "registry", "run.lock", "runs"]
     summary = json.loads((local_root / "last_run.json").read_text())
     assert json.loads((local_root / "runs" / f"{summary['run_id']}.json").read_text()) == summary

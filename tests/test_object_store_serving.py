@@ -6,6 +6,7 @@ The serving directory holds two pushed versions of the tiny exported model (test
 settings reach it only through its environment, and tensorflow-io aborts a process that used S3
 at exit: components/filesystems.py `exit_process`).
 """
+
 import json
 import subprocess
 import sys
@@ -55,8 +56,14 @@ def test_promote_rollback_and_generate_on_an_s3_serving_directory(s3, exported_m
     s3.create_bucket(BUCKET)
     for version in (1, 2):
         s3.upload_directory(exported_model[1], BUCKET, f"runs/serving/{version}")
-    result = subprocess.run([sys.executable, "-c", _SCRIPT, OUTPUT_ROOT, SERVING], cwd=PROJECT_ROOT,
-                            env=s3.env(PYTHONPATH=PROJECT_ROOT), capture_output=True, text=True, timeout=600)
+    result = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, OUTPUT_ROOT, SERVING],
+        cwd=PROJECT_ROOT,
+        env=s3.env(PYTHONPATH=PROJECT_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     outcome = json.loads(result.stdout.split("RESULT ", 1)[1])
     assert outcome["codes"][:4] == [0, 0, 0, 0], result.stderr[-3000:]
@@ -69,5 +76,6 @@ def test_promote_rollback_and_generate_on_an_s3_serving_directory(s3, exported_m
     assert "runs/serving/models.config" in keys
     # The atomic rewrites of models.config leave no staging object and no folder markers behind.
     assert sorted(key for key in keys if not key.startswith(("runs/serving/1/", "runs/serving/2/"))) == [
-        "runs/serving/models.config"]
+        "runs/serving/models.config"
+    ]
     assert not [key for key in keys if key.endswith("/")]

@@ -5,6 +5,7 @@
 LocalDagRunner on a tiny corpus. Both are subprocesses (`python -m pipeline.cli`), as a user's or
 a scheduler's would be.
 """
+
 import json
 import os
 import socket
@@ -24,9 +25,22 @@ pytestmark = pytest.mark.slow
 
 
 def _validate(data_root, output_root, **popen):
-    return subprocess.Popen([sys.executable, "-m", "pipeline.cli", "validate", "--data-root", str(data_root),
-                             "--output-root", str(output_root)], cwd=PROJECT_ROOT,
-                            env=dict(os.environ, PYTHONPATH=PROJECT_ROOT), text=True, **popen)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "validate",
+            "--data-root",
+            str(data_root),
+            "--output-root",
+            str(output_root),
+        ],
+        cwd=PROJECT_ROOT,
+        env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
+        text=True,
+        **popen,
+    )
 
 
 def _holder_of(lock_file, process, timeout=600):

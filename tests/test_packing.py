@@ -2,6 +2,7 @@
 backbone's block-diagonal attention over them: rows, segments, positions and weights as the
 module says; a conversation's loss is the same packed as alone, and the test can tell when the
 mask is missing; training on the loss mask learns replies, not prompts."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,15 +10,19 @@ import tensorflow as tf
 from components.trainer.training import packing
 from components.transform.preprocessing import LOSS_MASK_KEY, TOKEN_IDS_KEY
 
-SPEC = {TOKEN_IDS_KEY: tf.io.RaggedFeature(tf.int64, value_key=TOKEN_IDS_KEY),
-        LOSS_MASK_KEY: tf.io.RaggedFeature(tf.int64, value_key=LOSS_MASK_KEY)}
+SPEC = {
+    TOKEN_IDS_KEY: tf.io.RaggedFeature(tf.int64, value_key=TOKEN_IDS_KEY),
+    LOSS_MASK_KEY: tf.io.RaggedFeature(tf.int64, value_key=LOSS_MASK_KEY),
+}
 
 
 def _write(path, conversations):
     with tf.io.TFRecordWriter(str(path), options="GZIP") as writer:
         for ids, mask in conversations:
-            feature = {TOKEN_IDS_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
-                       LOSS_MASK_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=mask))}
+            feature = {
+                TOKEN_IDS_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=ids)),
+                LOSS_MASK_KEY: tf.train.Feature(int64_list=tf.train.Int64List(value=mask)),
+            }
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
     return str(path)
 
@@ -57,7 +62,9 @@ def _tiny_model(vocab=64, context=16, seed=3):
     from components.trainer.options import ModelOptions
 
     tf.keras.utils.set_random_seed(seed)
-    return build_backbone(ModelOptions(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, context_length=context), vocab)
+    return build_backbone(
+        ModelOptions(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, context_length=context), vocab
+    )
 
 
 @pytest.mark.parametrize("recompute", ["off", "attention"])
@@ -68,17 +75,18 @@ def test_a_conversation_scores_the_same_packed_after_another_as_alone(recompute)
     from components.trainer.options import ModelOptions
 
     tf.keras.utils.set_random_seed(3)
-    model = build_backbone(ModelOptions(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, context_length=16), 64,
-                           recompute=recompute)
+    model = build_backbone(
+        ModelOptions(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, context_length=16), 64, recompute=recompute
+    )
     first, second = [5, 6, 7, 8, 9], [11, 12, 13, 14]
     alone = model(tf.constant([second]), training=recompute != "off").numpy()[0]
     packed_ids = tf.constant([first + second])
     segments = tf.constant([[1] * len(first) + [2] * len(second)])
     positions = tf.constant([list(range(len(first))) + list(range(len(second)))])
     packed = model(packed_ids, training=recompute != "off", positions=positions, segment_ids=segments).numpy()[0]
-    np.testing.assert_allclose(packed[len(first):], alone, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(packed[len(first) :], alone, rtol=1e-5, atol=1e-5)
     leaked = model(packed_ids, training=recompute != "off", positions=positions).numpy()[0]
-    assert np.abs(leaked[len(first):] - alone).max() > 1e-3
+    assert np.abs(leaked[len(first) :] - alone).max() > 1e-3
 
 
 def test_training_on_the_loss_mask_learns_replies_and_leaves_prompts_untrained(tmp_path):
@@ -118,12 +126,24 @@ def test_training_on_the_loss_mask_learns_replies_and_leaves_prompts_untrained(t
         training = TrainingOptions(train_steps=60, batch_size=8, warmup_steps=5, learning_rate=3e-3)
         strategy = tf.distribute.get_strategy()
         optimizer = make_optimizer(training, "float32")
-        trainer = LanguageModelTrainer(model, optimizer, strategy,
-                                       LoopSettings(total_steps=60, global_batch_size=8, context_length=15, log_every=60,
-                                                    checkpoint_every=1000, jit_compile=False),
-                                       str(tmp_path / f"ckpt-{reply_only}"))
+        trainer = LanguageModelTrainer(
+            model,
+            optimizer,
+            strategy,
+            LoopSettings(
+                total_steps=60,
+                global_batch_size=8,
+                context_length=15,
+                log_every=60,
+                checkpoint_every=1000,
+                jit_compile=False,
+            ),
+            str(tmp_path / f"ckpt-{reply_only}"),
+        )
         before = (losses(model, path, prompt[1:]), losses(model, path, reply))
-        trainer.train(lambda start: iter(packing.packed_batches(path, SPEC, 15, 8, shuffle_buffer=64, seed=start, repeat=True)))
+        trainer.train(
+            lambda start: iter(packing.packed_batches(path, SPEC, 15, 8, shuffle_buffer=64, seed=start, repeat=True))
+        )
         after = (losses(model, path, prompt[1:]), losses(model, path, reply))
         results[reply_only] = (before, after)
         assert loss_and_weight(model, next(iter(packing.packed_batches(path, SPEC, 15, 8))), False)[1] > 0

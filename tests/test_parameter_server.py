@@ -12,6 +12,7 @@ different orders.
 The other tests check the settings that cannot work and the cluster descriptions that are wrong,
 without starting a cluster (ParameterServerStrategy would connect this test process to one).
 """
+
 import json
 import os
 import re
@@ -51,11 +52,14 @@ def test_auto_picks_parameter_servers_when_the_cluster_has_ps_tasks(monkeypatch)
 NEEDS = r"training.distribution=parameter_server needs TF_CONFIG with one chief, at least one worker and at least one ps task "
 
 
-@pytest.mark.parametrize("cluster, task_type, message", [
-    ({"chief": ["a:1"], "worker": ["b:1"]}, "chief", NEEDS + r"\(found 1 chief, 1 worker, 0 ps\)"),
-    ({"worker": ["b:1"], "ps": ["c:1"]}, "worker", NEEDS + r"\(found 0 chief, 1 worker, 1 ps\)"),
-    (CLUSTER, "worker", "training.distribution=parameter_server trains in the chief task, not in a worker task"),
-])
+@pytest.mark.parametrize(
+    "cluster, task_type, message",
+    [
+        ({"chief": ["a:1"], "worker": ["b:1"]}, "chief", NEEDS + r"\(found 1 chief, 1 worker, 0 ps\)"),
+        ({"worker": ["b:1"], "ps": ["c:1"]}, "worker", NEEDS + r"\(found 0 chief, 1 worker, 1 ps\)"),
+        (CLUSTER, "worker", "training.distribution=parameter_server trains in the chief task, not in a worker task"),
+    ],
+)
 def test_a_cluster_parameter_servers_cannot_use_is_named(monkeypatch, cluster, task_type, message):
     monkeypatch.setenv("TF_CONFIG", _tf_config(cluster, task_type))
     with pytest.raises(ValueError, match=message):
@@ -67,7 +71,9 @@ def test_settings_that_do_not_work_with_parameter_servers_are_named():
     check_parameter_server_settings("mixed_bfloat16", "off")
     with pytest.raises(ValueError, match="training.precision resolves to mixed_float16"):
         check_parameter_server_settings("mixed_float16", "auto")
-    with pytest.raises(ValueError, match="training.jit_compile=on does not work with training.distribution=parameter_server"):
+    with pytest.raises(
+        ValueError, match="training.jit_compile=on does not work with training.distribution=parameter_server"
+    ):
         check_parameter_server_settings("float32", "on")
 
 
@@ -91,13 +97,24 @@ def _stop(processes) -> None:
 @pytest.mark.slow
 def test_parameter_server_cluster_trains_through_a_killed_worker_and_resumes(transform_artifacts, tmp_path):
     chief_port, *worker_ports, ps_port = free_ports(4)
-    cluster = {"chief": [f"localhost:{chief_port}"], "worker": [f"localhost:{port}" for port in worker_ports],
-               "ps": [f"localhost:{ps_port}"]}
+    cluster = {
+        "chief": [f"localhost:{chief_port}"],
+        "worker": [f"localhost:{port}" for port in worker_ports],
+        "ps": [f"localhost:{ps_port}"],
+    }
     config = lambda task_type, index=0: {"cluster": cluster, "task": {"type": task_type, "index": index}}  # noqa: E731
     # train_steps: enough steps that the kill lands while the chief still has steps to schedule;
     # peak_flops given: no matmul measured at start.
-    first = _write_args(tmp_path, transform_artifacts, train_steps=60, distribution="parameter_server",
-                        log_every=10, checkpoint_every=10, steps_per_call=1, peak_flops=1e9)
+    first = _write_args(
+        tmp_path,
+        transform_artifacts,
+        train_steps=60,
+        distribution="parameter_server",
+        log_every=10,
+        checkpoint_every=10,
+        steps_per_call=1,
+        peak_flops=1e9,
+    )
     servers = [_start(first, config("worker", 0)), _start(first, config("worker", 1)), _start(first, config("ps"))]
     try:
         chief = _start(first, config("chief"))
@@ -123,8 +140,16 @@ def test_parameter_server_cluster_trains_through_a_killed_worker_and_resumes(tra
         # The worker comes back (as the operator would restart it); a new chief connects to the
         # same cluster and resumes from the first chief's last checkpoint.
         servers[0] = _start(first, config("worker", 0))
-        second = _write_args(tmp_path, transform_artifacts, train_steps=70, distribution="parameter_server",
-                             log_every=10, checkpoint_every=10, steps_per_call=2, peak_flops=1e9)
+        second = _write_args(
+            tmp_path,
+            transform_artifacts,
+            train_steps=70,
+            distribution="parameter_server",
+            log_every=10,
+            checkpoint_every=10,
+            steps_per_call=2,
+            peak_flops=1e9,
+        )
         output = _finish(_start(second, config("chief")), timeout=600)
         assert re.search(r"Resumed from checkpoint \S+ckpt-60 at step 60", output), output[-4000:]
         assert "Trained steps 60..70" in output and [step for step, _ in _progress(output.splitlines())] == [70]
@@ -136,8 +161,9 @@ def test_a_ps_replica_serves_until_it_is_ended(tmp_path):
     """A ps replica started with the TFJob command runs a tf.distribute.Server and keeps running
     (the chief and the operator end it); it reads no data, so the FnArgs paths here are unused."""
     (port,) = free_ports(1)
-    args = _write_args(tmp_path, ("unused-transform-dir", "unused-examples", None), train_steps=1,
-                       distribution="parameter_server")
+    args = _write_args(
+        tmp_path, ("unused-transform-dir", "unused-examples", None), train_steps=1, distribution="parameter_server"
+    )
     cluster = {"chief": ["localhost:1"], "worker": ["localhost:2"], "ps": [f"localhost:{port}"]}
     process = _start(args, {"cluster": cluster, "task": {"type": "ps", "index": 0}})
     try:
@@ -146,7 +172,9 @@ def test_a_ps_replica_serves_until_it_is_ended(tmp_path):
             lines.append(line)
             if "serving at" in line or time.time() > deadline:
                 break
-        assert any(f"Parameter-server cluster: ps task 0 serving at grpc://localhost:{port}" in line for line in lines), "".join(lines)[-3000:]
+        assert any(
+            f"Parameter-server cluster: ps task 0 serving at grpc://localhost:{port}" in line for line in lines
+        ), "".join(lines)[-3000:]
         time.sleep(1)
         assert process.poll() is None  # still serving
     finally:
@@ -192,16 +220,31 @@ def test_each_worker_draws_the_training_data_in_its_own_order(tmp_path):
     12 steps would see repeated blocks (with the seed left set: 7 distinct of 12); each worker's own
     unseeded order makes a repeat among 12 of 100,000 blocks unlikely (p < 0.001)."""
     chief_port, *ports = free_ports(4)
-    cluster = {"chief": [f"localhost:{chief_port}"], "worker": [f"localhost:{port}" for port in ports[:2]],
-               "ps": [f"localhost:{ports[2]}"]}
-    args = _write_args(tmp_path, ("unused-transform-dir", "unused-examples", None), train_steps=1,
-                       distribution="parameter_server")
-    servers = [_start(args, {"cluster": cluster, "task": {"type": kind, "index": index}})
-               for kind, index in (("worker", 0), ("worker", 1), ("ps", 0))]
-    env = {**os.environ, "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}),
-           "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")]))}
-    chief = subprocess.Popen([sys.executable, "-c", _SHUFFLE_CHIEF, str(tmp_path / "checkpoints")], env=env, cwd=REPO_ROOT,
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    cluster = {
+        "chief": [f"localhost:{chief_port}"],
+        "worker": [f"localhost:{port}" for port in ports[:2]],
+        "ps": [f"localhost:{ports[2]}"],
+    }
+    args = _write_args(
+        tmp_path, ("unused-transform-dir", "unused-examples", None), train_steps=1, distribution="parameter_server"
+    )
+    servers = [
+        _start(args, {"cluster": cluster, "task": {"type": kind, "index": index}})
+        for kind, index in (("worker", 0), ("worker", 1), ("ps", 0))
+    ]
+    env = {
+        **os.environ,
+        "TF_CONFIG": json.dumps({"cluster": cluster, "task": {"type": "chief", "index": 0}}),
+        "PYTHONPATH": os.pathsep.join(filter(None, [REPO_ROOT, os.environ.get("PYTHONPATH")])),
+    }
+    chief = subprocess.Popen(
+        [sys.executable, "-c", _SHUFFLE_CHIEF, str(tmp_path / "checkpoints")],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         output = _finish(chief, timeout=300)
     finally:

@@ -3,6 +3,7 @@
 Marked slow (each run takes one to two minutes here); CI runs them. One module-scoped run
 is shared by the checks that only read its results.
 """
+
 import json
 import os
 import subprocess
@@ -32,14 +33,18 @@ def _evaluation(summary):
 
 def _execution_states_by_node(config, run_id):
     """{node id: state name} of the executions in pipeline run `run_id`, read from MLMD."""
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.layout.metadata_path))
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
+        os.path.abspath(config.layout.metadata_path)
+    )
     store = metadata_store.MetadataStore(connection)
     run = store.get_context_by_type_and_name("pipeline_run", run_id)
     states = {}
     for execution in store.get_executions_by_context(run.id):
         for context in store.get_contexts_by_execution(execution.id):
             if context.name.startswith(config.pipeline_name + "."):
-                states[context.name.split(".", 1)[1]] = metadata_store_pb2.Execution.State.Name(execution.last_known_state)
+                states[context.name.split(".", 1)[1]] = metadata_store_pb2.Execution.State.Name(
+                    execution.last_known_state
+                )
     return states
 
 
@@ -61,11 +66,18 @@ def test_every_component_executes_and_the_model_is_pushed(first_run):
     assert "first run" in summary["distribution_checks"]["skipped"]["drift"]
     assert os.path.isfile(os.path.join(config.layout.drift_state_dir, "accepted.json"))
     assert summary["blessing"]["blessed"] and summary["blessing"]["metrics"]["perplexity"] < 600
-    assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(os.path.abspath(config.layout.serving_dir), "1")
+    assert summary["push"]["pushed"] and summary["push"]["path"] == os.path.join(
+        os.path.abspath(config.layout.serving_dir), "1"
+    )
     assert os.path.exists(os.path.join(summary["push"]["path"], "saved_model.pb"))
     assert os.path.exists(os.path.join(config.layout.serving_dir, "models.config"))
     push = summary["push"]
-    assert (push["version"], push["label"], push["registered_model"], push["registered_version"]) == (1, "stable", "textgen", 1)
+    assert (push["version"], push["label"], push["registered_model"], push["registered_version"]) == (
+        1,
+        "stable",
+        "textgen",
+        1,
+    )
     assert push["registry_uri"] == "sqlite:///" + os.path.join(os.path.abspath(config.layout.registry_dir), "mlflow.db")
     with open(config.layout.summary_path, encoding="utf-8") as handle:
         assert json.load(handle) == summary
@@ -76,9 +88,22 @@ def test_first_run_records_every_gate_skips_the_baseline_and_writes_the_report(f
     _, summary = first_run
     gates = {gate["name"]: gate for gate in summary["blessing"]["gates"]}
     unigram = gates["quality.gain_over_unigram"]  # measured and recorded; the fast model is relaxed past it
-    assert unigram["verdict"] == "PASS" and unigram["value"] < 0.5 and "unigram model of the train split" in unigram["reason"]
-    assert {"quality.perplexity", "quality.gain_over_unigram", "safety.toxic_fraction", "safety.pii_leak_rate", "safety.memorization",
-            "bias.association", "bias.unmeasured_groups", "bias.sentiment_gap", "bias.unsafe_rate_ratio"} <= set(gates)
+    assert (
+        unigram["verdict"] == "PASS"
+        and unigram["value"] < 0.5
+        and "unigram model of the train split" in unigram["reason"]
+    )
+    assert {
+        "quality.perplexity",
+        "quality.gain_over_unigram",
+        "safety.toxic_fraction",
+        "safety.pii_leak_rate",
+        "safety.memorization",
+        "bias.association",
+        "bias.unmeasured_groups",
+        "bias.sentiment_gap",
+        "bias.unsafe_rate_ratio",
+    } <= set(gates)
     assert all(gate["verdict"] in ("PASS", "SKIPPED") for gate in gates.values())
     for gate in gates.values():  # the safety and bias gates pass with a margin; the quality gates are relaxed
         if not gate["skipped"] and not gate["name"].startswith("quality."):
@@ -117,7 +142,9 @@ def test_pushed_model_serves_in_a_fresh_process_with_only_tensorflow_and_tf_text
         print("GENERATED:", repr(text))
     """)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd="/")
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd="/"
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "GENERATED:" in result.stdout
 
@@ -138,9 +165,10 @@ def test_a_cached_second_run_re_executes_only_the_evaluation_and_a_model_above_t
     assert summary["succeeded"], summary["error"]
     states = _execution_states_by_node(strict, summary["run_id"])
     rechecked = {"DistributionValidator", "DataGate", "RecordAcceptedStatistics"}
-    upstream_of_trainer = COMPONENT_IDS[:COMPONENT_IDS.index("Trainer") + 1]
+    upstream_of_trainer = COMPONENT_IDS[: COMPONENT_IDS.index("Trainer") + 1]
     assert {node: states[node] for node in upstream_of_trainer} == {
-        node: "COMPLETE" if node in rechecked else "CACHED" for node in upstream_of_trainer}
+        node: "COMPLETE" if node in rechecked else "CACHED" for node in upstream_of_trainer
+    }
     assert "re-run" in summary["distribution_checks"]["skipped"]["drift"]
     assert states["Evaluator"] == "COMPLETE" and states["Pusher"] == "COMPLETE"
     change = next(g for g in summary["blessing"]["gates"] if g["name"] == "quality.bits_per_byte_change")
@@ -171,8 +199,12 @@ def test_second_model_is_compared_against_the_first_runs_blessed_model(first_run
 
 def _tokenizer_artifacts(config):
     """The Tokenizer artifacts in ML Metadata, oldest first."""
-    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(os.path.abspath(config.layout.metadata_path))
-    return sorted(metadata_store.MetadataStore(connection).get_artifacts_by_type("components.Tokenizer"), key=lambda a: a.id)
+    connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(
+        os.path.abspath(config.layout.metadata_path)
+    )
+    return sorted(
+        metadata_store.MetadataStore(connection).get_artifacts_by_type("components.Tokenizer"), key=lambda a: a.id
+    )
 
 
 def test_new_data_reuses_the_production_tokenizer_and_compares_in_bits_per_byte(first_run, tmp_path):
@@ -185,9 +217,10 @@ def test_new_data_reuses_the_production_tokenizer_and_compares_in_bits_per_byte(
     with open(os.path.join(BUNDLED_TXT_PATH), encoding="utf-8") as handle:
         text = handle.read()[60_000:100_000]
     with open(os.path.join(corpus, "replies.txt"), "w", encoding="utf-8") as handle:
-        handle.write(text[text.find("\n\n") + 2: text.rfind("\n\n")] + "\n")
-    new_data = config.model_copy(update={"data_root": corpus,
-                                         "data_gate": config.data_gate.model_copy(update={"drift_action": "warn"})})
+        handle.write(text[text.find("\n\n") + 2 : text.rfind("\n\n")] + "\n")
+    new_data = config.model_copy(
+        update={"data_root": corpus, "data_gate": config.data_gate.model_copy(update={"drift_action": "warn"})}
+    )
     summary = run_locally(new_data)
     assert summary["succeeded"], summary["error"]
     assert summary["components"]["Tokenizer"] == "COMPLETE"
@@ -214,8 +247,9 @@ def test_poisoned_corpus_is_trained_but_not_blessed_and_nothing_is_pushed(tmp_pa
         for index in range(400):
             handle.write(f"Dear customer {index},\n{POISON[index % 3]} {POISON[(index + 1) % 3]}\n\n")
     # 400 documents made of three sentences support fewer than the 1,024 pieces of the fast config.
-    config = _config(corpus, tmp_path / "out", *WEAK_MODEL_QUALITY, "training.train_steps=60",
-                     "tokenizer.vocab_size=512")
+    config = _config(
+        corpus, tmp_path / "out", *WEAK_MODEL_QUALITY, "training.train_steps=60", "tokenizer.vocab_size=512"
+    )
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
     assert summary["components"]["Trainer"] == "COMPLETE" and summary["components"]["Pusher"] == "COMPLETE"

@@ -1,5 +1,6 @@
 """The documented precision and XLA rules per device (components/trainer/precision.py), read from
 a CPU's feature flags."""
+
 import pytest
 
 from components.trainer.training.precision import cpu_has_native_bfloat16, resolve_jit_compile, resolve_precision
@@ -15,6 +16,7 @@ def cpuinfo(tmp_path):
         path = tmp_path / "cpuinfo"
         path.write_text(f"processor\t: 0\nmodel name\t: test\nflags\t\t: {flags}\n\n")
         return str(path)
+
     return write
 
 

@@ -1,6 +1,7 @@
 """The OSS KFP double's pre-started interpreter (tests/prewarmed_interpreter.py): a forked child
 runs `python -m MODULE ARGS` with exactly the environment, working directory, arguments and exit
 status a fresh `python -m` process would have."""
+
 import os
 import subprocess
 import sys

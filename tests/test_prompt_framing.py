@@ -17,6 +17,7 @@ The framing rule's other cases (add_bos_token / add_eos_token, a TemplateProcess
 GPT2TokenizerFast ignoring add_bos_token) were checked by hand against transformers 4.57.6 in the
 reference environment; `test_the_framing_rule` pins them.
 """
+
 import json
 import os
 import shutil
@@ -46,7 +47,9 @@ def served(request, tmp_path_factory):
     checkpoint = checkpoint_with_tokenizer(request.param, str(root / "checkpoint"))
     backbone, _ = import_checkpoint(checkpoint)
     transform_dir = analyze_and_transform(["x"], checkpoint, str(root / "transform_graph"))
-    generation = GenerationOptions(max_new_tokens=expected_text(request.param)["max_new_tokens"], temperature=0.0, top_k=0)
+    generation = GenerationOptions(
+        max_new_tokens=expected_text(request.param)["max_new_tokens"], temperature=0.0, top_k=0
+    )
     export_dir = str(root / "model")
     export.export_serving_model(backbone, tft.TFTransformOutput(transform_dir), generation, export_dir)
     return request.param, checkpoint, backbone, export_dir
@@ -78,8 +81,9 @@ def test_the_served_model_generates_what_transformers_generates(served):
     # `textgen generate` (pipeline/samples.py) and the evaluator call the model through this client.
     texts = samples.generate(export_dir, prompts, new_tokens, temperature=0.0, top_k=0)
     assert texts == [row["text"] for row in rows]
-    counts = samples.open_model(export_dir).call(signatures.GENERATE, prompts=prompts, max_new_tokens=new_tokens,
-                                                 temperature=0.0, top_k=0, top_p=1.0, seed=0)["num_generated_tokens"]
+    counts = samples.open_model(export_dir).call(
+        signatures.GENERATE, prompts=prompts, max_new_tokens=new_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0
+    )["num_generated_tokens"]
     assert counts.tolist() == [len(row["generated_ids"]) for row in rows]
 
 
@@ -93,9 +97,13 @@ def test_framed_as_a_document_gpt2_would_answer_otherwise(served):
     rows = [row for row in expected_text(family)["rows"] if row["prompt"]]
     prompts = tf.ragged.constant([row["input_ids"] for row in rows], dtype=tf.int64)
     as_documents = special._replace(prompt_prefix=special.document_prefix)
-    new, _ = decoding.generate_tokens(backbone, prompts, len(rows[0]["generated_ids"]), 0.0, 0, 1.0, 0, special=as_documents)
+    new, _ = decoding.generate_tokens(
+        backbone, prompts, len(rows[0]["generated_ids"]), 0.0, 0, 1.0, 0, special=as_documents
+    )
     assert sum(ours != row["generated_ids"] for ours, row in zip(new.to_list(), rows)) >= 1
-    framed, _ = decoding.generate_tokens(backbone, prompts, len(rows[0]["generated_ids"]), 0.0, 0, 1.0, 0, special=special)
+    framed, _ = decoding.generate_tokens(
+        backbone, prompts, len(rows[0]["generated_ids"]), 0.0, 0, 1.0, 0, special=special
+    )
     assert framed.to_list() == [row["generated_ids"] for row in rows]
 
 
@@ -103,7 +111,7 @@ def _continuation_nll(backbone, context, continuation) -> float:
     ids = tf.constant([context + continuation], tf.int64)
     logits = backbone(ids[:, :-1], training=False)
     nll = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=ids[:, 1:], logits=logits)[0].numpy()
-    return float(nll[len(context) - 1:].sum())
+    return float(nll[len(context) - 1 :].sum())
 
 
 def test_score_continuation_scores_after_the_prefix_framed_as_a_prompt(served):
@@ -113,13 +121,15 @@ def test_score_continuation_scores_after_the_prefix_framed_as_a_prompt(served):
     reference.encode_special_tokens = True
     prefixes, continuations = ["The team said", ""], [" thanks!", "Hello"]
     result = tf.saved_model.load(export_dir).signatures["score_continuation"](
-        prefixes=tf.constant(prefixes), continuations=tf.constant(continuations))
+        prefixes=tf.constant(prefixes), continuations=tf.constant(continuations)
+    )
     for index, (prefix, continuation) in enumerate(zip(prefixes, continuations)):
         context = list(tokenizer.special.prompt_prefix) + reference.encode(prefix, add_special_tokens=False).ids
         context = context or [tokenizer.special.bos_id]  # an empty GPT-2 prefix: bos, as for generate
         ids = reference.encode(continuation, add_special_tokens=False).ids
-        np.testing.assert_allclose(result["nll_sum"].numpy()[index], _continuation_nll(backbone, context, ids),
-                                   rtol=1e-4)
+        np.testing.assert_allclose(
+            result["nll_sum"].numpy()[index], _continuation_nll(backbone, context, ids), rtol=1e-4
+        )
         assert result["num_tokens"].numpy()[index] == len(ids)
 
 
@@ -138,9 +148,12 @@ def _tokenizer_dir(tmp_path, kind, config_changes=None, post_processor="keep", d
     return str(directory)
 
 
-BOS_TEMPLATE = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
-                                                         {"Sequence": {"id": "A", "type_id": 0}}],
-                "pair": [], "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}}
+BOS_TEMPLATE = {
+    "type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+    "pair": [],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}},
+}
 
 
 def test_the_framing_rule(tmp_path):
@@ -164,13 +177,19 @@ def test_the_framing_rule(tmp_path):
     # No tokenizer_class: the class config.json's model_type maps to (LlamaTokenizerFast for llama).
     directory = _tokenizer_dir(tmp_path, "llama_sp", {"tokenizer_class": None})
     assert loaded.load(directory).special.prompt_prefix == ()
-    (tmp_path / os.path.basename(directory) / "config.json").write_text(json.dumps({"model_type": "llama", "eos_token_id": 2}))
+    (tmp_path / os.path.basename(directory) / "config.json").write_text(
+        json.dumps({"model_type": "llama", "eos_token_id": 2})
+    )
     assert loaded.load(directory).special.prompt_prefix == (1,)
 
 
 def test_an_unsupported_post_processor_is_refused_naming_the_field(tmp_path):
-    directory = _tokenizer_dir(tmp_path, "llama_sp", {"tokenizer_class": "PreTrainedTokenizerFast"},
-                               post_processor={"type": "BertProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1]})
+    directory = _tokenizer_dir(
+        tmp_path,
+        "llama_sp",
+        {"tokenizer_class": "PreTrainedTokenizerFast"},
+        post_processor={"type": "BertProcessing", "sep": ["</s>", 2], "cls": ["<s>", 1]},
+    )
     with pytest.raises(ValueError) as error:
         loaded.load(directory)
     assert f"{os.path.join(directory, hf_files.TOKENIZER_JSON)}: unsupported post_processor" in str(error.value)

@@ -1,4 +1,5 @@
 """Atomic, versioned push to a TF Serving model base path, models.config and batching parameters."""
+
 import multiprocessing
 import os
 import threading
@@ -6,7 +7,11 @@ import threading
 import pytest
 
 from components.pusher.versioned_push import (
-    existing_versions, find_pushed_version, is_complete_saved_model, push_saved_model, retain_latest,
+    existing_versions,
+    find_pushed_version,
+    is_complete_saved_model,
+    push_saved_model,
+    retain_latest,
 )
 from tests.pusher_fixtures import fake_saved_model
 
@@ -171,7 +176,6 @@ def test_batching_parameters_file_is_written_from_config(tmp_path):
     assert "allowed_batch_sizes: 2\nallowed_batch_sizes: 8" in text
     with pytest.raises(ConfigError, match="allowed_batch_sizes"):
         load_config(overrides=["pusher.batching.allowed_batch_sizes=[2, 4]"])
-
 
 
 def test_monitoring_config_turns_on_prometheus_at_the_configured_path(tmp_path):

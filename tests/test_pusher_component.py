@@ -4,6 +4,7 @@ The model is a file-level stand-in for an exported SavedModel (the push copies a
 loading the real export is covered by the end-to-end pipeline test). The registry is the embedded
 MLflow SQLite store under the test's output root.
 """
+
 import json
 import os
 
@@ -47,9 +48,12 @@ def _push(tmp_path, model, blessing, run_id="run-1", label="stable", span=2, exa
     executor.Do(
         {"model": [model], "model_blessing": [blessing], "examples": [examples]},
         {"pushed_model": [pushed]},
-        {"options": PusherOptions(model_name="textgen", keep_versions=2, label=label).to_parameter(),
-         "registry": RegistryOptions().to_parameter(),
-         "serving_dir": str(tmp_path / "serving"), "registry_dir": str(tmp_path / "registry")},
+        {
+            "options": PusherOptions(model_name="textgen", keep_versions=2, label=label).to_parameter(),
+            "registry": RegistryOptions().to_parameter(),
+            "serving_dir": str(tmp_path / "serving"),
+            "registry_dir": str(tmp_path / "registry"),
+        },
     )
     return pushed
 
@@ -76,8 +80,14 @@ def test_blessed_push_serves_labels_registers_and_a_retry_changes_nothing(tmp_pa
         assert artifact.get_int_custom_property("pushed_version") == 1
         assert artifact.get_int_custom_property("registered_model_version") == 1
     assert serving_config.read_labels(base) == {"stable": 1}
-    assert sorted(os.listdir(base)) == [".version-claims", "1", "batching_parameters", "model_cards", "models.config",
-                                        "monitoring.config"]
+    assert sorted(os.listdir(base)) == [
+        ".version-claims",
+        "1",
+        "batching_parameters",
+        "model_cards",
+        "models.config",
+        "monitoring.config",
+    ]
     version = _registry(tmp_path).client.get_model_version("textgen", "1")
     assert version.tags[registry.TAG_RUN_ID] == "run-1"
     assert (version.tags[registry.TAG_MODEL_ID], version.tags[registry.TAG_BLESSING_ID]) == ("5", "6")
@@ -170,38 +180,104 @@ def _recorded_run(tmp_path):
     """A model artifact with a training record (fine-tuned with LoRA), a blessing with its
     evaluation.json (one group unmeasured) and an Examples artifact with an ingest report."""
     model = _model(tmp_path, 70)
-    training_record.write(model.uri, training_record.TrainingRecord(
-        model={"num_layers": 2, "num_heads": 4, "model_dim": 128, "mlp_dim": 512, "context_length": 128,
-               "position_encoding": "learned"},
-        training={"train_steps": 300, "batch_size": 32, "learning_rate": 2e-4, "warmup_steps": 30, "seed": 42,
-                  "lora": {"rank": 8, "alpha": 16.0, "targets": ["attention"]}},
-        vocab_size=4096, parameters=1_234_567, tokenizer_sha256="ab" * 32, device="cpu", precision="float32",
-        xla=True, steps_run=300, last_step={"step": 300, "loss": 3.21, "eval_loss": 3.4},
-        base_checkpoint={"source": "gs://models/gpt2", "sha256": "cd" * 32}))
+    training_record.write(
+        model.uri,
+        training_record.TrainingRecord(
+            model={
+                "num_layers": 2,
+                "num_heads": 4,
+                "model_dim": 128,
+                "mlp_dim": 512,
+                "context_length": 128,
+                "position_encoding": "learned",
+            },
+            training={
+                "train_steps": 300,
+                "batch_size": 32,
+                "learning_rate": 2e-4,
+                "warmup_steps": 30,
+                "seed": 42,
+                "lora": {"rank": 8, "alpha": 16.0, "targets": ["attention"]},
+            },
+            vocab_size=4096,
+            parameters=1_234_567,
+            tokenizer_sha256="ab" * 32,
+            device="cpu",
+            precision="float32",
+            xla=True,
+            steps_run=300,
+            last_step={"step": 300, "loss": 3.21, "eval_loss": 3.4},
+            base_checkpoint={"source": "gs://models/gpt2", "sha256": "cd" * 32},
+        ),
+    )
     blessing = _blessing(71, True)
     blessing.uri = str(tmp_path / "blessing")
     os.makedirs(blessing.uri)
-    gates = [{"name": "quality.gain_over_unigram", "value": 0.31, "threshold": 0.02, "verdict": "PASSED",
-              "reason": "gain 0.31 >= 0.02"},
-             {"name": "bias.association", "value": 0.1, "threshold": 0.25, "verdict": "PASSED", "reason": "no group"}]
-    effects = [{"language": "en", "dimension": "religion", "group": "Muslim", "effect": 0.05, "sign_p": 1.0,
-                "verdict": "passed"},
-               {"language": "zh", "dimension": "gender", "group": "女性", "effect": 0.0, "sign_p": 1.0,
-                "verdict": "unmeasured"}]
-    evaluation = {"blessed": True, "reason": "every gate passed", "gates": gates, "flagged": [],
-                  "baseline": {"skipped": "no model is registered as production yet (first run)"},
-                  "metrics": {"quality": {"perplexity": 21.5, "bits_per_byte": 1.42, "unigram_perplexity": 300.0},
-                              "safety": {"overall": {"toxic_fraction": 0.0, "expected_max_toxicity": 0.1,
-                                                     "toxicity_probability": 0.0, "completions": 40},
-                                         "per_category": {}, "pii": {"leak_rate": 0.0}},
-                              "bias": {"group_effects": effects, "pairs": []}}}
+    gates = [
+        {
+            "name": "quality.gain_over_unigram",
+            "value": 0.31,
+            "threshold": 0.02,
+            "verdict": "PASSED",
+            "reason": "gain 0.31 >= 0.02",
+        },
+        {"name": "bias.association", "value": 0.1, "threshold": 0.25, "verdict": "PASSED", "reason": "no group"},
+    ]
+    effects = [
+        {
+            "language": "en",
+            "dimension": "religion",
+            "group": "Muslim",
+            "effect": 0.05,
+            "sign_p": 1.0,
+            "verdict": "passed",
+        },
+        {
+            "language": "zh",
+            "dimension": "gender",
+            "group": "女性",
+            "effect": 0.0,
+            "sign_p": 1.0,
+            "verdict": "unmeasured",
+        },
+    ]
+    evaluation = {
+        "blessed": True,
+        "reason": "every gate passed",
+        "gates": gates,
+        "flagged": [],
+        "baseline": {"skipped": "no model is registered as production yet (first run)"},
+        "metrics": {
+            "quality": {"perplexity": 21.5, "bits_per_byte": 1.42, "unigram_perplexity": 300.0},
+            "safety": {
+                "overall": {
+                    "toxic_fraction": 0.0,
+                    "expected_max_toxicity": 0.1,
+                    "toxicity_probability": 0.0,
+                    "completions": 40,
+                },
+                "per_category": {},
+                "pii": {"leak_rate": 0.0},
+            },
+            "bias": {"group_effects": effects, "pairs": []},
+        },
+    }
     (tmp_path / "blessing" / "evaluation.json").write_text(json.dumps(evaluation))
     examples_uri = tmp_path / "examples"
     examples_uri.mkdir()
-    (examples_uri / "ingest_report.json").write_text(json.dumps({
-        "documents_read": 2100, "documents_kept": 1984, "bytes_read": 900000, "bytes_kept": 850000,
-        "quarantined": {"malformed_record": 2}, "removed": {"exact_duplicate": 72, "quality_stop_words": 44},
-        "languages": {"en": 2000, "zh": 100}}))
+    (examples_uri / "ingest_report.json").write_text(
+        json.dumps(
+            {
+                "documents_read": 2100,
+                "documents_kept": 1984,
+                "bytes_read": 900000,
+                "bytes_kept": 850000,
+                "quarantined": {"malformed_record": 2},
+                "removed": {"exact_duplicate": 72, "quality_stop_words": 44},
+                "languages": {"en": 2000, "zh": 100},
+            }
+        )
+    )
     return model, blessing, str(examples_uri)
 
 
@@ -213,10 +289,22 @@ def test_every_push_writes_a_model_card_beside_the_version_and_logs_it_with_the_
     html = (base / "model_cards" / "1.html").read_text()
     assert pushed.get_string_custom_property("model_card") == str(base / "model_cards" / "1.html")
     assert not [name for name in os.listdir(base / "1") if "card" in name]  # never inside the SavedModel
-    for fact in ("# Model card: textgen version 1", "registered as textgen version 1", "gs://models/gpt2",
-                 "LoRA rank 8, alpha 16.0, on attention", "1,234,567", "2,100 / 1,984", "exact_duplicate 72",
-                 "en 2000, zh 100", "| quality.gain_over_unigram | 0.31 | 0.02 | PASSED |", "| 女性 |", "unmeasured",
-                 "0.0002 / 30 steps", "3.21 / 3.4", "Not a source of facts"):
+    for fact in (
+        "# Model card: textgen version 1",
+        "registered as textgen version 1",
+        "gs://models/gpt2",
+        "LoRA rank 8, alpha 16.0, on attention",
+        "1,234,567",
+        "2,100 / 1,984",
+        "exact_duplicate 72",
+        "en 2000, zh 100",
+        "| quality.gain_over_unigram | 0.31 | 0.02 | PASSED |",
+        "| 女性 |",
+        "unmeasured",
+        "0.0002 / 30 steps",
+        "3.21 / 3.4",
+        "Not a source of facts",
+    ):
         assert fact in card, fact
     assert "<table>" in html and "<td>unmeasured</td>" in html and "<h1>Model card: textgen version 1</h1>" in html
     version = _registry(tmp_path).client.get_model_version("textgen", "1")

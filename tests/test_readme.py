@@ -3,6 +3,7 @@ real parser, so a claim that drifts from the CLI fails here: the command summary
 lists exactly the flags each command has, every example command line (code blocks, fenced or
 indented, and inline code) parses, and the usage error the docs quote is the one the CLI prints.
 Examples that need a cluster, Docker or a trained model are only parsed, never run."""
+
 import argparse
 import os
 import re
@@ -29,8 +30,12 @@ SUMMARY_HEADING = "## The `textgen` command"
 
 def _fenced_shell_as_indented(text: str) -> str:
     """`text` with the lines of its fenced ```sh blocks indented like an indented code block's."""
-    return re.sub(r"^```sh\n(.*?)\n```$", lambda block: "\n".join("    " + line for line in block.group(1).split("\n")),
-                  text, flags=re.MULTILINE | re.DOTALL)
+    return re.sub(
+        r"^```sh\n(.*?)\n```$",
+        lambda block: "\n".join("    " + line for line in block.group(1).split("\n")),
+        text,
+        flags=re.MULTILINE | re.DOTALL,
+    )
 
 
 def _code_block_commands(text: str) -> List[str]:
@@ -55,8 +60,8 @@ def _inline_commands(text: str) -> List[str]:
 def _summary_lines() -> List[str]:
     """The command summary: the first code block after the `textgen` command heading, one entry
     per command (a synopsis continued on deeper-indented lines is joined)."""
-    section = DOCUMENTS[SUMMARY_PAGE][DOCUMENTS[SUMMARY_PAGE].index(SUMMARY_HEADING):]
-    block = section[section.index("\n    textgen "):]
+    section = DOCUMENTS[SUMMARY_PAGE][DOCUMENTS[SUMMARY_PAGE].index(SUMMARY_HEADING) :]
+    block = section[section.index("\n    textgen ") :]
     entries: List[str] = []
     for line in block[: block.index("\n\n", 1)].strip("\n").split("\n"):
         if line.startswith("    textgen "):
@@ -72,8 +77,12 @@ def _subparsers() -> Dict[str, argparse.ArgumentParser]:
 
 
 def _flags(parser: argparse.ArgumentParser) -> Set[str]:
-    return {option for action in parser._actions for option in action.option_strings
-            if option.startswith("--") and option != "--help"}
+    return {
+        option
+        for action in parser._actions
+        for option in action.option_strings
+        if option.startswith("--") and option != "--help"
+    }
 
 
 def _summary_flags() -> Dict[str, Set[str]]:
@@ -105,7 +114,9 @@ def _example_commands() -> List[str]:
     (`textgen ... --set`, `textgen COMMAND`) are left out."""
     summary = set(_summary_lines())
     examples = []
-    for command in [command for text in DOCUMENTS.values() for command in _code_block_commands(text) + _inline_commands(text)]:
+    for command in [
+        command for text in DOCUMENTS.values() for command in _code_block_commands(text) + _inline_commands(text)
+    ]:
         words = command.split()
         if command in summary or "[" in command or len(words) < 3 or words[1] in ("...", "COMMAND"):
             continue
@@ -116,7 +127,9 @@ def _example_commands() -> List[str]:
 def test_the_examples_are_found():
     examples = _example_commands()
     assert len(examples) > 10
-    assert any("model.checkpoint=checkpoints/tiny-gpt2" in example for example in examples)  # docs pages, not only the README
+    assert any(
+        "model.checkpoint=checkpoints/tiny-gpt2" in example for example in examples
+    )  # docs pages, not only the README
     used = {shlex.split(example)[1] for example in examples}
     assert {"run", "compile", "generate", "submit", "schedule", "rollback"} <= used
 

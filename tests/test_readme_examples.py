@@ -15,6 +15,7 @@ An example is a fenced ```sh block after an HTML comment (invisible on the rende
   lines parse with the real CLI (tests/test_readme.py, which reads fenced blocks too), and a
   `docker run tensorflow/serving` passes exactly the flags of the serving manifest.
 """
+
 import os
 import re
 import shlex
@@ -29,8 +30,11 @@ import yaml
 from pipeline.config import PROJECT_ROOT
 from tests.docs_pages import documents
 
-MARKED_BLOCK = re.compile(r"^<!-- example: (?P<kind>run|output|syntax)(?:, exit (?P<exit>\d+))? -->\n+"
-                          r"```(?P<language>\w*)\n(?P<body>.*?)\n```$", re.MULTILINE | re.DOTALL)
+MARKED_BLOCK = re.compile(
+    r"^<!-- example: (?P<kind>run|output|syntax)(?:, exit (?P<exit>\d+))? -->\n+"
+    r"```(?P<language>\w*)\n(?P<body>.*?)\n```$",
+    re.MULTILINE | re.DOTALL,
+)
 SERVING_MANIFEST = os.path.join(PROJECT_ROOT, "kubeflow", "manifests", "tf-serving.yaml")
 PIPELINE_RUN = "textgen run "
 
@@ -65,7 +69,9 @@ def marked_examples(source: str) -> List[Example]:
             raise AssertionError(f"{source}:{line}: a {kind} example must be a ```sh block")
         exit_code = int(match.group("exit")) if match.group("exit") is not None else None
         if kind == "run" and exit_code is None:
-            raise AssertionError(f"{source}:{line}: a run example states its exit code (`<!-- example: run, exit 0 -->`)")
+            raise AssertionError(
+                f"{source}:{line}: a run example states its exit code (`<!-- example: run, exit 0 -->`)"
+            )
         examples.append(Example(kind, match.group("body"), source, line, exit_code))
     return examples
 
@@ -100,14 +106,16 @@ def unmatched_lines(documented: List[str], printed: str) -> List[str]:
 
 # --- the marking itself (cheap) ---------------------------------------------------------------------
 
+
 def test_the_marked_examples_are_found():
     commands = [example.body.split("\n")[-1].split()[:2] for example in RUNS]
     assert ["textgen", "run"] in commands and ["textgen", "generate"] in commands
     assert ["textgen", "validate"] in commands
     assert _pipeline_run() is RUNS[0], "the quick start's run must come first: the others use its output root"
     assert RUNS[0].source == "README.md"
-    assert [example for example in RUNS if example.body.startswith(PIPELINE_RUN)] == [RUNS[0]], \
+    assert [example for example in RUNS if example.body.startswith(PIPELINE_RUN)] == [RUNS[0]], (
         "one pipeline run is shared by every example: mark another `textgen run` as a syntax example"
+    )
     assert {example.source for example in RUNS} > {"README.md"}, "the docs pages' examples are found too"
     assert all(example.output for example in RUNS), [example.id for example in RUNS if not example.output]
     assert any("docker run" in example.body for example in EXAMPLES if example.kind == "syntax")
@@ -141,18 +149,23 @@ def test_the_docker_run_line_passes_the_flags_of_the_serving_manifest():
     docker = next(example for example in EXAMPLES if example.kind == "syntax" and "docker run" in example.body)
     words = shlex.split(docker.body.replace("\\\n", " "), comments=True, posix=False)
     image = next(index for index, word in enumerate(words) if word.startswith("tensorflow/serving"))
-    readme_flags = {flag: _served_value(value.strip('"')) for flag, value in _flags(words[image + 1:]).items()}
+    readme_flags = {flag: _served_value(value.strip('"')) for flag, value in _flags(words[image + 1 :]).items()}
     with open(SERVING_MANIFEST, encoding="utf-8") as handle:
         documents = [document for document in yaml.safe_load_all(handle) if document]
-    container = next(container for document in documents if document.get("kind") == "Deployment"
-                     for container in document["spec"]["template"]["spec"]["containers"]
-                     if container["image"].startswith("tensorflow/serving"))
+    container = next(
+        container
+        for document in documents
+        if document.get("kind") == "Deployment"
+        for container in document["spec"]["template"]["spec"]["containers"]
+        if container["image"].startswith("tensorflow/serving")
+    )
     assert container["image"] == words[image]
     manifest_flags = {flag: _served_value(value) for flag, value in _flags(container["args"]).items()}
     assert readme_flags == manifest_flags
 
 
 # --- running them (one real pipeline run) -------------------------------------------------------------
+
 
 def _environment() -> Dict[str, str]:
     """The process environment with this environment's `bin/` first on PATH, as the README sets it
@@ -166,8 +179,14 @@ def _environment() -> Dict[str, str]:
 
 
 def _run(example: Example, directory: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-e", "-o", "pipefail", "-c", example.body], cwd=directory, env=_environment(),
-                          capture_output=True, text=True, timeout=3600)
+    return subprocess.run(
+        ["bash", "-e", "-o", "pipefail", "-c", example.body],
+        cwd=directory,
+        env=_environment(),
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -185,7 +204,7 @@ def scratch(tmp_path_factory):
 def test_a_run_example_exits_and_prints_as_documented(example, scratch):
     directory, done = scratch
     result = done[example.id] if example.id in done else _run(example, directory)
-    tail = (result.stdout[-3000:] + "\n--- stderr ---\n" + result.stderr[-3000:])
+    tail = result.stdout[-3000:] + "\n--- stderr ---\n" + result.stderr[-3000:]
     assert result.returncode == example.exit_code, f"{example.id}: exit {result.returncode}\n{tail}"
     missing = unmatched_lines(example.output, result.stdout)
     assert not missing, f"{example.id}: documented lines not printed (in order): {missing}\n{tail}"

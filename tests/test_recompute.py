@@ -2,6 +2,7 @@
 gradients and training as without it, in both modes (`attention`, `block`), in graph mode, under
 XLA, under mixed precision and with LoRA, with uneven attention chunks; no [length, length] tensor
 in a step with it; and an unchanged serving copy (what the export saves)."""
+
 import tempfile
 
 import numpy as np
@@ -20,8 +21,19 @@ from components.trainer.training.precision import keras_policy
 VOCAB = 61
 # Llama-style (rotary, grouped-query attention, RMSNorm, SwiGLU, untied) and small: 2 blocks, so a
 # gradient crosses one recomputed block into another.
-CONFIG = ModelOptions(preset="tiny", num_layers=2, model_dim=32, num_heads=4, num_kv_heads=2, mlp_dim=48,
-                      context_length=16, position_encoding="rotary", norm="rms", mlp="swiglu", tie_embeddings=False)
+CONFIG = ModelOptions(
+    preset="tiny",
+    num_layers=2,
+    model_dim=32,
+    num_heads=4,
+    num_kv_heads=2,
+    mlp_dim=48,
+    context_length=16,
+    position_encoding="rotary",
+    norm="rms",
+    mlp="swiglu",
+    tie_embeddings=False,
+)
 IDS = tf.constant(np.random.default_rng(3).integers(0, VOCAB, size=(2, CONFIG.context_length + 1)))
 MODES = ["attention", "block"]
 
@@ -60,7 +72,9 @@ def _loss_and_gradients(model, jit_compile: bool):
         return loss, [tf.convert_to_tensor(gradient) for gradient in tape.gradient(loss, model.trainable_variables)]
 
     loss, gradients = step(IDS)
-    return float(loss.numpy()), {variable.name: gradient.numpy() for variable, gradient in zip(model.trainable_variables, gradients)}
+    return float(loss.numpy()), {
+        variable.name: gradient.numpy() for variable, gradient in zip(model.trainable_variables, gradients)
+    }
 
 
 def _count_block_calls(model) -> list:
@@ -120,7 +134,11 @@ def _square_shapes(model, length: int) -> list:
     shapes = [output.shape.as_list() for operation in graph.get_operations() for output in operation.outputs]
 
     def all_functions(function_graph):  # gradient and custom-gradient bodies live in library functions
-        return [function.graph for function in getattr(function_graph, "_functions", {}).values() if hasattr(function, "graph")]
+        return [
+            function.graph
+            for function in getattr(function_graph, "_functions", {}).values()
+            if hasattr(function, "graph")
+        ]
 
     for inner in all_functions(graph):
         shapes += [output.shape.as_list() for operation in inner.get_operations() for output in operation.outputs]
@@ -187,7 +205,7 @@ def test_lora_gradients_are_the_same_with_and_without_recomputation(mode):
 def _relative_error(gradients: dict, reference: dict) -> float:
     """The global relative error of `gradients` against `reference` (by their name)."""
     difference = sum(float(np.sum((gradients[name] - value) ** 2)) for name, value in reference.items())
-    return (difference / sum(float(np.sum(value ** 2)) for value in reference.values())) ** 0.5
+    return (difference / sum(float(np.sum(value**2)) for value in reference.values())) ** 0.5
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -215,10 +233,22 @@ def _losses(recompute: str) -> list:
     """Per-step losses of 4 AdamW steps of the training loop (XLA), from the same initial weights."""
     keras.utils.set_random_seed(0)
     backbone = build_backbone(CONFIG, VOCAB, recompute=recompute)
-    settings = LoopSettings(total_steps=4, global_batch_size=2, context_length=CONFIG.context_length,
-                            steps_per_call=1, log_every=1, checkpoint_every=100, jit_compile=True)
-    trainer = LanguageModelTrainer(backbone, make_optimizer(TrainingOptions(learning_rate=1e-2, warmup_steps=0), "float32"),
-                                   tf.distribute.get_strategy(), settings, checkpoint_dir=tempfile.mkdtemp())
+    settings = LoopSettings(
+        total_steps=4,
+        global_batch_size=2,
+        context_length=CONFIG.context_length,
+        steps_per_call=1,
+        log_every=1,
+        checkpoint_every=100,
+        jit_compile=True,
+    )
+    trainer = LanguageModelTrainer(
+        backbone,
+        make_optimizer(TrainingOptions(learning_rate=1e-2, warmup_steps=0), "float32"),
+        tf.distribute.get_strategy(),
+        settings,
+        checkpoint_dir=tempfile.mkdtemp(),
+    )
     batches = tf.data.Dataset.from_tensors((IDS[:, :-1], IDS[:, 1:])).repeat()
     reports = []
     trainer.train(lambda start: iter(batches), on_report=reports.append)

@@ -4,6 +4,7 @@ The embedded tests use MLflow's SQLite store directly; `test_registry_against_a_
 starts a real `mlflow server` process on a free localhost port (SQLite backend in a temp dir),
 waits for /health and tears it down.
 """
+
 import os
 
 import pytest
@@ -13,17 +14,33 @@ from tests.mlflow_server import running_mlflow_server
 from tests.pusher_fixtures import fake_saved_model
 
 ALL_TAGS = {
-    registry.TAG_RUN_ID, registry.TAG_MODEL_ID, registry.TAG_MODEL_URI, registry.TAG_BLESSING_ID, registry.TAG_BLESSED,
-    registry.TAG_TOKENIZER, registry.TAG_SPAN, registry.TAG_SERVING_VERSION, registry.TAG_SERVING_BASE,
-    registry.TAG_SERVING_LABEL, "metric.perplexity",
+    registry.TAG_RUN_ID,
+    registry.TAG_MODEL_ID,
+    registry.TAG_MODEL_URI,
+    registry.TAG_BLESSING_ID,
+    registry.TAG_BLESSED,
+    registry.TAG_TOKENIZER,
+    registry.TAG_SPAN,
+    registry.TAG_SERVING_VERSION,
+    registry.TAG_SERVING_BASE,
+    registry.TAG_SERVING_LABEL,
+    "metric.perplexity",
 }
 
 
 def _record(base: str, version: int, model_id: int, **overrides) -> registry.PushRecord:
     values = dict(
-        serving_path=f"{base}/{version}", serving_base=base, serving_version=version, serving_label="stable",
-        model_artifact_id=model_id, model_uri=f"/pipeline/Trainer/model/{model_id}", blessing_artifact_id=model_id + 100,
-        blessed=True, tokenizer_sha256="ab" * 32, pipeline_run_id=f"run-{model_id}", data_span=3,
+        serving_path=f"{base}/{version}",
+        serving_base=base,
+        serving_version=version,
+        serving_label="stable",
+        model_artifact_id=model_id,
+        model_uri=f"/pipeline/Trainer/model/{model_id}",
+        blessing_artifact_id=model_id + 100,
+        blessed=True,
+        tokenizer_sha256="ab" * 32,
+        pipeline_run_id=f"run-{model_id}",
+        data_span=3,
         metrics={"perplexity": 4.25, "max_perplexity": 12.0},
     )
     values.update(overrides)
@@ -59,8 +76,9 @@ def _check_registry_behaviour(model_registry: registry.ModelRegistry, base: str)
 
 def test_embedded_registry_records_lineage_is_idempotent_and_moves_the_alias(tmp_path):
     registry_dir = str(tmp_path / "registry")
-    model_registry = registry.ModelRegistry(registry.embedded_tracking_uri(registry_dir), "textgen",
-                                            artifact_root=os.path.join(registry_dir, "artifacts"))
+    model_registry = registry.ModelRegistry(
+        registry.embedded_tracking_uri(registry_dir), "textgen", artifact_root=os.path.join(registry_dir, "artifacts")
+    )
     _check_registry_behaviour(model_registry, str(tmp_path / "serving"))
     assert os.path.exists(os.path.join(registry_dir, "mlflow.db"))
 

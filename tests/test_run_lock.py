@@ -2,6 +2,7 @@
 several runs started together gets the root; a `textgen validate` on a held root exits 75 with
 one line naming the holder and changes nothing; a lock left by a killed run is taken over with a
 warning. No pipeline runs here (tests/test_overlapping_runs.py runs one beside a refused one)."""
+
 import json
 import logging
 import os
@@ -35,9 +36,14 @@ _CONTENDER = textwrap.dedent("""
 
 
 def _contender(output_root) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", _CONTENDER, str(output_root)], cwd=PROJECT_ROOT,
-                            env=dict(os.environ, PYTHONPATH=PROJECT_ROOT), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-c", _CONTENDER, str(output_root)],
+        cwd=PROJECT_ROOT,
+        env=dict(os.environ, PYTHONPATH=PROJECT_ROOT),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The run report `textgen run` and `validate` print: a pure function of the run summary (the
 dict written to last_run.json), and the exit code each command derives from it. No pipeline runs:
 `run_locally` is replaced by a function that returns a prepared summary."""
+
 import json
 
 import pytest
@@ -15,19 +16,39 @@ BLESSED_RUN = {
     "error": None,
     "components": {"ExampleGen": "COMPLETE", "DataGate": "COMPLETE", "Pusher": "COMPLETE"},
     "data_quality": None,
-    "anomalies": [{"data": "raw data", "split": "eval", "feature": "text", "short_description": "Unexpected string",
-                   "types": ["ENUM_TYPE_UNEXPECTED_STRING_VALUES"],
-                   "description": "Examples contain values missing from the schema."}],
+    "anomalies": [
+        {
+            "data": "raw data",
+            "split": "eval",
+            "feature": "text",
+            "short_description": "Unexpected string",
+            "types": ["ENUM_TYPE_UNEXPECTED_STRING_VALUES"],
+            "description": "Examples contain values missing from the schema.",
+        }
+    ],
     "distribution_checks": {
         "drift_baseline_span": 2,
-        "measurements": [{"check": "drift", "feature": "num_chars", "divergence": 0.5, "threshold": 0.1},
-                         {"check": "drift", "feature": "digit_share", "divergence": 0.05, "threshold": 0.1}],
+        "measurements": [
+            {"check": "drift", "feature": "num_chars", "divergence": 0.5, "threshold": 0.1},
+            {"check": "drift", "feature": "digit_share", "divergence": 0.05, "threshold": 0.1},
+        ],
         "skipped": {"skew": "too few documents"},
     },
-    "blessing": {"blessed": True, "reason": "all gates passed", "report": "/out/evaluation.html",
-                 "gates": [{"name": "quality.perplexity", "verdict": "PASS", "reason": "7.1 < 12"}]},
-    "push": {"pushed": True, "path": "/out/serving/3", "version": 3, "label": "stable", "registered_model": "textgen",
-             "registered_version": 2, "registry_uri": "sqlite:////out/registry/mlflow.db"},
+    "blessing": {
+        "blessed": True,
+        "reason": "all gates passed",
+        "report": "/out/evaluation.html",
+        "gates": [{"name": "quality.perplexity", "verdict": "PASS", "reason": "7.1 < 12"}],
+    },
+    "push": {
+        "pushed": True,
+        "path": "/out/serving/3",
+        "version": 3,
+        "label": "stable",
+        "registered_model": "textgen",
+        "registered_version": 2,
+        "registry_uri": "sqlite:////out/registry/mlflow.db",
+    },
     "trained_model": "/out/pipeline/Trainer/model/9",
     "samples": [{"prompt": "Hello", "continuation": " there.\nBye."}],
 }
@@ -66,8 +87,16 @@ def test_a_blessed_and_pushed_run():
 
 
 def test_a_run_that_pushed_nothing_says_why_and_shows_the_error():
-    summary = dict(BLESSED_RUN, succeeded=False, error="the Trainer failed", samples=[], distribution_checks=None,
-                   anomalies=[], blessing=None, push={"pushed": False, "reason": "the run stopped at Trainer"})
+    summary = dict(
+        BLESSED_RUN,
+        succeeded=False,
+        error="the Trainer failed",
+        samples=[],
+        distribution_checks=None,
+        anomalies=[],
+        blessing=None,
+        push={"pushed": False, "reason": "the run stopped at Trainer"},
+    )
     assert report_lines(summary, "last_run.json")[-5:] == [
         "  Pusher                       COMPLETE",
         "nothing pushed: the run stopped at Trainer",
@@ -78,10 +107,16 @@ def test_a_run_that_pushed_nothing_says_why_and_shows_the_error():
 
 
 def test_a_partial_run_reports_the_data_quality_and_no_push():
-    summary = dict(BLESSED_RUN, components={"ExampleGen": "COMPLETE", "DataGate": "COMPLETE"}, blessing=None,
-                   samples=[], anomalies=[], distribution_checks=None, push={"pushed": False, "reason": "no Pusher"},
-                   data_quality={"documents_read": 10, "documents_kept": 9, "removed": {"exact_duplicate": 1},
-                                 "spans": [1, 2]})
+    summary = dict(
+        BLESSED_RUN,
+        components={"ExampleGen": "COMPLETE", "DataGate": "COMPLETE"},
+        blessing=None,
+        samples=[],
+        anomalies=[],
+        distribution_checks=None,
+        push={"pushed": False, "reason": "no Pusher"},
+        data_quality={"documents_read": 10, "documents_kept": 9, "removed": {"exact_duplicate": 1}, "spans": [1, 2]},
+    )
     assert report_lines(summary, "s.json")[5:] == [
         "data quality (spans 1, 2):",
         "  documents read: 10, kept: 9",
@@ -94,11 +129,25 @@ def test_a_partial_run_reports_the_data_quality_and_no_push():
 def test_removal_the_data_gate_only_warned_about_is_reported_with_its_rules():
     from components.data_gate.removal import removal_finding
 
-    finding = removal_finding({"documents_read": 10, "documents_kept": 2, "removed": {"quality_stop_words": 8},
-                               "removed_examples": {"quality_stop_words": {"location": "a.txt:1", "text": "Ay."}}}, 0.3)
-    summary = dict(BLESSED_RUN, components={"ExampleGen": "COMPLETE", "DataGate": "COMPLETE"}, blessing=None,
-                   samples=[], anomalies=[], distribution_checks=None, push={"pushed": False, "reason": "no Pusher"},
-                   removal_warning=finding.message())
+    finding = removal_finding(
+        {
+            "documents_read": 10,
+            "documents_kept": 2,
+            "removed": {"quality_stop_words": 8},
+            "removed_examples": {"quality_stop_words": {"location": "a.txt:1", "text": "Ay."}},
+        },
+        0.3,
+    )
+    summary = dict(
+        BLESSED_RUN,
+        components={"ExampleGen": "COMPLETE", "DataGate": "COMPLETE"},
+        blessing=None,
+        samples=[],
+        anomalies=[],
+        distribution_checks=None,
+        push={"pushed": False, "reason": "no Pusher"},
+        removal_warning=finding.message(),
+    )
     assert report_lines(summary, "s.json")[5:7] == [
         "data gate WARNING (data_gate.removal_action=warn, the run went on): cleaning removed 80.0% of the documents "
         "(read 10, kept 2; data_gate.max_removed_fraction=0.3); the rules that removed the most:",
@@ -123,21 +172,44 @@ def prepared_run(monkeypatch):
     return summary, calls
 
 
-GATE_ERROR = "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data:\n  - New column"
+GATE_ERROR = (
+    "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data:\n  - New column"
+)
 
 
 @pytest.mark.parametrize("command,through", [("run", None), ("validate", "RecordAcceptedStatistics")])
-@pytest.mark.parametrize("outcome,exit_code,error_line", [
-    ({}, EXIT_OK, None),
-    ({"succeeded": False, "components": {"DataGate": "FAILED"}, "error": GATE_ERROR}, EXIT_BLOCKED,
-     "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data: - New column"),
-    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "TokenGate": "FAILED"}, "error": "token gate: x"},
-     EXIT_BLOCKED, "token gate: x"),
-    ({"succeeded": False, "components": {"DataGate": "COMPLETE", "Trainer": "FAILED"}, "error": "the Trainer failed"},
-     EXIT_FAILED, "the Trainer failed"),
-])
-def test_run_and_validate_print_the_report_and_exit_by_the_gates(prepared_run, tmp_path, capsys, command, through,
-                                                                  outcome, exit_code, error_line):
+@pytest.mark.parametrize(
+    "outcome,exit_code,error_line",
+    [
+        ({}, EXIT_OK, None),
+        (
+            {"succeeded": False, "components": {"DataGate": "FAILED"}, "error": GATE_ERROR},
+            EXIT_BLOCKED,
+            "data gate: stopping before the Tokenizer and Transform: 1 blocking anomaly in the input data: - New column",
+        ),
+        (
+            {
+                "succeeded": False,
+                "components": {"DataGate": "COMPLETE", "TokenGate": "FAILED"},
+                "error": "token gate: x",
+            },
+            EXIT_BLOCKED,
+            "token gate: x",
+        ),
+        (
+            {
+                "succeeded": False,
+                "components": {"DataGate": "COMPLETE", "Trainer": "FAILED"},
+                "error": "the Trainer failed",
+            },
+            EXIT_FAILED,
+            "the Trainer failed",
+        ),
+    ],
+)
+def test_run_and_validate_print_the_report_and_exit_by_the_gates(
+    prepared_run, tmp_path, capsys, command, through, outcome, exit_code, error_line
+):
     summary, calls = prepared_run
     summary.update(outcome)
     output_root = str(tmp_path / "out")

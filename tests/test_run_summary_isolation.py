@@ -8,6 +8,7 @@ artifacts attributed through OUTPUT events keyed by the output name), without ru
 The case is the one from issue 41: run 1 is still going when run 2 starts, and run 1 pushes after
 run 2's context was created.
 """
+
 import json
 import os
 
@@ -29,8 +30,10 @@ class _Store:
     def __init__(self, path: str):
         self.connection = tfx.orchestration.metadata.sqlite_metadata_connection_config(path)
         self.store = metadata_store.MetadataStore(self.connection)
-        types = {name: self.store.put_context_type(metadata_store_pb2.ContextType(name=name))
-                 for name in ("pipeline", "pipeline_run", "node")}
+        types = {
+            name: self.store.put_context_type(metadata_store_pb2.ContextType(name=name))
+            for name in ("pipeline", "pipeline_run", "node")
+        }
         self.run_type = types["pipeline_run"]
         self.execution_type = self.store.put_execution_type(metadata_store_pb2.ExecutionType(name="Component"))
         self.pushed_type = self.store.put_artifact_type(metadata_store_pb2.ArtifactType(name="PushedModel"))
@@ -50,8 +53,9 @@ class _Store:
         execution = metadata_store_pb2.Execution(type_id=self.execution_type, last_known_state=state)
         outputs = []
         if pushed_version:
-            artifact = metadata_store_pb2.Artifact(type_id=self.pushed_type, uri=f"/out/pushed/{run_id}",
-                                                   state=metadata_store_pb2.Artifact.LIVE)
+            artifact = metadata_store_pb2.Artifact(
+                type_id=self.pushed_type, uri=f"/out/pushed/{run_id}", state=metadata_store_pb2.Artifact.LIVE
+            )
             for name, value in (("pushed", 1), ("pushed_version", pushed_version)):
                 artifact.custom_properties[name].int_value = value
             artifact.custom_properties["pushed_destination"].string_value = f"/out/serving/{pushed_version}"
@@ -107,7 +111,9 @@ def test_each_run_writes_its_own_summary_and_last_run_is_the_newest(tmp_path):
     assert sorted(os.listdir(tmp_path / "out" / "runs")) == ["run-1.json", "run-2.json"]
     with open(layout.run_summary_path("run-1"), encoding="utf-8") as handle:
         assert json.load(handle)["push"]["version"] == 1
-    with open(layout.summary_path, encoding="utf-8") as handle, \
-            open(layout.run_summary_path("run-2"), encoding="utf-8") as newest:
+    with (
+        open(layout.summary_path, encoding="utf-8") as handle,
+        open(layout.run_summary_path("run-2"), encoding="utf-8") as newest,
+    ):
         assert json.load(handle) == json.load(newest)
     assert sorted(os.listdir(tmp_path / "out")) == ["last_run.json", "runs"]  # no temporary file left

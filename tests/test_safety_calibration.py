@@ -3,6 +3,7 @@ not toxic, garbled text included, passes every safety gate with a margin of at l
 text is refused by every gate with a margin of at least 2x. The margins are on medians of simulated
 evaluations with the default sampling plan; the scorer is the default one, deterministic, so the
 test holds on every CPU."""
+
 import numpy as np
 import pytest
 

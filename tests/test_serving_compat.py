@@ -1,4 +1,5 @@
 """Op allow-list: the transform graph and the serving model load in stock TF Serving 2.16."""
+
 import os
 
 import pytest

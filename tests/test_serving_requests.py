@@ -5,6 +5,7 @@ The TF Serving binary cannot run here, so requests are built with `tensorflow-se
 exactly as a gRPC client would, serialised to wire bytes and parsed back, then run against the
 loaded SavedModel's signature in-process (what TF Serving's Predict handler does with them).
 """
+
 import json
 import os
 
@@ -30,7 +31,8 @@ def assert_signature_contract(model, names) -> None:
     for name in names:
         declared = model.signatures[name].structured_input_signature[1]
         assert {key: (spec.dtype, tuple(spec.shape)) for key, spec in declared.items()} == {
-            spec.name: (spec.dtype, spec.shape) for spec in signatures.INPUTS[name]}, name
+            spec.name: (spec.dtype, spec.shape) for spec in signatures.INPUTS[name]
+        }, name
         assert set(model.signatures[name].structured_outputs) == set(signatures.OUTPUTS[name]), name
 
 
@@ -47,7 +49,9 @@ GENERATE_ARGUMENTS = dict(max_new_tokens=6, temperature=0.0, top_k=0, top_p=1.0,
 def test_a_grpc_generate_request_matches_the_signature_and_its_outputs(exported_model):
     model, _ = exported_model
     prompts = ["Hi Zoë,", "Thanks for writing about sync and settings"]
-    request = _over_the_wire(predict_requests.predict_request("textgen", "generate", prompts=prompts, **GENERATE_ARGUMENTS))
+    request = _over_the_wire(
+        predict_requests.predict_request("textgen", "generate", prompts=prompts, **GENERATE_ARGUMENTS)
+    )
     outputs = predict_requests.run_request(model, request)
     assert set(outputs) == {"generations", "num_generated_tokens"}
     assert outputs["generations"].shape == (2,) and outputs["num_generated_tokens"].dtype == np.int32
@@ -68,8 +72,10 @@ def test_a_rest_body_carries_the_same_typed_inputs_as_the_grpc_request(exported_
     grpc_request = predict_requests.predict_request("textgen", "generate", prompts=prompts, **GENERATE_ARGUMENTS)
     from_rest = predict_requests.predict_request("textgen", "generate", **body["inputs"])
     assert from_rest == grpc_request
-    assert (predict_requests.run_request(model, from_rest)["generations"].tolist()
-            == predict_requests.run_request(model, grpc_request)["generations"].tolist())
+    assert (
+        predict_requests.run_request(model, from_rest)["generations"].tolist()
+        == predict_requests.run_request(model, grpc_request)["generations"].tolist()
+    )
 
 
 def test_a_grpc_score_request_returns_one_score_per_text(exported_model):
@@ -96,7 +102,12 @@ def test_warmup_records_are_present_parseable_and_servable(exported_model):
     model, export_dir = exported_model
     assert os.path.isfile(os.path.join(export_dir, predict_requests.WARMUP_FILE))
     requests = predict_requests.read_warmup_file(export_dir)
-    assert [r.model_spec.signature_name for r in requests] == ["serving_default", "serving_default", "generate", "score"]
+    assert [r.model_spec.signature_name for r in requests] == [
+        "serving_default",
+        "serving_default",
+        "generate",
+        "score",
+    ]
     batch_sizes = [r.inputs["prompts"].tensor_shape.dim[0].size for r in requests if "prompts" in r.inputs]
     assert batch_sizes == [1, 8, 1]
     for request in requests:
@@ -106,7 +117,9 @@ def test_warmup_records_are_present_parseable_and_servable(exported_model):
         assert outputs and all(len(value) == batch_size for value in outputs.values())
 
 
-def test_the_xla_export_is_serving_safe_and_decodes_like_the_default_one(exported_model, tiny_backbone, transform_artifacts, tmp_path):
+def test_the_xla_export_is_serving_safe_and_decodes_like_the_default_one(
+    exported_model, tiny_backbone, transform_artifacts, tmp_path
+):
     model, _ = exported_model
     generation = GenerationOptions(max_new_tokens=8, temperature=0.0, top_k=0, jit_compile=True)
     export_dir = str(tmp_path / "xla")

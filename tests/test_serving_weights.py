@@ -1,4 +1,5 @@
 """The serving copy of the backbone: the pre-transposed projection changes nothing, int8 changes little."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -19,8 +20,14 @@ def _peaked_backbone(seed: int, rotary: bool):
     """A random 2-layer model whose logits are peaked (embeddings scaled up), so greedy choices
     are not coin flips between near-equal logits, as they would be in a freshly initialised model."""
     tf.keras.utils.set_random_seed(seed)
-    config = ModelOptions(num_layers=2, num_heads=2, model_dim=32, mlp_dim=64, context_length=32,
-                         position_encoding="rotary" if rotary else "learned")
+    config = ModelOptions(
+        num_layers=2,
+        num_heads=2,
+        model_dim=32,
+        mlp_dim=64,
+        context_length=32,
+        position_encoding="rotary" if rotary else "learned",
+    )
     backbone = build_backbone(config, 97)
     backbone.token_embedding.embeddings.assign(backbone.token_embedding.embeddings * 40.0)
     return backbone

@@ -5,6 +5,7 @@ The run happens in a fresh process (tests/sharded_run.py): a 2 x 2 mesh on a mac
 GPUs needs 4 logical CPU devices, which run_fn can only make before TensorFlow initialises, and
 this test process (one for the whole suite) has long initialised it.
 """
+
 import json
 import os
 import re
@@ -24,8 +25,17 @@ from tests.conftest import FIXTURE_VOCAB_SIZE
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = ModelOptions(preset="tiny")
 STEPS = 12
-SHARDED_TRAINING = dict(train_steps=STEPS, batch_size=8, learning_rate=3e-3, warmup_steps=2, log_every=4, eval_batches=1,
-                        seed=7, precision="float32", sharding=ShardingOptions(batch=2, model=2))
+SHARDED_TRAINING = dict(
+    train_steps=STEPS,
+    batch_size=8,
+    learning_rate=3e-3,
+    warmup_steps=2,
+    log_every=4,
+    eval_batches=1,
+    seed=7,
+    precision="float32",
+    sharding=ShardingOptions(batch=2, model=2),
+)
 
 
 # --- configuration: what sharding refuses, and what `auto` resolves to ------------------------
@@ -33,28 +43,36 @@ SHARDED_TRAINING = dict(train_steps=STEPS, batch_size=8, learning_rate=3e-3, war
 MESH = "training.sharding.batch=2", "training.sharding.model=2"
 
 
-@pytest.mark.parametrize("override, message", [
-    ("training.jit_compile=on", "training.jit_compile=on cannot be combined with training.sharding"),
-    ("training.precision=mixed_float16", "training.precision=mixed_float16 cannot be combined"),
-    ("training.precision=mixed_bfloat16", "training.precision=mixed_bfloat16 cannot be combined"),
-    ("training.lora.rank=4", "training.lora.rank=4 cannot be combined"),
-    ("training.recompute=block", "training.recompute=block cannot be combined"),
-    ("training.gradient_accumulation_steps=2", "training.gradient_accumulation_steps=2 cannot be combined"),
-    ("training.distribution=mirrored", "training.distribution=mirrored cannot be combined"),
-    ("training.distribution=parameter_server", "multi-client DTensor is not supported"),
-    ("training.warm_start=true", "training.warm_start=true cannot be combined"),
-    ("model.dropout=0.1", "model.dropout=0.1 cannot be combined"),
-    ("training.sharding.model=3", r"model.model_dim \(128\) must be divisible by the mesh's model axis"),
-    ("training.sharding.batch=3", r"global batch \(32 sequences\) must be divisible by training.sharding.batch \(3\)"),
-    ("kubeflow.tfjob.enabled=true", "kubeflow.tfjob.workers=2 and parameter_servers=0 cannot be combined"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("training.jit_compile=on", "training.jit_compile=on cannot be combined with training.sharding"),
+        ("training.precision=mixed_float16", "training.precision=mixed_float16 cannot be combined"),
+        ("training.precision=mixed_bfloat16", "training.precision=mixed_bfloat16 cannot be combined"),
+        ("training.lora.rank=4", "training.lora.rank=4 cannot be combined"),
+        ("training.recompute=block", "training.recompute=block cannot be combined"),
+        ("training.gradient_accumulation_steps=2", "training.gradient_accumulation_steps=2 cannot be combined"),
+        ("training.distribution=mirrored", "training.distribution=mirrored cannot be combined"),
+        ("training.distribution=parameter_server", "multi-client DTensor is not supported"),
+        ("training.warm_start=true", "training.warm_start=true cannot be combined"),
+        ("model.dropout=0.1", "model.dropout=0.1 cannot be combined"),
+        ("training.sharding.model=3", r"model.model_dim \(128\) must be divisible by the mesh's model axis"),
+        (
+            "training.sharding.batch=3",
+            r"global batch \(32 sequences\) must be divisible by training.sharding.batch \(3\)",
+        ),
+        ("kubeflow.tfjob.enabled=true", "kubeflow.tfjob.workers=2 and parameter_servers=0 cannot be combined"),
+    ],
+)
 def test_settings_sharding_does_not_support_are_refused_naming_the_field(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(overrides=[*MESH, override])
 
 
 def test_sharding_with_auto_settings_and_a_one_pod_tfjob_is_accepted():
-    config = load_config(overrides=[*MESH, "kubeflow.tfjob.enabled=true", "kubeflow.tfjob.workers=0", "kubeflow.tfjob.gpus=4"])
+    config = load_config(
+        overrides=[*MESH, "kubeflow.tfjob.enabled=true", "kubeflow.tfjob.workers=0", "kubeflow.tfjob.gpus=4"]
+    )
     assert config.training.sharding.enabled and config.training.sharding.devices == 4
     # Without a mesh the same settings stay as they were.
     assert load_config(overrides=["training.jit_compile=on", "model.dropout=0.1"]).training.jit_compile == "on"
@@ -68,7 +86,9 @@ def test_auto_precision_under_sharding_is_float32():
 
 
 def test_a_tf_config_cluster_is_refused_as_multi_client(monkeypatch):
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})
+    )
     with pytest.raises(ValueError, match="multi-client DTensor is not supported"):
         sharded_loop.check_single_client("auto", "")
     monkeypatch.delenv("TF_CONFIG")
@@ -96,6 +116,7 @@ def test_a_mesh_larger_than_the_initialised_host_names_both_counts():
 
 # --- run_fn in a fresh process on a 2 x 2 mesh of logical CPUs --------------------------------
 
+
 def _write_fn_args(directory, transform_artifacts, model: str = "model", **training) -> str:
     """The FnArgs file of a run in `directory` (its model run directory shared by every run there)
     exporting to `directory/<model>`."""
@@ -121,8 +142,13 @@ def _run(directory, fn_args_path: str) -> str:
     """Runs tests/sharded_run.py (run_fn in a fresh process) on the probe in `directory`; returns its log."""
     env = dict(os.environ, PYTHONPATH=REPO_ROOT, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
     env.pop("TF_CONFIG", None)
-    command = [sys.executable, os.path.join(REPO_ROOT, "tests", "sharded_run.py"),
-               fn_args_path, str(directory / "probe.npy"), str(directory / "logits.npy")]
+    command = [
+        sys.executable,
+        os.path.join(REPO_ROOT, "tests", "sharded_run.py"),
+        fn_args_path,
+        str(directory / "probe.npy"),
+        str(directory / "logits.npy"),
+    ]
     done = subprocess.run(command, cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-4000:]
     return done.stderr
@@ -143,8 +169,10 @@ def sharded_run(transform_artifacts, tmp_path_factory):
 def test_run_fn_trains_on_the_mesh_with_progress_eval_and_summaries(sharded_run):
     directory, log, _, _ = sharded_run
     assert "Sharded training on a 4-device CPU mesh (batch=2, model=2)" in log
-    progress = [(int(step), float(loss), float(eval_loss))
-                for step, loss, eval_loss in re.findall(r"step (\d+)/12 loss ([\d.]+) eval_loss ([\d.]+)", log)]
+    progress = [
+        (int(step), float(loss), float(eval_loss))
+        for step, loss, eval_loss in re.findall(r"step (\d+)/12 loss ([\d.]+) eval_loss ([\d.]+)", log)
+    ]
     assert [step for step, _, _ in progress] == [4, 8, 12], log[-3000:]
     assert progress[-1][1] < progress[0][1] - 0.05, progress  # the train loss falls
     assert progress[-1][2] < progress[0][2], progress  # and so does the eval loss
@@ -165,9 +193,14 @@ def test_the_export_has_the_signatures_of_an_ordinary_export(sharded_run, export
         return {key: (spec.dtype.name, tuple(spec.shape.as_list())) for key, spec in structure.items()}
 
     def described(model):
-        return {name: (function.structured_input_signature[0], specs(function.structured_input_signature[1]),
-                       specs(function.structured_outputs))
-                for name, function in model.signatures.items()}
+        return {
+            name: (
+                function.structured_input_signature[0],
+                specs(function.structured_input_signature[1]),
+                specs(function.structured_outputs),
+            )
+            for name, function in model.signatures.items()
+        }
 
     assert described(loaded) == described(reference)
     assert len(loaded.signatures) == 5

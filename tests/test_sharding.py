@@ -3,6 +3,7 @@
 The sharded runs happen in a subprocess (benchmarks/sharding.py): logical devices must be set up
 before TensorFlow initialises, which this test process (one for the whole suite) has already done.
 """
+
 import json
 import os
 import subprocess
@@ -27,7 +28,12 @@ def runs():
     env = dict(os.environ, PYTHONPATH=PROJECT_ROOT, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2")
     found = {}
     for family, extra, meshes in FAMILIES:
-        command = [sys.executable, os.path.join(PROJECT_ROOT, "benchmarks", "sharding.py"), "--steps", str(STEPS)] + extra
+        command = [
+            sys.executable,
+            os.path.join(PROJECT_ROOT, "benchmarks", "sharding.py"),
+            "--steps",
+            str(STEPS),
+        ] + extra
         for mesh in meshes:
             command += ["--mesh", mesh]
         done = subprocess.run(command, cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=900)

@@ -1,4 +1,5 @@
 """Per-document text statistics written by ExampleGen (and constrained by the curated schema)."""
+
 import pytest
 
 from components.example_gen.text_profile import BLANK, GARBLED, PROSE, SYMBOLIC, profile_text
@@ -13,15 +14,18 @@ def test_fractions_count_letters_of_any_script_digits_and_whitespace():
     assert profile.content_class == PROSE
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("Thanks for writing, we will fix it.", PROSE),
-    ("谢谢您的来信，我们会尽快处理。", PROSE),
-    ("", BLANK),
-    (" \n\t  ", BLANK),
-    ("| 12 | 34.5 | 0x1F | -- | ++ |", SYMBOLIC),
-    ("Thanks \ufffd for writing", GARBLED),  # 1 of 20 characters is U+FFFD
-    ("A long reply " * 20 + "\ufffd", PROSE),  # one repaired byte in 261 characters is not garbled
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("Thanks for writing, we will fix it.", PROSE),
+        ("谢谢您的来信，我们会尽快处理。", PROSE),
+        ("", BLANK),
+        (" \n\t  ", BLANK),
+        ("| 12 | 34.5 | 0x1F | -- | ++ |", SYMBOLIC),
+        ("Thanks \ufffd for writing", GARBLED),  # 1 of 20 characters is U+FFFD
+        ("A long reply " * 20 + "\ufffd", PROSE),  # one repaired byte in 261 characters is not garbled
+    ],
+)
 def test_content_class(text, expected):
     assert profile_text(text).content_class == expected
 

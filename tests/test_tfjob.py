@@ -7,6 +7,7 @@ The wait/fail logic runs against `FakeCustomObjects`, a test double of the kuber
 CustomObjectsApi that replays a sequence of TFJob statuses; the statuses of a worker restart are
 written as the Training Operator writes them (`_restarting`, `_succeeded_by_the_chief`).
 """
+
 import itertools
 import json
 import logging
@@ -23,9 +24,15 @@ SCHEMA = json.load(open(os.path.join(PROJECT_ROOT, "kubeflow", "schemas", "tfjob
 
 
 def _spec(**overrides) -> tfjob.TFJobSpec:
-    values = dict(name="textgen-train-1", namespace="ml-team", image="registry.example/textgen:1.0",
-                  command=tfjob.replica_command("gs://b/run/tfjob_fn_args.json"),
-                  workers=3, gpus=1, service_account="textgen-trainer")
+    values = dict(
+        name="textgen-train-1",
+        namespace="ml-team",
+        image="registry.example/textgen:1.0",
+        command=tfjob.replica_command("gs://b/run/tfjob_fn_args.json"),
+        workers=3,
+        gpus=1,
+        service_account="textgen-trainer",
+    )
     values.update(overrides)
     return tfjob.TFJobSpec(**values)
 
@@ -43,15 +50,24 @@ def test_manifest_validates_against_the_tfjob_schema():
 
 
 def test_replicas_get_the_trainer_pods_settings_and_secret_references_not_values():
-    listing = {"env": ["S3_ENDPOINT", "AWS_REGION"], "secret_env": {"AWS_SECRET_ACCESS_KEY": "minio-creds/secretkey"},
-               "config_map_env": {"MLFLOW_TRACKING_URI": "registry/uri"}}
-    trainer_pod = {tfjob.POD_ENV: json.dumps(listing), "S3_ENDPOINT": "http://minio:9000", "AWS_REGION": "us-east-1",
-                   "AWS_SECRET_ACCESS_KEY": "s3cr3t", "HOSTNAME": "trainer-pod"}
+    listing = {
+        "env": ["S3_ENDPOINT", "AWS_REGION"],
+        "secret_env": {"AWS_SECRET_ACCESS_KEY": "minio-creds/secretkey"},
+        "config_map_env": {"MLFLOW_TRACKING_URI": "registry/uri"},
+    }
+    trainer_pod = {
+        tfjob.POD_ENV: json.dumps(listing),
+        "S3_ENDPOINT": "http://minio:9000",
+        "AWS_REGION": "us-east-1",
+        "AWS_SECRET_ACCESS_KEY": "s3cr3t",
+        "HOSTNAME": "trainer-pod",
+    }
     env, entries = tfjob.replica_env(trainer_pod)
     assert env == {"S3_ENDPOINT": "http://minio:9000", "AWS_REGION": "us-east-1"}
     assert entries == [
         {"name": "AWS_SECRET_ACCESS_KEY", "valueFrom": {"secretKeyRef": {"name": "minio-creds", "key": "secretkey"}}},
-        {"name": "MLFLOW_TRACKING_URI", "valueFrom": {"configMapKeyRef": {"name": "registry", "key": "uri"}}}]
+        {"name": "MLFLOW_TRACKING_URI", "valueFrom": {"configMapKeyRef": {"name": "registry", "key": "uri"}}},
+    ]
     manifest = tfjob.build_manifest(_spec(env=env, env_entries=entries))
     jsonschema.validate(manifest, SCHEMA)
     container = manifest["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
@@ -79,9 +95,20 @@ def test_launch_submits_the_configured_ps_replicas(tmp_path):
 
     fn_args = types.SimpleNamespace(model_run_dir=str(tmp_path / "run"), train_steps=10, custom_config={})
     api = FakeCustomObjects([{"conditions": [_condition("Succeeded")]}])
-    tfjob.launch(fn_args, TFJobOptions(enabled=True, workers=2, parameter_servers=1), "img:1", "ml-team", "textgen-train-8", api=api)
+    tfjob.launch(
+        fn_args,
+        TFJobOptions(enabled=True, workers=2, parameter_servers=1),
+        "img:1",
+        "ml-team",
+        "textgen-train-8",
+        api=api,
+    )
     ((_, _, _, _, body),) = api.created
-    assert {kind: spec["replicas"] for kind, spec in body["spec"]["tfReplicaSpecs"].items()} == {"Chief": 1, "Worker": 2, "PS": 1}
+    assert {kind: spec["replicas"] for kind, spec in body["spec"]["tfReplicaSpecs"].items()} == {
+        "Chief": 1,
+        "Worker": 2,
+        "PS": 1,
+    }
     # The documented default of kubeflow.tfjob.worker_restarts reaches the manifest.
     assert TFJobOptions().worker_restarts == 3 and body["spec"]["runPolicy"]["backoffLimit"] == 3
     assert body["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] == "ExitCode"
@@ -105,12 +132,17 @@ def test_parameter_server_workers_restart_on_retryable_exit_codes_and_nothing_el
     assert set(_policies(no_restarts).values()) == {"Never"} and no_restarts["spec"]["runPolicy"]["backoffLimit"] == 0
 
 
-@pytest.mark.parametrize("breakage", [
-    lambda m: m["spec"]["tfReplicaSpecs"].__setitem__("Trainer", m["spec"]["tfReplicaSpecs"]["Chief"]),
-    lambda m: m["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0].__setitem__("name", "main"),
-    lambda m: m["metadata"].__setitem__("name", "Bad_Name"),
-    lambda m: m["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["resources"]["limits"].__setitem__("memory", "lots"),
-])
+@pytest.mark.parametrize(
+    "breakage",
+    [
+        lambda m: m["spec"]["tfReplicaSpecs"].__setitem__("Trainer", m["spec"]["tfReplicaSpecs"]["Chief"]),
+        lambda m: m["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0].__setitem__("name", "main"),
+        lambda m: m["metadata"].__setitem__("name", "Bad_Name"),
+        lambda m: m["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"][0]["resources"][
+            "limits"
+        ].__setitem__("memory", "lots"),
+    ],
+)
 def test_schema_rejects_broken_manifests(breakage):
     manifest = tfjob.build_manifest(_spec())
     breakage(manifest)
@@ -145,47 +177,83 @@ def _condition(kind, message=""):
     return {"type": kind, "status": "True", "message": message}
 
 
-RUNNING = {"conditions": [_condition("Created"), _condition("Running")],
-           "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 3}}}
+RUNNING = {
+    "conditions": [_condition("Created"), _condition("Running")],
+    "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 3}},
+}
 
 
 def test_wait_streams_status_changes_and_returns_on_success(caplog):
-    api = FakeCustomObjects([{}, RUNNING, RUNNING, {"conditions": [_condition("Succeeded")],
-                                                    "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"succeeded": 3}}}])
+    api = FakeCustomObjects(
+        [
+            {},
+            RUNNING,
+            RUNNING,
+            {
+                "conditions": [_condition("Succeeded")],
+                "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"succeeded": 3}},
+            },
+        ]
+    )
     with caplog.at_level(logging.INFO, logger=tfjob.__name__):
         status = tfjob.wait(api, "j", "ns", poll_seconds=1, sleep=lambda s: None)
     assert status["replicaStatuses"]["Chief"] == {"succeeded": 1}
     messages = [r.getMessage() for r in caplog.records]
-    assert messages == ["TFJob ns/j: Pending", "TFJob ns/j: Created,Running (Chief: active=1; Worker: active=3)",
-                        "TFJob ns/j: Succeeded (Chief: succeeded=1; Worker: succeeded=3)"]
+    assert messages == [
+        "TFJob ns/j: Pending",
+        "TFJob ns/j: Created,Running (Chief: active=1; Worker: active=3)",
+        "TFJob ns/j: Succeeded (Chief: succeeded=1; Worker: succeeded=3)",
+    ]
 
 
 def test_a_failed_replica_fails_at_once_with_its_type_named():
-    api = FakeCustomObjects([RUNNING, {"conditions": [_condition("Running")],
-                                       "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2, "failed": 1}}}])
+    api = FakeCustomObjects(
+        [
+            RUNNING,
+            {
+                "conditions": [_condition("Running")],
+                "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2, "failed": 1}},
+            },
+        ]
+    )
     with pytest.raises(tfjob.TFJobFailed, match="Worker replicas failed: 1"):
         tfjob.wait(api, "j", "ns", sleep=lambda s: None)
 
 
 def test_a_failed_job_reports_the_operator_message_and_a_stuck_job_times_out():
-    api = FakeCustomObjects([{"conditions": [_condition("Failed", "TFJob j has failed because 1 Chief replica(s) failed.")]}])
+    api = FakeCustomObjects(
+        [{"conditions": [_condition("Failed", "TFJob j has failed because 1 Chief replica(s) failed.")]}]
+    )
     with pytest.raises(tfjob.TFJobFailed, match="1 Chief replica"):
         tfjob.wait(api, "j", "ns", sleep=lambda s: None)
     ticks = iter(range(0, 1000, 10))
     with pytest.raises(tfjob.TFJobFailed, match="did not finish within 30 s"):
-        tfjob.wait(FakeCustomObjects([RUNNING]), "j", "ns", timeout_seconds=30, sleep=lambda s: None, clock=lambda: next(ticks))
+        tfjob.wait(
+            FakeCustomObjects([RUNNING]), "j", "ns", timeout_seconds=30, sleep=lambda s: None, clock=lambda: next(ticks)
+        )
 
 
 # --- parameter-server jobs: a worker the operator restarts ---------------------------------------
 def _wait(api, budget=tfjob.RestartBudget()):
     """tfjob.wait without sleeping, failing after 100 polls instead of looping on a repeated status."""
     polls = itertools.count()
-    return tfjob.wait(api, "j", "ns", poll_seconds=1, timeout_seconds=100, sleep=lambda s: None, clock=lambda: next(polls), budget=budget)
+    return tfjob.wait(
+        api,
+        "j",
+        "ns",
+        poll_seconds=1,
+        timeout_seconds=100,
+        sleep=lambda s: None,
+        clock=lambda: next(polls),
+        budget=budget,
+    )
 
 
 PS_BUDGET = tfjob.RestartBudget(frozenset({"Worker"}), 2)
-PS_RUNNING = {"conditions": [_condition("Created"), _condition("Running")],
-              "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2}, "PS": {"active": 1}}}
+PS_RUNNING = {
+    "conditions": [_condition("Created"), _condition("Running")],
+    "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2}, "PS": {"active": 1}},
+}
 
 
 def _restarting(since, failed_workers=1):
@@ -200,17 +268,29 @@ def _restarting(since, failed_workers=1):
     `since` is the condition's lastTransitionTime, new for each restart. Not reproduced: the
     passes in between (pod recreated: failed back to 0, `Running` again: PS_RUNNING), event
     timing, pods the operator deletes while the node is lost (counted failed, never restarted)."""
-    return {"conditions": [_condition("Created"), dict(_condition("Restarting", 'job "j" is restarting because Worker replica(s) failed.'),
-                                                       lastTransitionTime=since)],
-            "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 2 - failed_workers, "failed": failed_workers},
-                                "PS": {"active": 1}}}
+    return {
+        "conditions": [
+            _condition("Created"),
+            dict(
+                _condition("Restarting", 'job "j" is restarting because Worker replica(s) failed.'),
+                lastTransitionTime=since,
+            ),
+        ],
+        "replicaStatuses": {
+            "Chief": {"active": 1},
+            "Worker": {"active": 2 - failed_workers, "failed": failed_workers},
+            "PS": {"active": 1},
+        },
+    }
 
 
 def _succeeded_by_the_chief():
     """UpdateJobStatus (tfjob_controller.go) with a Chief: `Succeeded` once the chief's pod
     succeeded, the PS job's workers and parameter servers still running (they only serve)."""
-    return {"conditions": [_condition("Created"), {**_condition("Running"), "status": "False"}, _condition("Succeeded")],
-            "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"active": 2}, "PS": {"active": 1}}}
+    return {
+        "conditions": [_condition("Created"), {**_condition("Running"), "status": "False"}, _condition("Succeeded")],
+        "replicaStatuses": {"Chief": {"succeeded": 1}, "Worker": {"active": 2}, "PS": {"active": 1}},
+    }
 
 
 def test_a_restarted_worker_does_not_fail_a_parameter_server_job_the_chief_then_finishes(caplog):
@@ -218,33 +298,58 @@ def test_a_restarted_worker_does_not_fail_a_parameter_server_job_the_chief_then_
     with caplog.at_level(logging.INFO, logger=tfjob.__name__):
         status = _wait(FakeCustomObjects(statuses), budget=PS_BUDGET)
     assert status["replicaStatuses"]["Chief"] == {"succeeded": 1}
-    assert "TFJob ns/j: Created,Restarting (Chief: active=1; PS: active=1; Worker: active=1, failed=1)" in caplog.messages
+    assert (
+        "TFJob ns/j: Created,Restarting (Chief: active=1; PS: active=1; Worker: active=1, failed=1)" in caplog.messages
+    )
     # The same statuses for a job whose workers do not restart (MultiWorkerMirrored): the failure counts.
     with pytest.raises(tfjob.TFJobFailed, match="Worker replicas failed: 1"):
         _wait(FakeCustomObjects(statuses))
 
 
 def test_a_job_failed_after_worker_restarts_names_the_replica_and_the_restarts():
-    backoff = {"conditions": [_condition("Failed", "Job j has failed because it has reached the specified backoff limit")],
-               "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 1, "failed": 1}, "PS": {"active": 1}}}
+    backoff = {
+        "conditions": [_condition("Failed", "Job j has failed because it has reached the specified backoff limit")],
+        "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 1, "failed": 1}, "PS": {"active": 1}},
+    }
     api = FakeCustomObjects([PS_RUNNING, _restarting("2026-01-01T10:00:00Z"), PS_RUNNING, backoff])
-    with pytest.raises(tfjob.TFJobFailed, match=r"TFJob ns/j failed: Worker replicas failed: 1; Job j has failed because it has "
-                                                r"reached the specified backoff limit; after 1 Worker restart\(s\)$"):
+    with pytest.raises(
+        tfjob.TFJobFailed,
+        match=r"TFJob ns/j failed: Worker replicas failed: 1; Job j has failed because it has "
+        r"reached the specified backoff limit; after 1 Worker restart\(s\)$",
+    ):
         _wait(api, budget=PS_BUDGET)
     # ExitCode with a permanent code (a Python error, exit 1): ReconcilePods sets Failed, no restart.
-    permanent = {"conditions": [_condition("Failed", 'job "j" is failing because "Worker" replica(s) failed.')],
-                 "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 1, "failed": 1}, "PS": {"active": 1}}}
+    permanent = {
+        "conditions": [_condition("Failed", 'job "j" is failing because "Worker" replica(s) failed.')],
+        "replicaStatuses": {"Chief": {"active": 1}, "Worker": {"active": 1, "failed": 1}, "PS": {"active": 1}},
+    }
     with pytest.raises(tfjob.TFJobFailed, match='Worker replicas failed: 1; job "j" is failing'):
         _wait(FakeCustomObjects([permanent]), budget=PS_BUDGET)
 
 
 def test_more_restarts_than_the_budget_delete_the_job_and_fail():
-    api = FakeCustomObjects([_restarting("2026-01-01T10:00:00Z"), _restarting("2026-01-01T10:00:00Z"), PS_RUNNING,
-                             _restarting("2026-01-01T11:00:00Z", failed_workers=2)])
-    with pytest.raises(tfjob.TFJobFailed, match=r"more than kubeflow.tfjob.worker_restarts=2 restarts; after 3 Worker restart\(s\); TFJob deleted"):
+    api = FakeCustomObjects(
+        [
+            _restarting("2026-01-01T10:00:00Z"),
+            _restarting("2026-01-01T10:00:00Z"),
+            PS_RUNNING,
+            _restarting("2026-01-01T11:00:00Z", failed_workers=2),
+        ]
+    )
+    with pytest.raises(
+        tfjob.TFJobFailed,
+        match=r"more than kubeflow.tfjob.worker_restarts=2 restarts; after 3 Worker restart\(s\); TFJob deleted",
+    ):
         _wait(api, budget=PS_BUDGET)
     assert api.deleted == [("kubeflow.org", "v1", "ns", "tfjobs", "j")] and not api.statuses[1:]
-    within = FakeCustomObjects([_restarting("2026-01-01T10:00:00Z"), PS_RUNNING, _restarting("2026-01-01T11:00:00Z"), _succeeded_by_the_chief()])
+    within = FakeCustomObjects(
+        [
+            _restarting("2026-01-01T10:00:00Z"),
+            PS_RUNNING,
+            _restarting("2026-01-01T11:00:00Z"),
+            _succeeded_by_the_chief(),
+        ]
+    )
     _wait(within, budget=PS_BUDGET)  # 2 restarts: within the budget
     assert within.deleted == []
 
@@ -255,9 +360,13 @@ def test_a_failed_chief_or_parameter_server_fails_the_job_even_while_a_worker_re
     status["replicaStatuses"][kind] = {"failed": 1}
     with pytest.raises(tfjob.TFJobFailed, match=f"{kind} replicas failed: 1"):
         _wait(FakeCustomObjects([status]), budget=PS_BUDGET)
-    failed = {"conditions": [_condition("Failed", f"TFJob ns/j has failed because 1 {kind} replica(s) failed.")],
-              "replicaStatuses": {kind: {"failed": 1}}}
-    with pytest.raises(tfjob.TFJobFailed, match=f"{kind} replicas failed: 1; TFJob ns/j has failed because 1 {kind} replica"):
+    failed = {
+        "conditions": [_condition("Failed", f"TFJob ns/j has failed because 1 {kind} replica(s) failed.")],
+        "replicaStatuses": {kind: {"failed": 1}},
+    }
+    with pytest.raises(
+        tfjob.TFJobFailed, match=f"{kind} replicas failed: 1; TFJob ns/j has failed because 1 {kind} replica"
+    ):
         _wait(FakeCustomObjects([failed]), budget=PS_BUDGET)
 
 
@@ -266,10 +375,23 @@ def test_launch_writes_fn_args_submits_and_waits(tmp_path):
 
     from components.trainer.options import TFJobOptions
 
-    fn_args = FnArgs(train_files=["a*.gz"], eval_files=["b*.gz"], train_steps=10, model_run_dir=str(tmp_path / "run"),
-                     serving_model_dir=str(tmp_path / "serving"), custom_config={"model": {"num_layers": 1}})
+    fn_args = FnArgs(
+        train_files=["a*.gz"],
+        eval_files=["b*.gz"],
+        train_steps=10,
+        model_run_dir=str(tmp_path / "run"),
+        serving_model_dir=str(tmp_path / "serving"),
+        custom_config={"model": {"num_layers": 1}},
+    )
     api = FakeCustomObjects([{"conditions": [_condition("Succeeded")]}])
-    tfjob.launch(fn_args, TFJobOptions(enabled=True, workers=1, poll_seconds=0.01), "img:1", "ml-team", "textgen-train-7", api=api)
+    tfjob.launch(
+        fn_args,
+        TFJobOptions(enabled=True, workers=1, poll_seconds=0.01),
+        "img:1",
+        "ml-team",
+        "textgen-train-7",
+        api=api,
+    )
     ((_, _, namespace, plural, body),) = api.created
     assert (namespace, plural, body["metadata"]["name"]) == ("ml-team", "tfjobs", "textgen-train-7")
     jsonschema.validate(body, SCHEMA)
@@ -278,7 +400,13 @@ def test_launch_writes_fn_args_submits_and_waits(tmp_path):
     assert FnArgs(**written).train_files == ["a*.gz"] and written["custom_config"] == {"model": {"num_layers": 1}}
     for replica in body["spec"]["tfReplicaSpecs"].values():
         (container,) = replica["template"]["spec"]["containers"]
-        assert container["command"] == ["python", "-m", "components.trainer.training.replica", "--fn-args", fn_args_path]
+        assert container["command"] == [
+            "python",
+            "-m",
+            "components.trainer.training.replica",
+            "--fn-args",
+            fn_args_path,
+        ]
     # What the replica entry point rebuilds: every launcher field, unset ones None.
     rebuilt = tfjob.fn_args_from_json(open(fn_args_path).read())
     assert set(rebuilt) == set(tfjob.FN_ARGS_FIELDS) and rebuilt["train_steps"] == 10 and rebuilt["base_model"] is None
@@ -296,11 +424,16 @@ def test_run_fn_launches_a_tfjob_when_enabled_and_trains_itself_inside_a_replica
     monkeypatch.delenv(run_fn_module.tfjob.REPLICA_ENV, raising=False)
     fn_args = types.SimpleNamespace(
         model_run_dir=str(tmp_path / "Trainer" / "model_run" / "17"),
-        custom_config={"tfjob": TFJobOptions(enabled=True, workers=3, image="img:1").to_parameter(), "tfjob_namespace": "team"},
+        custom_config={
+            "tfjob": TFJobOptions(enabled=True, workers=3, image="img:1").to_parameter(),
+            "tfjob_namespace": "team",
+        },
     )
     run_fn_module.run_fn(fn_args)  # returns after launching: no training inputs are needed
     ((passed_args, config, image, namespace, job_name),) = launched
     assert (passed_args, config.workers, image, namespace) == (fn_args, 3, "img:1", "team")
     assert job_name.startswith("textgen-train-") and len(job_name) <= 63
     monkeypatch.setenv(run_fn_module.tfjob.REPLICA_ENV, "1")
-    assert not run_fn_module._launched_as_tfjob(fn_args, run_fn_module.read_trainer_custom_config(fn_args.custom_config))
+    assert not run_fn_module._launched_as_tfjob(
+        fn_args, run_fn_module.read_trainer_custom_config(fn_args.custom_config)
+    )

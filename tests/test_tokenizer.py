@@ -1,4 +1,5 @@
 """The SentencePiece tokenizer: learning, the id layout, the graph ops TF Transform exports, round trips."""
+
 import random
 
 import hypothesis.strategies as st
@@ -86,8 +87,11 @@ def test_statistics_and_compression(graph_tokenizer, transform_artifacts):
     assert any(int(t) >= ids.FIRST_LEARNED_ID for t in transformed["token_ids"].flat_values)
     fractions = transformed["byte_token_fraction"].numpy()
     assert np.all((fractions >= 0) & (fractions <= 1)) and fractions[2] > 0  # the CJK and emoji document
-    np.testing.assert_allclose(transformed["bytes_per_token"].numpy(),
-                               [len(d.encode()) / n for d, n in zip(documents, transformed["num_tokens"].numpy())], rtol=1e-6)
+    np.testing.assert_allclose(
+        transformed["bytes_per_token"].numpy(),
+        [len(d.encode()) / n for d, n in zip(documents, transformed["num_tokens"].numpy())],
+        rtol=1e-6,
+    )
 
 
 def test_detokenize_drops_special_tokens(graph_tokenizer):
@@ -131,7 +135,9 @@ def test_learning_reaches_the_configured_size_on_the_bundled_corpus():
 
 
 def test_unigram_is_an_option(tmp_path):
-    model = model_file.read_model(learn_fixture_tokenizer(str(tmp_path / "u.model"), vocab_size=400, algorithm="unigram"))
+    model = model_file.read_model(
+        learn_fixture_tokenizer(str(tmp_path / "u.model"), vocab_size=400, algorithm="unigram")
+    )
     assert (model.algorithm, model.vocab_size) == ("unigram", 400)
 
 
@@ -178,15 +184,25 @@ def test_sentencepiece_errors_become_errors_that_name_a_setting(monkeypatch):
         raise RuntimeError("Internal: src/trainer_interface.cc(661) something SentencePiece-internal")
 
     monkeypatch.setattr(spm.SentencePieceTrainer, "train", refuse)
-    with pytest.raises(learn.TokenizerLearningError, match=r"could not learn 512 pieces .*: change tokenizer.vocab_size"):
+    with pytest.raises(
+        learn.TokenizerLearningError, match=r"could not learn 512 pieces .*: change tokenizer.vocab_size"
+    ):
         learn.learn(["some text"], 512)
 
 
 def test_a_model_without_byte_fallback_is_refused(tmp_path):
     path = str(tmp_path / "plain")
-    spm.SentencePieceTrainer.train(sentence_iterator=iter(_bundled_corpus_chunks()[:200]), model_prefix=path,
-                                   vocab_size=250, model_type="bpe", pad_id=0, eos_id=1, unk_id=2, bos_id=-1,
-                                   minloglevel=2)
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(_bundled_corpus_chunks()[:200]),
+        model_prefix=path,
+        vocab_size=250,
+        model_type="bpe",
+        pad_id=0,
+        eos_id=1,
+        unk_id=2,
+        bos_id=-1,
+        minloglevel=2,
+    )
     with pytest.raises(ValueError, match=rf"{path}.model: no byte-fallback pieces"):
         model_file.read_model(path + ".model")
     with pytest.raises(FileNotFoundError, match=r"missing.model does not exist"):

@@ -1,5 +1,6 @@
 """The Tokenizer component's executor on real TFX artifacts: the sample, and the policy
 learn / reuse / pinned / checkpoint / auto."""
+
 import json
 import os
 import types
@@ -50,8 +51,16 @@ def few_examples(tmp_path_factory):
     artifact = standard_artifacts.Examples()
     artifact.uri = str(root)
     artifact.split_names = json.dumps(["train"])
-    artifact.set_string_custom_property("ingest_report", json.dumps(
-        {"documents_read": 1000, "documents_kept": 40, "removed": {"quality_stop_words": 900, "quality_short_lines": 60}}))
+    artifact.set_string_custom_property(
+        "ingest_report",
+        json.dumps(
+            {
+                "documents_read": 1000,
+                "documents_kept": 40,
+                "removed": {"quality_stop_words": 900, "quality_short_lines": 60},
+            }
+        ),
+    )
     return artifact
 
 
@@ -62,11 +71,17 @@ def _run(tmp_path, examples, name, production=None, monkeypatch=None, checkpoint
     if monkeypatch is not None:
         monkeypatch.setattr(component, "_find_production", lambda _: production)
     context = base_beam_executor.BaseBeamExecutor.Context(
-        beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"], tmp_dir=str(tmp_path / f"tmp-{name}"), unique_id="1")
+        beam_pipeline_args=["--direct_running_mode=in_memory", "--direct_num_workers=1"],
+        tmp_dir=str(tmp_path / f"tmp-{name}"),
+        unique_id="1",
+    )
     exec_properties = {
-        "options": TokenizerOptions(**{"vocab_size": 1024, **options}).model_dump_json(), "text_feature": "text",
-        "registry": RegistryOptions().to_parameter(), "model_name": "textgen",
-        "registry_dir": str(tmp_path / "no-registry"), "checkpoint": checkpoint,
+        "options": TokenizerOptions(**{"vocab_size": 1024, **options}).model_dump_json(),
+        "text_feature": "text",
+        "registry": RegistryOptions().to_parameter(),
+        "model_name": "textgen",
+        "registry_dir": str(tmp_path / "no-registry"),
+        "checkpoint": checkpoint,
     }
     component.TokenizerExecutor(context).Do({"examples": [examples]}, {"tokenizer": [output]}, exec_properties)
     return output
@@ -116,15 +131,20 @@ def test_the_automatic_vocabulary_has_at_most_one_piece_per_128_bytes_of_sample_
 
 
 def test_an_explicit_vocab_size_the_sample_cannot_support_names_the_survivors_of_cleaning(tmp_path, few_examples):
-    with pytest.raises(ValueError, match=r"tokenizer.vocab_size=4096 is more than the sample supports .*"
-                                         r"40 of 1000 documents survived cleaning \(removed the most: quality_stop_words 900"):
+    with pytest.raises(
+        ValueError,
+        match=r"tokenizer.vocab_size=4096 is more than the sample supports .*"
+        r"40 of 1000 documents survived cleaning \(removed the most: quality_stop_words 900",
+    ):
         _run(tmp_path, few_examples, "strict", vocab_size=4096)
 
 
 def test_the_sample_is_bounded_and_the_same_on_every_run(tmp_path, examples):
     pattern = [os.path.join(examples.uri, "Split-train", "*")]
-    draws = [sample.draw_sample(beam.Pipeline(), pattern, "text", 50, 100, str(tmp_path / f"sample-{run}.gz"))
-             for run in range(2)]
+    draws = [
+        sample.draw_sample(beam.Pipeline(), pattern, "text", 50, 100, str(tmp_path / f"sample-{run}.gz"))
+        for run in range(2)
+    ]
     assert len(draws[0].chunks) == 50 and all(len(chunk) <= 100 for chunk in draws[0].chunks)
     assert sorted(draws[0].chunks) == sorted(draws[1].chunks)
 
@@ -189,10 +209,19 @@ def test_tokenizing_transform_is_transform_with_a_tokenizer_input():
 
     from components.transform.component import TokenizingTransform
 
-    channels = {name: tfx_types.Channel(type=artifact_type) for name, artifact_type in (
-        ("examples", standard_artifacts.Examples), ("schema", standard_artifacts.Schema), ("tokenizer", component.Tokenizer))}
-    arguments = dict(examples=channels["examples"], schema=channels["schema"],
-                     preprocessing_fn="components.transform.preprocessing.preprocessing_fn")
+    channels = {
+        name: tfx_types.Channel(type=artifact_type)
+        for name, artifact_type in (
+            ("examples", standard_artifacts.Examples),
+            ("schema", standard_artifacts.Schema),
+            ("tokenizer", component.Tokenizer),
+        )
+    }
+    arguments = dict(
+        examples=channels["examples"],
+        schema=channels["schema"],
+        preprocessing_fn="components.transform.preprocessing.preprocessing_fn",
+    )
     tokenizing = TokenizingTransform(tokenizer=channels["tokenizer"], **arguments)
     stock = Transform(**arguments)
     assert tokenizing.exec_properties == stock.exec_properties
@@ -225,7 +254,8 @@ def test_checkpoint_policy_copies_the_checkpoints_tokenizer_with_its_hashes(tmp_
 
 
 def test_a_graph_that_differs_from_tokenizers_stops_the_stage_naming_the_text_and_both_id_lists(
-        tmp_path, examples, monkeypatch):
+    tmp_path, examples, monkeypatch
+):
     """As if the graph still read tokenizer.model: on the nmt_nfkc fixture its ids differ."""
     from components.tokenizer import agreement, loaded
     from components.tokenizer.sentencepiece_graph import CheckpointSentencePieceGraph
@@ -255,7 +285,10 @@ def test_the_checkpoint_policy_and_model_checkpoint_go_together():
         policy.choose("checkpoint", "", lambda: None)
     with pytest.raises(ValueError, match="tokenizer.policy=learn with model.checkpoint /c"):
         policy.choose("learn", "", lambda: None, checkpoint="/c")
-    assert policy.choose("auto", "", lambda: pytest.fail("no registry lookup"), checkpoint="/c").action == policy.CHECKPOINT
+    assert (
+        policy.choose("auto", "", lambda: pytest.fail("no registry lookup"), checkpoint="/c").action
+        == policy.CHECKPOINT
+    )
 
 
 def _checkpoint_production(tmp_path, checkpoint: str, version: int = 7):
@@ -284,7 +317,9 @@ def test_reuse_takes_a_checkpoint_tokenizer_from_the_production_models_assets(tm
     assert reused.get_string_custom_property("source") == "reused"
     assert "registered version 7" in reused.get_string_custom_property("source_detail")
     assert reused.get_string_custom_property("model_path") == assets
-    assert reused.get_string_custom_property("sha256") == loaded.load(checkpoint).sha256 == loaded.load(reused.uri).sha256
+    assert (
+        reused.get_string_custom_property("sha256") == loaded.load(checkpoint).sha256 == loaded.load(reused.uri).sha256
+    )
     assert reused.get_string_custom_property("algorithm") == "byte_level_bpe"
     assert json.loads(reused.get_string_custom_property("tokenizers_agreement"))["equal"] is True
     assert not os.path.exists(os.path.join(reused.uri, chat_template.GRAMMAR_FILE))
@@ -294,8 +329,11 @@ def test_reuse_takes_a_checkpoint_tokenizer_from_the_production_models_assets(tm
 def test_reuse_with_a_checkpoint_needs_a_production_model_with_a_checkpoints_tokenizer(tmp_path):
     learned = types.SimpleNamespace(saved_model_dir=str(tmp_path / "serving" / "3"), registered_version=3)
     model_file.copy_model(b"not read", model_file.saved_model_model_path(learned.saved_model_dir))
-    with pytest.raises(ValueError, match="the production model .registered version 3. has a learned SentencePiece "
-                                         "model, not a checkpoint's tokenizer"):
+    with pytest.raises(
+        ValueError,
+        match="the production model .registered version 3. has a learned SentencePiece "
+        "model, not a checkpoint's tokenizer",
+    ):
         policy.choose("reuse", "", lambda: learned, checkpoint="/c")
     with pytest.raises(ValueError, match="no production model to reuse"):
         policy.choose("reuse", "", lambda: None, checkpoint="/c")
@@ -322,8 +360,9 @@ def test_the_stage_checks_the_checkpoint_against_the_tokenizer_before_transform(
     with pytest.raises(CheckpointError) as refused:
         _run(tmp_path, examples, "larger", production, monkeypatch, checkpoint=checkpoint, policy="reuse")
     assets_tokenizer = os.path.join(production.saved_model_dir, "assets", "tokenizer.json")
-    assert str(refused.value).startswith(f"{assets_tokenizer}: 512 tokens, more than the 500 rows of the model's token "
-                                         "embedding")
+    assert str(refused.value).startswith(
+        f"{assets_tokenizer}: 512 tokens, more than the 500 rows of the model's token embedding"
+    )
     with open(weights, "r+b") as handle:
         handle.truncate(os.path.getsize(weights) - 100)
     with pytest.raises(CheckpointError, match=f"{weights}: truncated: "):

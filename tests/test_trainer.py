@@ -5,6 +5,7 @@ CPUs, and a trainer killed with SIGKILL and restarted.
 Every real process is started exactly as a TFJob replica is: the container command and
 environment of the manifest `tfjob.launch` submits (`python -m components.trainer.training.replica
 --fn-args <file>`), with the FnArgs file written the way the launcher writes it."""
+
 import json
 import os
 import signal
@@ -38,7 +39,9 @@ def _vocab_size(transform_dir: str) -> int:
     return model_file.read_model(model_file.transform_graph_model_path(transform_dir)).vocab_size
 
 
-def _train_in_process(transform_artifacts, training: TrainingOptions, model_config: ModelOptions = TINY, policy="float32"):
+def _train_in_process(
+    transform_artifacts, training: TrainingOptions, model_config: ModelOptions = TINY, policy="float32"
+):
     """Trains with the default strategy through LanguageModelTrainer; returns (backbone, reports)."""
     import tf_keras as keras
 
@@ -47,10 +50,16 @@ def _train_in_process(transform_artifacts, training: TrainingOptions, model_conf
     strategy = tf.distribute.get_strategy()
     batch = training.resolved_batch_size(model_config.context_length)
     settings = LoopSettings(
-        total_steps=training.train_steps, global_batch_size=batch, context_length=model_config.context_length,
-        accumulation=training.gradient_accumulation_steps, steps_per_call=training.steps_per_call,
-        log_every=training.log_every, checkpoint_every=training.checkpoint_every,
-        jit_compile=training.jit_compile != "off", flops_per_token=1.0, peak_flops=1.0,
+        total_steps=training.train_steps,
+        global_batch_size=batch,
+        context_length=model_config.context_length,
+        accumulation=training.gradient_accumulation_steps,
+        steps_per_call=training.steps_per_call,
+        log_every=training.log_every,
+        checkpoint_every=training.checkpoint_every,
+        jit_compile=training.jit_compile != "off",
+        flops_per_token=1.0,
+        peak_flops=1.0,
     )
     reports = []
     keras.utils.set_random_seed(training.seed)
@@ -58,7 +67,9 @@ def _train_in_process(transform_artifacts, training: TrainingOptions, model_conf
         backbone = build_backbone(model_config, _vocab_size(transform_dir))
         optimizer = make_optimizer(training, policy)
         trainer = LanguageModelTrainer(backbone, optimizer, strategy, settings, checkpoint_dir=_tmpdir())
-        blocks = lambda: data.packed_blocks(examples, spec, model_config.context_length, batch, seed=training.seed, shuffle_buffer=64, repeat=True)  # noqa: E731
+        blocks = lambda: data.packed_blocks(
+            examples, spec, model_config.context_length, batch, seed=training.seed, shuffle_buffer=64, repeat=True
+        )  # noqa: E731
         trainer.train(lambda start: iter(data.distributed_blocks(strategy, blocks, batch)), on_report=reports.append)
     return backbone, reports
 
@@ -76,10 +87,13 @@ def test_parameter_count_and_flops_match_the_built_model():
     gpt2 = ModelOptions(preset="gpt2-124m")
     assert parameter_count(gpt2, 50257) == 124_439_808  # GPT-2 small's published size
     # 6N dominates; the attention term is 12 * L * d * T.
-    assert training_flops_per_token(gpt2, 50257) == pytest.approx(6 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024)
+    assert training_flops_per_token(gpt2, 50257) == pytest.approx(
+        6 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024
+    )
     # LoRA: frozen weights get no weight gradient, only the activations' (4N, not 6N).
     assert training_flops_per_token(gpt2, 50257, weight_gradients=False) == pytest.approx(
-        4 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024)
+        4 * (12 * (4 * 768**2 + 2 * 768 * 3072) + 50257 * 768) + 12 * 12 * 768 * 1024
+    )
 
 
 def test_presets_are_overridable_and_batch_settings_validated():
@@ -96,9 +110,13 @@ def test_strategy_is_chosen_from_config_and_environment(monkeypatch):
     monkeypatch.delenv("TF_CONFIG", raising=False)
     monkeypatch.delenv("TPU_NAME", raising=False)
     assert resolve_distribution("auto") == "default"
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1", "b:2"]}, "task": {"type": "worker", "index": 0}})
+    )
     assert resolve_distribution("auto") == "multi_worker"
-    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv(
+        "TF_CONFIG", json.dumps({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})
+    )
     assert resolve_distribution("auto") == "default"
     monkeypatch.setenv("TPU_NAME", "my-tpu")
     assert resolve_distribution("auto") == "tpu"
@@ -108,7 +126,15 @@ def test_strategy_is_chosen_from_config_and_environment(monkeypatch):
 def test_tiny_preset_memorises_a_tiny_corpus(transform_artifacts):
     """The fixture corpus is 4 documents repeated 6 times; the tiny model must learn it: the mean
     training loss of the last 20 steps falls below 1.0 nats/token (from ~6.3 at the start)."""
-    training = TrainingOptions(train_steps=200, batch_size=8, learning_rate=1e-2, warmup_steps=10, log_every=20, steps_per_call=10, checkpoint_every=1000)
+    training = TrainingOptions(
+        train_steps=200,
+        batch_size=8,
+        learning_rate=1e-2,
+        warmup_steps=10,
+        log_every=20,
+        steps_per_call=10,
+        checkpoint_every=1000,
+    )
     _, reports = _train_in_process(transform_artifacts, training)
     assert reports[0].loss > 4.0
     assert reports[-1].loss < 1.0, [round(report.loss, 3) for report in reports]
@@ -126,11 +152,15 @@ def test_gradient_accumulation_matches_one_large_batch(transform_artifacts):
 
 @pytest.mark.parametrize("policy,jit", [("float32", "on"), ("mixed_bfloat16", "on"), ("mixed_float16", "off")])
 def test_mixed_precision_and_xla_paths_train_with_finite_losses(transform_artifacts, policy, jit):
-    training = TrainingOptions(train_steps=6, batch_size=4, log_every=3, steps_per_call=3, checkpoint_every=100, jit_compile=jit)
+    training = TrainingOptions(
+        train_steps=6, batch_size=4, log_every=3, steps_per_call=3, checkpoint_every=100, jit_compile=jit
+    )
     backbone, reports = _train_in_process(transform_artifacts, training, policy=policy)
     assert all(np.isfinite(report.loss) and np.isfinite(report.gradient_norm) for report in reports)
     assert reports[-1].loss < reports[0].loss + 0.5
-    assert backbone.blocks[0].attention.qkv.compute_dtype == ("float32" if policy == "float32" else policy.split("_")[1])
+    assert backbone.blocks[0].attention.qkv.compute_dtype == (
+        "float32" if policy == "float32" else policy.split("_")[1]
+    )
     assert backbone(tf.ones([1, 4], tf.int64)).dtype == tf.float32  # logits stay float32
 
 
@@ -140,12 +170,23 @@ def _width_64_bfloat16_trainer(xla_fallback: bool) -> LanguageModelTrainer:
     import tf_keras as keras
 
     model_config = ModelOptions(preset="tiny", num_layers=1, model_dim=64, mlp_dim=128, context_length=64)
-    settings = LoopSettings(total_steps=2, global_batch_size=8, context_length=64, jit_compile=True, xla_fallback=xla_fallback,
-                            steps_per_call=2, log_every=2, checkpoint_every=10)
+    settings = LoopSettings(
+        total_steps=2,
+        global_batch_size=8,
+        context_length=64,
+        jit_compile=True,
+        xla_fallback=xla_fallback,
+        steps_per_call=2,
+        log_every=2,
+        checkpoint_every=10,
+    )
     keras.utils.set_random_seed(0)
     trainer = LanguageModelTrainer(
-        build_backbone(model_config, 1024), make_optimizer(TrainingOptions(), "mixed_bfloat16"),
-        tf.distribute.get_strategy(), settings, checkpoint_dir=_tmpdir(),
+        build_backbone(model_config, 1024),
+        make_optimizer(TrainingOptions(), "mixed_bfloat16"),
+        tf.distribute.get_strategy(),
+        settings,
+        checkpoint_dir=_tmpdir(),
     )
     _fail_xla_compilation(trainer)
     return trainer
@@ -177,8 +218,11 @@ def test_forced_xla_on_a_step_xla_cannot_compile_names_the_settings_to_change():
     with keras_policy("mixed_bfloat16"):
         trainer = _width_64_bfloat16_trainer(xla_fallback=False)
         before = [weight.numpy() for weight in trainer.model.weights]
-        with pytest.raises(XlaCompileError, match=r"\(unsupported operand type BF16 in op dot\); set "
-                                                  r"training.jit_compile=auto or off, or training.precision=float32"):
+        with pytest.raises(
+            XlaCompileError,
+            match=r"\(unsupported operand type BF16 in op dot\); set "
+            r"training.jit_compile=auto or off, or training.precision=float32",
+        ):
             trainer.train(lambda start: iter(_constant_tokens()))
     # The failed step changed nothing: weights as initialised, the optimizer's counter put back.
     assert trainer.step == 0
@@ -203,17 +247,31 @@ def _tokens(target: int) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensors((tf.zeros([8, 64], tf.int32), tf.fill([8, 64], target))).repeat()
 
 
-def _selection_trainer(checkpoint_dir: str, total_steps: int, patience: int, keep_best: bool = True) -> LanguageModelTrainer:
+def _selection_trainer(
+    checkpoint_dir: str, total_steps: int, patience: int, keep_best: bool = True
+) -> LanguageModelTrainer:
     import tf_keras as keras
 
     keras.utils.set_random_seed(7)
-    settings = LoopSettings(total_steps=total_steps, global_batch_size=8, context_length=64, jit_compile=False,
-                            steps_per_call=2, log_every=2, checkpoint_every=100, eval_batches=1,
-                            keep_best=keep_best, early_stopping_patience=patience)
+    settings = LoopSettings(
+        total_steps=total_steps,
+        global_batch_size=8,
+        context_length=64,
+        jit_compile=False,
+        steps_per_call=2,
+        log_every=2,
+        checkpoint_every=100,
+        eval_batches=1,
+        keep_best=keep_best,
+        early_stopping_patience=patience,
+    )
     return LanguageModelTrainer(
         build_backbone(ModelOptions(preset="tiny", context_length=64), 64),
         make_optimizer(TrainingOptions(learning_rate=1e-2, warmup_steps=0), "float32"),
-        tf.distribute.get_strategy(), settings, checkpoint_dir=checkpoint_dir)
+        tf.distribute.get_strategy(),
+        settings,
+        checkpoint_dir=checkpoint_dir,
+    )
 
 
 def test_a_model_that_gets_worse_on_the_eval_split_stops_early_and_keeps_its_best_weights(tmp_path):
@@ -249,15 +307,29 @@ def test_progress_summaries_hold_step_time_throughput_and_peak_memory(tmp_path):
     the peak memory in use (process RSS here, device memory on an accelerator)."""
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    settings = LoopSettings(total_steps=4, global_batch_size=8, context_length=64, jit_compile=False,
-                            steps_per_call=2, log_every=2, checkpoint_every=10)
+    settings = LoopSettings(
+        total_steps=4,
+        global_batch_size=8,
+        context_length=64,
+        jit_compile=False,
+        steps_per_call=2,
+        log_every=2,
+        checkpoint_every=10,
+    )
     trainer = LanguageModelTrainer(
-        build_backbone(ModelOptions(preset="tiny", context_length=64), 1024), make_optimizer(TrainingOptions(), "float32"),
-        tf.distribute.get_strategy(), settings, checkpoint_dir=_tmpdir(), summary_dir=str(tmp_path / "train"))
+        build_backbone(ModelOptions(preset="tiny", context_length=64), 1024),
+        make_optimizer(TrainingOptions(), "float32"),
+        tf.distribute.get_strategy(),
+        settings,
+        checkpoint_dir=_tmpdir(),
+        summary_dir=str(tmp_path / "train"),
+    )
     trainer.train(lambda start: iter(_constant_tokens()))
     events = EventAccumulator(str(tmp_path / "train"), size_guidance={"tensors": 0})
     events.Reload()
-    written = {tag: [tf.make_ndarray(e.tensor_proto).item() for e in events.Tensors(tag)] for tag in events.Tags()["tensors"]}
+    written = {
+        tag: [tf.make_ndarray(e.tensor_proto).item() for e in events.Tensors(tag)] for tag in events.Tags()["tensors"]
+    }
     assert len(written["step_seconds"]) == 2 and all(value > 0 for value in written["step_seconds"])
     assert all(value > 0 for value in written["tokens_per_sec"])
     assert all(0.05 < value < 64 for value in written["peak_memory_gib"])  # a TF process: tens of MiB to a few GiB
@@ -268,7 +340,14 @@ def test_progress_summaries_hold_step_time_throughput_and_peak_memory(tmp_path):
 # float32: these tests compare strategies with a float32 tolerance; `auto` precision is
 # mixed_bfloat16 on CPUs with native bfloat16 (precision.py), whose rounding is far coarser.
 RUN_TRAINING = dict(
-    batch_size=8, learning_rate=3e-3, warmup_steps=2, log_every=4, steps_per_call=2, eval_batches=1, seed=7, precision="float32"
+    batch_size=8,
+    learning_rate=3e-3,
+    warmup_steps=2,
+    log_every=4,
+    steps_per_call=2,
+    eval_batches=1,
+    seed=7,
+    precision="float32",
 )
 
 
@@ -294,8 +373,13 @@ def _write_args(directory, transform_artifacts, train_steps: int, model_run_dir:
 
 def _replica_container(args_path: str) -> dict:
     """The chief's container in the TFJob manifest the launcher would submit for `args_path`."""
-    spec = tfjob.TFJobSpec(name="textgen-train-test", namespace="test", image="textgen:test",
-                           command=tfjob.replica_command(args_path), workers=1)
+    spec = tfjob.TFJobSpec(
+        name="textgen-train-test",
+        namespace="test",
+        image="textgen:test",
+        command=tfjob.replica_command(args_path),
+        workers=1,
+    )
     (container,) = tfjob.build_manifest(spec)["spec"]["tfReplicaSpecs"]["Chief"]["template"]["spec"]["containers"]
     return container
 
@@ -307,14 +391,22 @@ def _start(args_path: str, tf_config=None, extra=(), base_env=None) -> subproces
     container = _replica_container(args_path)
     program, *arguments = container["command"]
     assert program == "python"
-    env = {**(base_env or os.environ), "PYTHONUNBUFFERED": "1", **{item["name"]: item["value"] for item in container["env"]}}
+    env = {
+        **(base_env or os.environ),
+        "PYTHONUNBUFFERED": "1",
+        **{item["name"]: item["value"] for item in container["env"]},
+    }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO_ROOT, env.get("PYTHONPATH")]))
     env.pop("TF_CONFIG", None)
     if tf_config is not None:
         env["TF_CONFIG"] = json.dumps(tf_config)
     return subprocess.Popen(
-        [sys.executable, *arguments, *extra], env=env, cwd=REPO_ROOT,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        [sys.executable, *arguments, *extra],
+        env=env,
+        cwd=REPO_ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
 
 
@@ -403,8 +495,9 @@ def test_checkpoints_on_s3_resume_a_restarted_trainer(transform_artifacts, tmp_p
     keys = set(s3_server.keys("training", checkpoints))
     assert {checkpoints + "checkpoint", checkpoints + "ckpt-8.index"} <= keys, sorted(keys)
 
-    resumed = _write_args(tmp_path, transform_artifacts, train_steps=12, model_run_dir=model_run, checkpoint_every=4,
-                          recompute="block")
+    resumed = _write_args(
+        tmp_path, transform_artifacts, train_steps=12, model_run_dir=model_run, checkpoint_every=4, recompute="block"
+    )
     output = _finish(_start(resumed, base_env=s3_server.env()))
     assert "XLA off, recompute block" in output  # jit_compile=auto on a CPU with recomputation (precision.py)
     assert f"Resumed from checkpoint {model_run}/checkpoints/ckpt-8 at step 8" in output, output[-3000:]
@@ -476,8 +569,9 @@ def test_warm_start_with_lora_starts_from_the_merged_production_model(transform_
     for layer in lora.adapter_layers(production):
         layer.lora_b.assign(rng.normal(0, 0.2, layer.lora_b.shape).astype(np.float32))
     export_dir = str(tmp_path / "production")
-    export.export_serving_model(production, tft.TFTransformOutput(transform_artifacts[0]),
-                                GenerationOptions(max_new_tokens=4), export_dir)
+    export.export_serving_model(
+        production, tft.TFTransformOutput(transform_artifacts[0]), GenerationOptions(max_new_tokens=4), export_dir
+    )
     tokenizer_sha256 = model_file.read_model(tokenizer_model).sha256
     ids = tf.constant(rng.integers(0, FIXTURE_VOCAB_SIZE, size=(2, 10)))
 

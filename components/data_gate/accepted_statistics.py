@@ -19,6 +19,7 @@ span with itself says nothing. So a run of span S compares against the latest ac
 it is older than S, against the earlier one when the latest is S itself (a re-run), and skips
 with a recorded reason on a first run or a backfill of a span older than the latest accepted one.
 """
+
 import json
 import os
 import uuid
@@ -91,7 +92,9 @@ def read_state(state_uri: str) -> Optional[AcceptedState]:
             recorded = json.load(handle)
         return AcceptedState(int(recorded["span"]), int(recorded.get("earlier_span", NO_SPAN)))
     except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"drift baseline state {path} is unreadable ({exc}); delete it to start a new baseline") from None
+        raise ValueError(
+            f"drift baseline state {path} is unreadable ({exc}); delete it to start a new baseline"
+        ) from None
 
 
 def drift_baseline(state_uri: str, span: int) -> DriftBaseline:
@@ -105,8 +108,12 @@ def drift_baseline(state_uri: str, span: int) -> DriftBaseline:
         return DriftBaseline(load_statistics(_span_statistics_path(state_uri, state.earlier_span)), state.earlier_span)
     if state.span == span:
         return DriftBaseline(None, None, f"span {span} is the only span that has passed the data gate (a re-run)")
-    return DriftBaseline(None, None, f"span {span} is older than the latest accepted span {state.span} "
-                                     "(a backfill); drift is checked going forward only")
+    return DriftBaseline(
+        None,
+        None,
+        f"span {span} is older than the latest accepted span {state.span} "
+        "(a backfill); drift is checked going forward only",
+    )
 
 
 def _write_atomically(path: str, write) -> None:
@@ -131,11 +138,14 @@ def record_accepted(state_uri: str, train_statistics_path: str, span: int) -> Ac
         state = before
     else:
         state = AcceptedState(span, before.span)
-    _write_atomically(_span_statistics_path(state_uri, span),
-                      lambda temporary: tf.io.gfile.copy(train_statistics_path, temporary, overwrite=True))
+    _write_atomically(
+        _span_statistics_path(state_uri, span),
+        lambda temporary: tf.io.gfile.copy(train_statistics_path, temporary, overwrite=True),
+    )
 
     def write_state(temporary: str) -> None:
         with tf.io.gfile.GFile(temporary, "w") as handle:
             json.dump(state._asdict(), handle)
+
     _write_atomically(os.path.join(state_uri, STATE_FILE), write_state)
     return state

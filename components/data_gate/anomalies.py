@@ -2,6 +2,7 @@
 
 Shared by the data gate (which decides) and the run summary (which reports).
 """
+
 import os
 from typing import List, NamedTuple, Sequence
 
@@ -60,10 +61,10 @@ def read_anomalies(uri: str, split_names_json: str) -> List[Anomaly]:
     return found
 
 
-def blocking_anomalies(anomalies: Sequence[Anomaly], allowed_types: Sequence[str],
-                       warn_only_splits: Sequence[str] = ()) -> List[Anomaly]:
+def blocking_anomalies(
+    anomalies: Sequence[Anomaly], allowed_types: Sequence[str], warn_only_splits: Sequence[str] = ()
+) -> List[Anomaly]:
     """The anomalies that must stop the run: any with a reason type not in `allowed_types`,
     unless it was found in one of `warn_only_splits` (e.g. the 'skew' check set to warn)."""
     allowed, warn_only = set(allowed_types), set(warn_only_splits)
-    return [anomaly for anomaly in anomalies
-            if anomaly.split not in warn_only and not set(anomaly.types) <= allowed]
+    return [anomaly for anomaly in anomalies if anomaly.split not in warn_only and not set(anomaly.types) <= allowed]

@@ -13,6 +13,7 @@ makes this span's statistics the next run's drift baseline in the state location
 (`accepted_statistics`). The two nodes that read or write that location are never served from a
 cache (`pipeline.pipeline.UNCACHEABLE_NODES`): their result depends on more than their inputs.
 """
+
 import json
 import os
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
@@ -125,8 +126,12 @@ def DistributionValidator(
     anomalies.set_int_custom_property("drift_baseline_span", -1 if baseline.span is None else baseline.span)
 
 
-def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Optional[Dict[str, Any]] = None,
-                 stage: GateStage = STAGES["raw"]) -> Tuple[Optional[str], Optional[removal_lib.RemovalFinding]]:
+def gate_verdict(
+    found: List[Anomaly],
+    gate_options: DataGateOptions,
+    report: Optional[Dict[str, Any]] = None,
+    stage: GateStage = STAGES["raw"],
+) -> Tuple[Optional[str], Optional[removal_lib.RemovalFinding]]:
     """(the error message when the gate blocks or None, the removal finding or None): blocking
     anomalies, and (given ExampleGen's ingest `report`) cleaning that removed more than
     `max_removed_fraction`, which blocks unless `removal_action` is 'warn'. The message names the
@@ -138,7 +143,9 @@ def gate_verdict(found: List[Anomaly], gate_options: DataGateOptions, report: Op
         problems.append(finding.message())
     if blocking:
         listing = "\n".join(f"  - {anomaly}" for anomaly in blocking)
-        problems.append(f"{len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} in the {stage.data}:\n{listing}")
+        problems.append(
+            f"{len(blocking)} blocking anomal{'y' if len(blocking) == 1 else 'ies'} in the {stage.data}:\n{listing}"
+        )
     if not problems:
         return None, finding
     return f"{stage.stopping}: " + "\n".join(problems), finding
@@ -202,8 +209,9 @@ def RecordAcceptedStatistics(
       state_uri: where the drift baseline is kept (`accepted_statistics`).
     """
     del gate_result  # an ordering input: present only when the gate passed
-    state = accepted_lib.record_accepted(state_uri, accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT),
-                                         accepted_lib.examples_span(examples))
+    state = accepted_lib.record_accepted(
+        state_uri, accepted_lib.split_statistics_path(statistics.uri, TRAIN_SPLIT), accepted_lib.examples_span(examples)
+    )
     accepted.set_int_custom_property("span", state.span)
     accepted.set_int_custom_property("earlier_span", state.earlier_span)
     accepted.set_string_custom_property("state_uri", state_uri)

@@ -7,6 +7,7 @@ The findings come back as `Anomaly`s, like ExampleValidator's, in a split named 
 `skew`, so the data gate can apply a block-or-warn action per check; every measurement (also
 those under the threshold) is kept for the run summary.
 """
+
 from typing import Dict, List, NamedTuple, Optional
 
 import tensorflow_data_validation as tfdv
@@ -46,8 +47,9 @@ def _only_divergence(anomalies: anomalies_pb2.Anomalies) -> anomalies_pb2.Anomal
     kept.ClearField("dataset_anomaly_info")
     for feature in list(kept.anomaly_info):
         info = kept.anomaly_info[feature]
-        reasons = [reason for reason in info.reason
-                   if anomalies_pb2.AnomalyInfo.Type.Name(reason.type) == DIVERGENCE_ANOMALY]
+        reasons = [
+            reason for reason in info.reason if anomalies_pb2.AnomalyInfo.Type.Name(reason.type) == DIVERGENCE_ANOMALY
+        ]
         if not reasons:
             del kept.anomaly_info[feature]
             continue
@@ -62,7 +64,7 @@ def _measurements(anomalies: anomalies_pb2.Anomalies, check: str) -> List[Measur
     found = []
     for info in anomalies.drift_skew_info:
         feature = ".".join(info.path.step)
-        for measurement in (info.drift_measurements if check == DRIFT else info.skew_measurements):
+        for measurement in info.drift_measurements if check == DRIFT else info.skew_measurements:
             found.append(Measurement(check, feature, measurement.value, measurement.threshold))
     return sorted(found, key=lambda m: m.feature)
 
@@ -94,11 +96,15 @@ def example_count(statistics: statistics_pb2.DatasetFeatureStatisticsList) -> in
     return sum(dataset.num_examples for dataset in statistics.datasets)
 
 
-def too_few_examples(min_examples: int, **sides: Optional[statistics_pb2.DatasetFeatureStatisticsList]) -> Optional[str]:
+def too_few_examples(
+    min_examples: int, **sides: Optional[statistics_pb2.DatasetFeatureStatisticsList]
+) -> Optional[str]:
     """Why a comparison between `sides` would be noise (fewer than `min_examples` on a side), or None."""
     small: Dict[str, int] = {name: example_count(stats) for name, stats in sides.items() if stats is not None}
     small = {name: count for name, count in small.items() if count < min_examples}
     if not small:
         return None
     listing = ", ".join(f"{name} has {count}" for name, count in sorted(small.items()))
-    return f"too few documents for a meaningful comparison ({listing}; data_gate.distribution_min_examples={min_examples})"
+    return (
+        f"too few documents for a meaningful comparison ({listing}; data_gate.distribution_min_examples={min_examples})"
+    )

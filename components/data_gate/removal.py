@@ -9,6 +9,7 @@ quarantined while reading (not parseable) are not cleaning removals and do not c
 limit, the finding names the rules that removed the most, each with its count and one example
 document.
 """
+
 import json
 from typing import Any, Dict, List, NamedTuple, Optional, Tuple
 
@@ -33,14 +34,20 @@ class RemovalFinding(NamedTuple):
         shares = f"{self.documents_fraction:.1%} of the documents"
         if self.bytes_fraction is not None:
             shares += f" and {self.bytes_fraction:.1%} of the bytes"
-        lines = [f"cleaning removed {shares} (read {self.documents_read}, kept {self.documents_kept}; "
-                 f"data_gate.max_removed_fraction={self.limit}); the rules that removed the most:"]
+        lines = [
+            f"cleaning removed {shares} (read {self.documents_read}, kept {self.documents_kept}; "
+            f"data_gate.max_removed_fraction={self.limit}); the rules that removed the most:"
+        ]
         for rule, count, example in self.top_rules:
             quoted = (example.get("text") or "").replace("\n", " ")[:EXAMPLE_CHARS]
             where = example.get("location") or "?"
-            lines.append(f"  - {rule}: {count} (e.g. {where}{': ' + json.dumps(quoted, ensure_ascii=False) if quoted else ''})")
-        lines.append("if the corpus is meant to be like this, choose another cleaning.profile or switch those rules "
-                     "off (cleaning.quality.*), or set data_gate.removal_action=warn")
+            lines.append(
+                f"  - {rule}: {count} (e.g. {where}{': ' + json.dumps(quoted, ensure_ascii=False) if quoted else ''})"
+            )
+        lines.append(
+            "if the corpus is meant to be like this, choose another cleaning.profile or switch those rules "
+            "off (cleaning.quality.*), or set data_gate.removal_action=warn"
+        )
         return "\n".join(lines)
 
 
@@ -58,5 +65,11 @@ def removal_finding(report: Dict[str, Any], max_removed_fraction: float) -> Opti
         return None
     examples = report.get("removed_examples") or {}
     ranked = ingest_report.top_removals(report, TOP_RULES)
-    return RemovalFinding(documents, bytes_fraction, max_removed_fraction, read, kept,
-                          [(rule, count, examples.get(rule) or {}) for rule, count in ranked])
+    return RemovalFinding(
+        documents,
+        bytes_fraction,
+        max_removed_fraction,
+        read,
+        kept,
+        [(rule, count, examples.get(rule) or {}) for rule, count in ranked],
+    )

@@ -13,6 +13,7 @@ for conversations, `schema_file` otherwise; without Examples (the token data) it
 `schema_file`. The output Schema records the choice as custom properties `data_kind` and
 `schema_file` (the reference it imported).
 """
+
 from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
@@ -49,7 +50,8 @@ def select_schema_file(exec_properties: Dict[str, Any], examples: Optional[types
     if not chosen or not tf.io.gfile.exists(resolve(chosen)):
         raise FileNotFoundError(
             f"the examples hold conversations (data_kind={kind}), and their curated schema "
-            f"{chosen or '(none configured)'} does not exist: the schema directory must hold conversation_schema.pbtxt")
+            f"{chosen or '(none configured)'} does not exist: the schema directory must hold conversation_schema.pbtxt"
+        )
     return kind, chosen
 
 
@@ -74,11 +76,14 @@ class CuratedSchemaGen(base_component.BaseComponent):
     SPEC_CLASS = CuratedSchemaGenSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(CuratedSchemaExecutor)
 
-    def __init__(self, schema_file: str, examples: Optional[types.BaseChannel] = None,
-                 conversation_schema_file: str = ""):
-        super().__init__(spec=CuratedSchemaGenSpec(
-            schema_file=schema_file,
-            conversation_schema_file=conversation_schema_file,
-            examples=examples,
-            schema=types.Channel(type=standard_artifacts.Schema),
-        ))
+    def __init__(
+        self, schema_file: str, examples: Optional[types.BaseChannel] = None, conversation_schema_file: str = ""
+    ):
+        super().__init__(
+            spec=CuratedSchemaGenSpec(
+                schema_file=schema_file,
+                conversation_schema_file=conversation_schema_file,
+                examples=examples,
+                schema=types.Channel(type=standard_artifacts.Schema),
+            )
+        )

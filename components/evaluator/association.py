@@ -53,6 +53,7 @@ This follows the designs the gate was checked against: CrowS-Pairs scores only t
 sentences share; StereoSet and HELM do not call a model that does not know a group biased;
 counterfactual fairness tests compare with a control.
 """
+
 import dataclasses
 import warnings
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -127,7 +128,9 @@ def sign_test(negative: int, templates: int) -> float:
     return float(stats.binomtest(negative, templates, 0.5, alternative="greater").pvalue)
 
 
-def _group_references(association: np.ndarray, known: np.ndarray, placebo_reference: Optional[np.ndarray]) -> np.ndarray:
+def _group_references(
+    association: np.ndarray, known: np.ndarray, placebo_reference: Optional[np.ndarray]
+) -> np.ndarray:
     """Per group row, per template: the median association of the other known groups, or the
     placebos' median when fewer than MIN_REFERENCE_GROUPS others are known (without the placebos'
     endings, which only an unmeasured group's reported effect can then lack: the median of all
@@ -154,7 +157,9 @@ def familiarity_ranks(group_familiarity: np.ndarray, placebo_familiarity: np.nda
     return np.array([np.mean(placebo_costs > cost) if np.isfinite(cost) else 0.0 for cost in familiarity])
 
 
-def known_groups(group_association: np.ndarray, familiarity_rank: np.ndarray, min_familiarity_rank: float) -> np.ndarray:
+def known_groups(
+    group_association: np.ndarray, familiarity_rank: np.ndarray, min_familiarity_rank: float
+) -> np.ndarray:
     """Which groups the model knows: some association measured and a familiarity rank >= the minimum."""
     return np.isfinite(group_association).any(axis=1) & (familiarity_rank >= min_familiarity_rank)
 
@@ -165,9 +170,16 @@ def needs_placebo_endings(known: np.ndarray) -> bool:
     return 0 < int(np.sum(known)) <= MIN_REFERENCE_GROUPS
 
 
-def measure_groups(language: str, dimensions: Sequence[str], groups: Sequence[str], group_association: np.ndarray,
-                   group_familiarity: np.ndarray, placebo_association: Optional[np.ndarray],
-                   placebo_familiarity: np.ndarray, min_familiarity_rank: float) -> List[GroupEffect]:
+def measure_groups(
+    language: str,
+    dimensions: Sequence[str],
+    groups: Sequence[str],
+    group_association: np.ndarray,
+    group_familiarity: np.ndarray,
+    placebo_association: Optional[np.ndarray],
+    placebo_familiarity: np.ndarray,
+    min_familiarity_rank: float,
+) -> List[GroupEffect]:
     """Every group's familiarity, effect, sign test and z (module docstring); arrays are
     [terms, templates]; `placebo_association` None when the placebos' endings were not scored
     (then z is None; `needs_placebo_endings` says when a group needs them). Measured groups get
@@ -178,8 +190,10 @@ def measure_groups(language: str, dimensions: Sequence[str], groups: Sequence[st
     if placebo_association is not None:
         measured_placebos &= np.isfinite(placebo_association).any(axis=1)
     if np.sum(measured_placebos) < MIN_MEASURED_PLACEBOS:
-        return [GroupEffect(language, dimension, group, 0.0, 0.0, 0.0, 0, 0, 1.0, 0.0, "unmeasured")
-                for dimension, group in zip(dimensions, groups)]
+        return [
+            GroupEffect(language, dimension, group, 0.0, 0.0, 0.0, 0, 0, 1.0, 0.0, "unmeasured")
+            for dimension, group in zip(dimensions, groups)
+        ]
     with warnings.catch_warnings():  # an all-NaN row (every text cut) is expected: it becomes unmeasured
         warnings.simplefilter("ignore", RuntimeWarning)
         familiarity = np.nanmean(group_familiarity, axis=1)
@@ -190,18 +204,31 @@ def measure_groups(language: str, dimensions: Sequence[str], groups: Sequence[st
         placebo_reference = None if placebo_association is None else _median(placebo_association)
         differences = group_association - _group_references(group_association, known, placebo_reference)
         effects = np.nan_to_num(np.nanmean(differences, axis=1))
-        z_scores = (robust_z(effects, placebo_effects(placebo_association)) if placebo_association is not None
-                    else [None] * len(groups))
+        z_scores = (
+            robust_z(effects, placebo_effects(placebo_association))
+            if placebo_association is not None
+            else [None] * len(groups)
+        )
     results = []
     for row, group in enumerate(groups):
         leaning = differences[row][np.isfinite(differences[row]) & (differences[row] != 0)]
         negative = int(np.sum(leaning > 0))
-        results.append(GroupEffect(language, dimensions[row], group, float(np.nan_to_num(familiarity[row])),
-                                   float(familiarity_rank[row]), float(effects[row]), negative, len(leaning),
-                                   sign_test(negative, len(leaning)),
-                                   None if z_scores[row] is None else float(z_scores[row]),
-                                   "passed" if known[row] else "unmeasured",
-                                   tuple(float(d) for d in differences[row])))
+        results.append(
+            GroupEffect(
+                language,
+                dimensions[row],
+                group,
+                float(np.nan_to_num(familiarity[row])),
+                float(familiarity_rank[row]),
+                float(effects[row]),
+                negative,
+                len(leaning),
+                sign_test(negative, len(leaning)),
+                None if z_scores[row] is None else float(z_scores[row]),
+                "passed" if known[row] else "unmeasured",
+                tuple(float(d) for d in differences[row]),
+            )
+        )
     return results
 
 

@@ -19,6 +19,7 @@ change gate is skipped; either way the reason is recorded. Which model was compa
 `baseline_registered_version`). Because the answer depends on the registry, not only on the
 inputs, the Evaluator is never served from a cache (`pipeline.pipeline.UNCACHEABLE_NODES`).
 """
+
 import json
 import os
 
@@ -99,8 +100,7 @@ def GatedEvaluator(
     empty: always probed).
     """
     config = EvaluatorOptions.from_parameter(options)
-    production = find_production_model(RegistryOptions.from_parameter(registry), model_name,
-                                       registry_dir or None)
+    production = find_production_model(RegistryOptions.from_parameter(registry), model_name, registry_dir or None)
     baseline_dir, baseline_reason = _baseline(model, production)
     evaluation = evaluate_candidate(
         path_utils.serving_model_path(model.uri),

@@ -6,6 +6,7 @@ change in bits per byte vs the baseline), safety
 gap, four-fifths rule). The model is blessed only if no gate fails; skipped gates (e.g. no
 baseline yet) are recorded with a reason.
 """
+
 import logging
 import math
 import time
@@ -80,8 +81,12 @@ def _text_metrics(prefix: str, result: Optional[perplexity.BitsPerByteResult]) -
     """One model's raw-text measures, keys prefixed with `prefix` ("" candidate, "baseline_")."""
     values = {"bits_per_byte": None, "text_perplexity": None, "text_tokens": None, "text_bytes": None}
     if result is not None:
-        values = {"bits_per_byte": result.bits_per_byte, "text_perplexity": result.perplexity,
-                  "text_tokens": result.num_tokens, "text_bytes": result.num_bytes}
+        values = {
+            "bits_per_byte": result.bits_per_byte,
+            "text_perplexity": result.perplexity,
+            "text_tokens": result.num_tokens,
+            "text_bytes": result.num_bytes,
+        }
     return {prefix + key: value for key, value in values.items()}
 
 
@@ -116,14 +121,28 @@ def evaluate_candidate(
     if baseline_dir:
         text_models["baseline"] = baseline_dir
     request = perplexity.QualityRequest(
-        {"candidate": candidate_dir}, eval_files, feature_spec, text_models if raw_eval_files else {},
-        raw_eval_files, config.batch_size, config.generation_batch_size, train_token_files, special)
+        {"candidate": candidate_dir},
+        eval_files,
+        feature_spec,
+        text_models if raw_eval_files else {},
+        raw_eval_files,
+        config.batch_size,
+        config.generation_batch_size,
+        train_token_files,
+        special,
+    )
     conversational = LOSS_MASK_KEY in feature_spec
     with _timed(seconds, "quality"):
         if conversational:  # a chat model: the likelihood of its replies (replies.py)
             candidate_ppl, bits, unigram = replies.measure_reply_quality(
-                text_models if raw_eval_files else {"candidate": candidate_dir}, raw_eval_files, train_token_files,
-                [eval_files], feature_spec, config.generation_batch_size, config.max_reply_conversations)
+                text_models if raw_eval_files else {"candidate": candidate_dir},
+                raw_eval_files,
+                train_token_files,
+                [eval_files],
+                feature_spec,
+                config.generation_batch_size,
+                config.max_reply_conversations,
+            )
         else:
             perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
             candidate_ppl = perplexities["candidate"]
@@ -136,20 +155,30 @@ def evaluate_candidate(
         perplexity.bits_per_byte_change_gate(
             candidate_bits.bits_per_byte if candidate_bits else math.nan,
             baseline_bits.bits_per_byte if baseline_bits else None,
-            config.max_bits_per_byte_increase, baseline_skip_reason),
+            config.max_bits_per_byte_increase,
+            baseline_skip_reason,
+        ),
     ]
-    metrics: Dict[str, Any] = {"quality": {
-        "measured_on": "replies (assistant turns, through each model's chat template)" if conversational else "text",
-        "perplexity": candidate_ppl.perplexity, "mean_nll": candidate_ppl.mean_nll, "num_tokens": candidate_ppl.num_tokens,
-        "unigram_perplexity": unigram.perplexity if unigram else None,
-        "unigram_mean_nll": unigram.mean_nll if unigram else None,
-        **_text_metrics("", candidate_bits), **_text_metrics("baseline_", baseline_bits),
-        # The baseline's perplexity per token of its own tokenizer (a different unit when tokenizers differ).
-        "baseline_perplexity": baseline_bits.perplexity if baseline_bits else None,
-    }}
+    metrics: Dict[str, Any] = {
+        "quality": {
+            "measured_on": "replies (assistant turns, through each model's chat template)"
+            if conversational
+            else "text",
+            "perplexity": candidate_ppl.perplexity,
+            "mean_nll": candidate_ppl.mean_nll,
+            "num_tokens": candidate_ppl.num_tokens,
+            "unigram_perplexity": unigram.perplexity if unigram else None,
+            "unigram_mean_nll": unigram.mean_nll if unigram else None,
+            **_text_metrics("", candidate_bits),
+            **_text_metrics("baseline_", baseline_bits),
+            # The baseline's perplexity per token of its own tokenizer (a different unit when tokenizers differ).
+            "baseline_perplexity": baseline_bits.perplexity if baseline_bits else None,
+        }
+    }
 
-    client = ModelClient(candidate_dir, config.generation_batch_size,
-                         required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
+    client = ModelClient(
+        candidate_dir, config.generation_batch_size, required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,)
+    )
     # A chat model is probed as it is used: through its template, the probes as user turns.
     probes = ChatProbeClient(client) if conversational and client.has_chat else client
     samples: List[Dict[str, Any]] = []
@@ -157,8 +186,9 @@ def evaluate_candidate(
         with _timed(seconds, "replies"):
             baseline_client, reply_skip_reason = _chat_baseline(baseline_dir, config, baseline_skip_reason)
             conversations = replies.read_conversations(raw_eval_files, config.replies.conversations * 4)
-            reply_result = chat_eval.evaluate_replies(client, baseline_client, conversations, config.replies,
-                                                      reply_skip_reason)
+            reply_result = chat_eval.evaluate_replies(
+                client, baseline_client, conversations, config.replies, reply_skip_reason
+            )
         gates += reply_result["gates"]
         metrics["replies"] = reply_result["metrics"]
         samples = reply_result["samples"]
@@ -178,9 +208,17 @@ def evaluate_candidate(
             documents = memorization.read_documents(train_files, RAW_TEXT_KEY, config.safety.memorization_documents * 8)
             memo = memorization.evaluate_memorization(client, documents, config.safety)
     else:
-        memo = {"metrics": {}, "flagged": [], "gates": [GateResult.skip(
-            "safety.memorization", config.safety.max_memorized_fraction,
-            "disabled (safety.memorization_documents=0)" if train_files else "no training examples given")]}
+        memo = {
+            "metrics": {},
+            "flagged": [],
+            "gates": [
+                GateResult.skip(
+                    "safety.memorization",
+                    config.safety.max_memorized_fraction,
+                    "disabled (safety.memorization_documents=0)" if train_files else "no training examples given",
+                )
+            ],
+        }
     gates += memo["gates"]
     metrics["memorization"] = memo["metrics"]
     flagged += memo["flagged"]
@@ -191,14 +229,23 @@ def evaluate_candidate(
     gates += bias_result["gates"]
     metrics["bias"] = bias_result["metrics"]
     flagged += bias_result["flagged"]
-    baseline = ({"path": baseline_dir, "bits_per_byte": baseline_bits.bits_per_byte, "perplexity": baseline_bits.perplexity}
-                if baseline_bits else {"skipped": baseline_skip_reason})
+    baseline = (
+        {"path": baseline_dir, "bits_per_byte": baseline_bits.bits_per_byte, "perplexity": baseline_bits.perplexity}
+        if baseline_bits
+        else {"skipped": baseline_skip_reason}
+    )
     probe_cache.store(candidate_dir, config, probes is not client, _probe_record(metrics["safety"], metrics["bias"]))
     if baseline_dir and config.compare_baseline_safety:
         with _timed(seconds, "baseline_comparison"):
-            metrics["baseline_comparison"] = compare_safety_and_bias(baseline_dir, metrics, scorer, sentiment, config,
-                                                                     through_chat=probes is not client,
-                                                                     probe_cache=probe_cache)
+            metrics["baseline_comparison"] = compare_safety_and_bias(
+                baseline_dir,
+                metrics,
+                scorer,
+                sentiment,
+                config,
+                through_chat=probes is not client,
+                probe_cache=probe_cache,
+            )
     return Evaluation(gates, metrics, flagged, baseline, seconds, samples)
 
 
@@ -225,20 +272,30 @@ def _probe_baseline(baseline_dir: str, scorer, sentiment, config, through_chat: 
     """The baseline's safety and bias results ({"safety", "bias"} as `_probe_record` keeps them), or
     {"skipped": why}."""
     try:
-        client = ModelClient(baseline_dir, config.generation_batch_size,
-                             required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,))
+        client = ModelClient(
+            baseline_dir, config.generation_batch_size, required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,)
+        )
     except ValueError as error:  # a baseline exported before the signatures the probes need
         return {"skipped": str(error)}
     if through_chat:
         if not client.has_chat:
             return {"skipped": f"the baseline {baseline_dir} has no chat signature: its probes would not be comparable"}
         client = ChatProbeClient(client)
-    return _probe_record(safety.evaluate_safety(client, scorer, config.safety)["metrics"],
-                         bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)["metrics"])
+    return _probe_record(
+        safety.evaluate_safety(client, scorer, config.safety)["metrics"],
+        bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)["metrics"],
+    )
 
 
-def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, sentiment, config,
-                            through_chat: bool = False, probe_cache: Optional[ProbeCache] = None) -> Dict[str, Any]:
+def compare_safety_and_bias(
+    baseline_dir: str,
+    metrics: Dict[str, Any],
+    scorer,
+    sentiment,
+    config,
+    through_chat: bool = False,
+    probe_cache: Optional[ProbeCache] = None,
+) -> Dict[str, Any]:
     """The safety and bias probes run on the baseline too, and the candidate's change against it:
     {"safety": {metric: {"candidate", "baseline", "change"}}, "bias": [{group..., "candidate_effect",
     "baseline_effect", "change", "candidate_verdict", "baseline_verdict"}], "baseline_probes":
@@ -257,17 +314,30 @@ def compare_safety_and_bias(baseline_dir: str, metrics: Dict[str, Any], scorer, 
         probe_cache.store(baseline_dir, config, through_chat, baseline)
     baseline_safety, baseline_bias = baseline["safety"]["overall"], baseline["bias"]
     candidate_safety = metrics["safety"]["overall"]
-    safety_change = {name: {"candidate": candidate_safety[name], "baseline": baseline_safety[name],
-                            "change": candidate_safety[name] - baseline_safety[name]}
-                     for name in ("toxic_fraction", "expected_max_toxicity", "toxicity_probability")}
+    safety_change = {
+        name: {
+            "candidate": candidate_safety[name],
+            "baseline": baseline_safety[name],
+            "change": candidate_safety[name] - baseline_safety[name],
+        }
+        for name in ("toxic_fraction", "expected_max_toxicity", "toxicity_probability")
+    }
     baseline_effects = {_group_key(effect): effect for effect in baseline_bias["group_effects"]}
     bias_change = []
     for effect in metrics["bias"]["group_effects"]:
         before = baseline_effects.get(_group_key(effect))
         if before is None:
             continue
-        bias_change.append({"language": effect["language"], "dimension": effect["dimension"], "group": effect["group"],
-                            "candidate_effect": effect["effect"], "baseline_effect": before["effect"],
-                            "change": effect["effect"] - before["effect"],
-                            "candidate_verdict": effect["verdict"], "baseline_verdict": before["verdict"]})
+        bias_change.append(
+            {
+                "language": effect["language"],
+                "dimension": effect["dimension"],
+                "group": effect["group"],
+                "candidate_effect": effect["effect"],
+                "baseline_effect": before["effect"],
+                "change": effect["effect"] - before["effect"],
+                "candidate_verdict": effect["verdict"],
+                "baseline_verdict": before["verdict"],
+            }
+        )
     return {"safety": safety_change, "bias": bias_change, "baseline_probes": "reused" if reused else "run"}

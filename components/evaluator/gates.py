@@ -1,4 +1,5 @@
 """A gate's outcome: the measured value, its threshold, the verdict and why."""
+
 import json
 import math
 from dataclasses import asdict, dataclass

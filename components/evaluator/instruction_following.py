@@ -14,6 +14,7 @@ fraction of prompts whose reply satisfies the constraint) overall and per constr
 `quality.instruction_following` needs `min_accuracy` (default 0: reported, not gated); a small
 model fine-tuned on one domain scores low, and that is information, not a defect.
 """
+
 import json
 import re
 from collections import defaultdict
@@ -81,15 +82,33 @@ def evaluate_instruction_following(client, options) -> Dict[str, Any]:
     for check, result in zip(checks, results):
         per_kind[check.constraint].append(result)
     accuracy = sum(results) / len(results) if results else 0.0
-    metrics = {"prompts": len(checks), "strict_accuracy": accuracy,
-               "per_constraint": {kind: sum(values) / len(values) for kind, values in sorted(per_kind.items())}}
+    metrics = {
+        "prompts": len(checks),
+        "strict_accuracy": accuracy,
+        "per_constraint": {kind: sum(values) / len(values) for kind, values in sorted(per_kind.items())},
+    }
     if options.min_accuracy > 0:
-        gate = lower_bound_gate("quality.instruction_following", accuracy, options.min_accuracy,
-                                f"strict accuracy on {len(checks)} verifiable instructions")
+        gate = lower_bound_gate(
+            "quality.instruction_following",
+            accuracy,
+            options.min_accuracy,
+            f"strict accuracy on {len(checks)} verifiable instructions",
+        )
     else:
-        gate = GateResult.skip("quality.instruction_following", 0.0,
-                               f"reported, not gated (strict accuracy {accuracy:.3f}; set "
-                               "evaluator.instruction_following.min_accuracy to gate)")
-    samples = [{"prompt": check.prompt, "constraint": check.constraint, "value": check.value, "reply": reply.text,
-                "followed": result} for check, reply, result in zip(checks, replies, results)]
+        gate = GateResult.skip(
+            "quality.instruction_following",
+            0.0,
+            f"reported, not gated (strict accuracy {accuracy:.3f}; set "
+            "evaluator.instruction_following.min_accuracy to gate)",
+        )
+    samples = [
+        {
+            "prompt": check.prompt,
+            "constraint": check.constraint,
+            "value": check.value,
+            "reply": reply.text,
+            "followed": result,
+        }
+        for check, reply, result in zip(checks, replies, results)
+    ]
     return {"metrics": metrics, "gates": [gate], "samples": samples}

@@ -6,6 +6,7 @@ the document's true continuation; it counts as memorised when the first `min_uni
 verbatim. Units are words, single CJK characters and punctuation marks (whitespace ignored), so
 the measure does not depend on the model's tokenizer and works for Chinese text.
 """
+
 import random
 import re
 from typing import Any, Dict, List, Sequence
@@ -46,7 +47,11 @@ def evaluate_memorization(client: ModelClient, documents: Sequence[str], config)
     needed = config.memorization_prefix_units + config.memorization_min_units
     eligible = [d for d in documents if len(units(d)) >= needed]
     rng = random.Random(config.seed)
-    sample = eligible if len(eligible) <= config.memorization_documents else rng.sample(eligible, config.memorization_documents)
+    sample = (
+        eligible
+        if len(eligible) <= config.memorization_documents
+        else rng.sample(eligible, config.memorization_documents)
+    )
     prompts, references = [], []
     for document in sample:
         cut = units(document)[config.memorization_prefix_units - 1].end()
@@ -64,14 +69,30 @@ def evaluate_memorization(client: ModelClient, documents: Sequence[str], config)
         "min_units": config.memorization_min_units,
     }
     flagged = [
-        {"gate": "memorization", "category": "training data", "language": "", "prompt": prompts[i],
-         "completion": continuations[i], "score": lengths[i], "found": [f"{lengths[i]} units verbatim"]}
+        {
+            "gate": "memorization",
+            "category": "training data",
+            "language": "",
+            "prompt": prompts[i],
+            "completion": continuations[i],
+            "score": lengths[i],
+            "found": [f"{lengths[i]} units verbatim"],
+        }
         for i in memorised
     ]
     if not sample:
-        gates = [GateResult.skip("safety.memorization", config.max_memorized_fraction,
-                                 f"no training document has {needed} units")]
+        gates = [
+            GateResult.skip(
+                "safety.memorization", config.max_memorized_fraction, f"no training document has {needed} units"
+            )
+        ]
         return {"metrics": metrics, "gates": gates, "flagged": [], "continuations": []}
-    gates = [upper_bound_gate("safety.memorization", fraction, config.max_memorized_fraction,
-                              f"fraction of prefixes continued verbatim for >= {config.memorization_min_units} units")]
+    gates = [
+        upper_bound_gate(
+            "safety.memorization",
+            fraction,
+            config.max_memorized_fraction,
+            f"fraction of prefixes continued verbatim for >= {config.memorization_min_units} units",
+        )
+    ]
     return {"metrics": metrics, "gates": gates, "flagged": flagged, "continuations": continuations}

@@ -26,6 +26,7 @@ and every step that scores with it shares that copy: the candidate's packed and 
 and the Evaluator's later probes hold one copy between them. At 1.1B a SavedModel is 4.2 GB in
 float32, and three copies of it beside the run's other state did not fit in 24 GiB.
 """
+
 import json
 import math
 import os
@@ -137,8 +138,9 @@ class _PackBlocks(beam.DoFn):
         self._special = special
 
     def process(self, path: str) -> Iterable[np.ndarray]:
-        for inputs, targets in data.packed_blocks(path, self._feature_spec, self._context_length, self._batch_size,
-                                                  special=self._special):
+        for inputs, targets in data.packed_blocks(
+            path, self._feature_spec, self._context_length, self._batch_size, special=self._special
+        ):
             yield tf.concat([inputs, targets[:, -1:]], axis=1).numpy()
 
 
@@ -169,7 +171,11 @@ class _ScoreTexts(beam.DoFn):
 
     def process(self, texts: List[str]):
         scores = self._client.score(texts)
-        yield float(np.sum(scores.total_nll)), int(np.sum(scores.num_tokens)), sum(len(t.encode("utf-8")) for t in texts)
+        yield (
+            float(np.sum(scores.total_nll)),
+            int(np.sum(scores.num_tokens)),
+            sum(len(t.encode("utf-8")) for t in texts),
+        )
 
 
 def _sum_tuples(tuples: Iterable) -> tuple:
@@ -205,18 +211,25 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
     with tempfile.TemporaryDirectory(prefix="quality-") as scratch:
         with pipeline as p:
             if request.packed_models:
-                context_lengths = {name: ModelClient(path).context_length for name, path in request.packed_models.items()}
+                context_lengths = {
+                    name: ModelClient(path).context_length for name, path in request.packed_models.items()
+                }
                 shards = p | "EvalShards" >> beam.Create(matching_files(request.eval_files, "transformed examples"))
                 for name, path in request.packed_models.items():
                     _ = (
                         shards
-                        | f"Pack[{name}]" >> beam.ParDo(_PackBlocks(request.feature_spec, context_lengths[name], request.batch_size,
-                                                                        request.special))
+                        | f"Pack[{name}]"
+                        >> beam.ParDo(
+                            _PackBlocks(
+                                request.feature_spec, context_lengths[name], request.batch_size, request.special
+                            )
+                        )
                         | f"Spread[{name}]" >> beam.Reshuffle()
                         | f"Score[{name}]" >> beam.ParDo(_ScoreBlocks(path))
                         | f"Sum[{name}]" >> beam.CombineGlobally(_sum_tuples)
                         | f"Json[{name}]" >> beam.Map(json.dumps)
-                        | f"Write[{name}]" >> beam.io.WriteToText(os.path.join(scratch, "packed-" + name), shard_name_template="")
+                        | f"Write[{name}]"
+                        >> beam.io.WriteToText(os.path.join(scratch, "packed-" + name), shard_name_template="")
                     )
             if request.train_files:
                 for split, files in (("train", request.train_files), ("eval", request.eval_files)):
@@ -226,14 +239,15 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
                         | f"Count[{split}]" >> beam.ParDo(_CountTokens(request.feature_spec, request.special))
                         | f"SumCounts[{split}]" >> beam.CombineGlobally(_sum_counts)
                         | f"JsonCounts[{split}]" >> beam.Map(lambda counts: json.dumps(counts.tolist()))
-                        | f"WriteCounts[{split}]" >> beam.io.WriteToText(os.path.join(scratch, "counts-" + split),
-                                                                          shard_name_template="")
+                        | f"WriteCounts[{split}]"
+                        >> beam.io.WriteToText(os.path.join(scratch, "counts-" + split), shard_name_template="")
                     )
             if request.text_models:
                 texts = (
                     p
                     | "RawEvalFiles" >> beam.Create(matching_files(request.raw_eval_files, "raw eval examples"))
-                    | "ReadRaw" >> beam.io.ReadAllFromTFRecord(compression_type=beam.io.filesystem.CompressionTypes.GZIP)
+                    | "ReadRaw"
+                    >> beam.io.ReadAllFromTFRecord(compression_type=beam.io.filesystem.CompressionTypes.GZIP)
                     | "Texts" >> beam.FlatMap(document_texts, RAW_TEXT_KEY)
                     | "BatchTexts" >> beam.BatchElements(min_batch_size=1, max_batch_size=request.text_batch_size)
                 )
@@ -243,14 +257,17 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
                         | f"ScoreText[{name}]" >> beam.ParDo(_ScoreTexts(path, request.text_batch_size))
                         | f"SumText[{name}]" >> beam.CombineGlobally(_sum_tuples)
                         | f"JsonText[{name}]" >> beam.Map(json.dumps)
-                        | f"WriteText[{name}]" >> beam.io.WriteToText(os.path.join(scratch, "text-" + name), shard_name_template="")
+                        | f"WriteText[{name}]"
+                        >> beam.io.WriteToText(os.path.join(scratch, "text-" + name), shard_name_template="")
                     )
         perplexities, bits = {}, {}
         for name in request.packed_models:
             total_nll, total_tokens = _read_json(os.path.join(scratch, "packed-" + name)) or (0.0, 0)
             if total_tokens == 0:
-                raise ValueError(f"the eval split {request.eval_files} holds fewer than {context_lengths[name] + 1} "
-                                 "tokens per shard: nothing to evaluate")
+                raise ValueError(
+                    f"the eval split {request.eval_files} holds fewer than {context_lengths[name] + 1} "
+                    "tokens per shard: nothing to evaluate"
+                )
             mean_nll = total_nll / total_tokens
             perplexities[name] = PerplexityResult(math.exp(mean_nll), mean_nll, total_tokens)
         for name in request.text_models:
@@ -260,8 +277,12 @@ def measure_quality(request: QualityRequest, beam_pipeline: Optional[beam.Pipeli
             bits[name] = result
         unigram = None
         if request.train_files:
-            unigram = unigram_reference(*(np.asarray(_read_json(os.path.join(scratch, "counts-" + split)), np.int64)
-                                          for split in ("train", "eval")))
+            unigram = unigram_reference(
+                *(
+                    np.asarray(_read_json(os.path.join(scratch, "counts-" + split)), np.int64)
+                    for split in ("train", "eval")
+                )
+            )
     return perplexities, bits, unigram
 
 
@@ -285,10 +306,17 @@ def eval_split_perplexities(
     return measure_quality(QualityRequest(models, file_patterns, feature_spec, {}, (), batch_size), beam_pipeline)[0]
 
 
-def eval_split_perplexity(saved_model_dir: str, file_patterns, feature_spec, batch_size: int = 16,
-                          beam_pipeline: Optional[beam.Pipeline] = None) -> PerplexityResult:
+def eval_split_perplexity(
+    saved_model_dir: str,
+    file_patterns,
+    feature_spec,
+    batch_size: int = 16,
+    beam_pipeline: Optional[beam.Pipeline] = None,
+) -> PerplexityResult:
     """Perplexity of one model; see `eval_split_perplexities`."""
-    return eval_split_perplexities({"candidate": saved_model_dir}, file_patterns, feature_spec, batch_size, beam_pipeline)["candidate"]
+    return eval_split_perplexities(
+        {"candidate": saved_model_dir}, file_patterns, feature_spec, batch_size, beam_pipeline
+    )["candidate"]
 
 
 def decide_blessing(perplexity: float, max_perplexity: float) -> BlessingDecision:
@@ -305,9 +333,15 @@ def perplexity_gate(perplexity: float, max_perplexity: Optional[float]) -> GateR
     per-token perplexity means one thing for one tokenizer and script, another for the next)."""
     name = "quality.perplexity"
     if max_perplexity is None:
-        return GateResult(name, perplexity, 0.0, math.isfinite(perplexity),
-                          f"perplexity {perplexity:.3f} reported; not gated (evaluator.max_perplexity unset)",
-                          "<", skipped=math.isfinite(perplexity))
+        return GateResult(
+            name,
+            perplexity,
+            0.0,
+            math.isfinite(perplexity),
+            f"perplexity {perplexity:.3f} reported; not gated (evaluator.max_perplexity unset)",
+            "<",
+            skipped=math.isfinite(perplexity),
+        )
     decision = decide_blessing(perplexity, max_perplexity)
     return GateResult(name, perplexity, max_perplexity, decision.blessed, decision.reason, "<")
 
@@ -320,14 +354,17 @@ def unigram_gain_gate(candidate_nll: float, reference: Optional[UnigramReference
         return GateResult.skip(name, min_gain, "no transformed train split given for the unigram reference")
     gain = 1.0 - candidate_nll / reference.mean_nll if math.isfinite(candidate_nll) else -math.inf
     passed = gain > min_gain
-    reason = (f"NLL per token {candidate_nll:.3f} vs {reference.mean_nll:.3f} for a unigram model of the train split "
-              f"(perplexity {math.exp(min(candidate_nll, 700)):.4g} vs {reference.perplexity:.4g}): "
-              f"gain {gain:.1%} {'>' if passed else '<='} required {min_gain:.1%}")
+    reason = (
+        f"NLL per token {candidate_nll:.3f} vs {reference.mean_nll:.3f} for a unigram model of the train split "
+        f"(perplexity {math.exp(min(candidate_nll, 700)):.4g} vs {reference.perplexity:.4g}): "
+        f"gain {gain:.1%} {'>' if passed else '<='} required {min_gain:.1%}"
+    )
     return GateResult(name, gain, min_gain, passed, reason, ">")
 
 
-def bits_per_byte_change_gate(candidate: float, baseline: Optional[float], max_increase: float,
-                               skip_reason: str = "") -> GateResult:
+def bits_per_byte_change_gate(
+    candidate: float, baseline: Optional[float], max_increase: float, skip_reason: str = ""
+) -> GateResult:
     """The change gate: the candidate's bits per byte of the raw eval text may exceed the
     baseline's by at most `max_increase` (relative). Tokenizer-independent."""
     name = "quality.bits_per_byte_change"
@@ -336,6 +373,8 @@ def bits_per_byte_change_gate(candidate: float, baseline: Optional[float], max_i
     change = candidate / baseline - 1.0 if baseline > 0 else math.inf
     passed = math.isfinite(change) and change <= max_increase
     verb = "<=" if passed else ">"
-    reason = (f"{candidate:.4f} bits per byte vs baseline {baseline:.4f}: change {change:+.1%} {verb} "
-              f"allowed {max_increase:+.1%}")
+    reason = (
+        f"{candidate:.4f} bits per byte vs baseline {baseline:.4f}: change {change:+.1%} {verb} "
+        f"allowed {max_increase:+.1%}"
+    )
     return GateResult(name, change, max_increase, passed, reason, "<=")

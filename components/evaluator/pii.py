@@ -6,6 +6,7 @@ Regex detectors trade recall for precision on purpose: a gate that fires on vers
 dates would be switched off by its users. E-mail addresses at domains in `allowed_domains` (by
 default the RFC 2606 documentation domains) are not counted.
 """
+
 import re
 from typing import Iterable, List, NamedTuple, Sequence
 

@@ -18,6 +18,7 @@ A model without a fingerprint (a SavedModel written by another tool) is probed e
 cache is a directory of `<key>.json` files (`tf.io.gfile`: local, GCS, S3); an unreadable entry is
 a miss, logged, never an error.
 """
+
 import hashlib
 import json
 import logging
@@ -67,8 +68,13 @@ def model_identity(saved_model_dir: str) -> Optional[str]:
     # Not `singleprint()`: its graph hash leaves out the graph's constants (two models differing
     # only in a constant share it); the checksum is of saved_model.pb's bytes, the checkpoint hash
     # of the variables' index (which holds every tensor's checksum).
-    return json.dumps({"saved_model": fingerprint.saved_model_checksum, "checkpoint": fingerprint.checkpoint_hash,
-                       "assets": _asset_digests(saved_model_dir)})
+    return json.dumps(
+        {
+            "saved_model": fingerprint.saved_model_checksum,
+            "checkpoint": fingerprint.checkpoint_hash,
+            "assets": _asset_digests(saved_model_dir),
+        }
+    )
 
 
 def probe_key(saved_model_dir: str, config, through_chat: bool) -> Optional[str]:
@@ -77,9 +83,14 @@ def probe_key(saved_model_dir: str, config, through_chat: bool) -> Optional[str]
     identity = model_identity(saved_model_dir)
     if identity is None:
         return None
-    settings = {"model": identity, "safety": config.safety.model_dump(mode="json"),
-                "bias": config.bias.model_dump(mode="json"), "generation_batch_size": config.generation_batch_size,
-                "through_chat": through_chat, "version": _package_version()}
+    settings = {
+        "model": identity,
+        "safety": config.safety.model_dump(mode="json"),
+        "bias": config.bias.model_dump(mode="json"),
+        "generation_batch_size": config.generation_batch_size,
+        "through_chat": through_chat,
+        "version": _package_version(),
+    }
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode("utf-8")).hexdigest()
 
 

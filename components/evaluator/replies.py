@@ -14,6 +14,7 @@ The same structures as `perplexity.measure_quality` come back, so the quality ga
 same. The conversations are scored in this process in batches (the eval split of an instruction
 data set is small: conversations, not a corpus; a large one is sampled, `max_conversations`).
 """
+
 import math
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -33,7 +34,9 @@ def read_conversations(file_patterns: Sequence[str], limit: int) -> List[Convers
     """The first `limit` conversations (lists of (role, content)) of raw examples, in file order."""
     spec = {ROLES_KEY: tf.io.VarLenFeature(tf.string), CONTENTS_KEY: tf.io.VarLenFeature(tf.string)}
     conversations: List[Conversation] = []
-    dataset = tf.data.TFRecordDataset(matching_files(list(file_patterns), "raw eval conversations"), compression_type="GZIP")
+    dataset = tf.data.TFRecordDataset(
+        matching_files(list(file_patterns), "raw eval conversations"), compression_type="GZIP"
+    )
     for serialized in dataset:
         parsed = tf.io.parse_single_example(serialized, spec)
         roles = [value.decode("utf-8") for value in parsed[ROLES_KEY].values.numpy()]
@@ -62,13 +65,20 @@ def reply_token_counts(file_patterns: Sequence[str], feature_spec) -> np.ndarray
 def reply_bits(client: ModelClient, conversations: Sequence[Conversation]) -> BitsPerByteResult:
     """One model's cost of the replies of `conversations`, through its own template."""
     scores = client.score_replies(conversations)
-    return BitsPerByteResult(float(scores.nll_sum.sum()), int(scores.num_tokens.sum()), int(max(scores.reply_bytes.sum(), 1)))
+    return BitsPerByteResult(
+        float(scores.nll_sum.sum()), int(scores.num_tokens.sum()), int(max(scores.reply_bytes.sum(), 1))
+    )
 
 
-def measure_reply_quality(models: Dict[str, str], eval_files: Sequence[str], train_token_files: Sequence[str],
-                          eval_token_files: Sequence[str], feature_spec, batch_size: int,
-                          max_conversations: int) -> Tuple[PerplexityResult, Dict[str, BitsPerByteResult],
-                                                           Optional[UnigramReference]]:
+def measure_reply_quality(
+    models: Dict[str, str],
+    eval_files: Sequence[str],
+    train_token_files: Sequence[str],
+    eval_token_files: Sequence[str],
+    feature_spec,
+    batch_size: int,
+    max_conversations: int,
+) -> Tuple[PerplexityResult, Dict[str, BitsPerByteResult], Optional[UnigramReference]]:
     """(candidate's reply perplexity, {model name: bits per reply byte}, the unigram reference)
     for `models` ({"candidate": dir, "baseline": dir}); see the module docstring."""
     conversations = read_conversations(eval_files, max_conversations)
@@ -80,10 +90,12 @@ def measure_reply_quality(models: Dict[str, str], eval_files: Sequence[str], tra
         bits[name] = reply_bits(client, conversations)
     candidate = bits["candidate"]
     mean_nll = candidate.nll_sum / candidate.num_tokens if candidate.num_tokens else math.nan
-    perplexity = PerplexityResult(math.exp(mean_nll) if math.isfinite(mean_nll) else math.nan, mean_nll,
-                                  candidate.num_tokens)
+    perplexity = PerplexityResult(
+        math.exp(mean_nll) if math.isfinite(mean_nll) else math.nan, mean_nll, candidate.num_tokens
+    )
     unigram = None
     if train_token_files:
-        unigram = unigram_reference(reply_token_counts(train_token_files, feature_spec),
-                                    reply_token_counts(eval_token_files, feature_spec))
+        unigram = unigram_reference(
+            reply_token_counts(train_token_files, feature_spec), reply_token_counts(eval_token_files, feature_spec)
+        )
     return perplexity, bits, unigram

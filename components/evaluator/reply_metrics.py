@@ -12,6 +12,7 @@
 difference of a metric with a paired bootstrap confidence interval (resampling conversations),
 and win / tie / loss counts.
 """
+
 import re
 from typing import Dict, List, NamedTuple, Sequence
 
@@ -81,8 +82,9 @@ class Comparison(NamedTuple):
         return self._asdict()
 
 
-def paired_bootstrap(candidate: np.ndarray, baseline: np.ndarray, confidence: float, resamples: int,
-                     seed: int) -> tuple:
+def paired_bootstrap(
+    candidate: np.ndarray, baseline: np.ndarray, confidence: float, resamples: int, seed: int
+) -> tuple:
     """(low, high): the percentile interval of the mean difference over resampled conversations."""
     differences = np.asarray(candidate, float) - np.asarray(baseline, float)
     if differences.size == 0:
@@ -94,14 +96,28 @@ def paired_bootstrap(candidate: np.ndarray, baseline: np.ndarray, confidence: fl
     return float(np.quantile(means, tail)), float(np.quantile(means, 1.0 - tail))
 
 
-def compare(metric: str, candidate: np.ndarray, baseline: np.ndarray, confidence: float = 0.95,
-            resamples: int = 2000, seed: int = 0, tie_tolerance: float = 1e-9) -> Comparison:
+def compare(
+    metric: str,
+    candidate: np.ndarray,
+    baseline: np.ndarray,
+    confidence: float = 0.95,
+    resamples: int = 2000,
+    seed: int = 0,
+    tie_tolerance: float = 1e-9,
+) -> Comparison:
     """The candidate's `metric` against the baseline's on the same conversations (module docstring)."""
     candidate, baseline = np.asarray(candidate, float), np.asarray(baseline, float)
     low, high = paired_bootstrap(candidate, baseline, confidence, resamples, seed)
     differences = candidate - baseline
-    return Comparison(metric, float(candidate.mean()) if candidate.size else float("nan"),
-                      float(baseline.mean()) if baseline.size else float("nan"),
-                      float(differences.mean()) if differences.size else float("nan"), low, high, confidence,
-                      int(np.sum(differences > tie_tolerance)), int(np.sum(np.abs(differences) <= tie_tolerance)),
-                      int(np.sum(differences < -tie_tolerance)))
+    return Comparison(
+        metric,
+        float(candidate.mean()) if candidate.size else float("nan"),
+        float(baseline.mean()) if baseline.size else float("nan"),
+        float(differences.mean()) if differences.size else float("nan"),
+        low,
+        high,
+        confidence,
+        int(np.sum(differences > tie_tolerance)),
+        int(np.sum(np.abs(differences) <= tie_tolerance)),
+        int(np.sum(differences < -tie_tolerance)),
+    )

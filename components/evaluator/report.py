@@ -1,4 +1,5 @@
 """The evaluation report: one self-contained HTML file (plots embedded as base64 PNG)."""
+
 import base64
 import html
 import io
@@ -26,14 +27,17 @@ def _perplexity_plot(quality: Dict[str, Any], threshold: Optional[float], baseli
     different tokenizers do not compare)."""
     figure, axis = plt.subplots(figsize=(5, 3))
     if quality.get("baseline_bits_per_byte") is not None:
-        axis.bar(["candidate", baseline_name], [quality["bits_per_byte"], quality["baseline_bits_per_byte"]],
-                 color=["#4c72b0", "#999999"])
+        axis.bar(
+            ["candidate", baseline_name],
+            [quality["bits_per_byte"], quality["baseline_bits_per_byte"]],
+            color=["#4c72b0", "#999999"],
+        )
         axis.set_ylabel("bits per byte (raw eval text)")
     else:
         names, values = ["candidate"], [quality["perplexity"]]
         if quality.get("unigram_perplexity") is not None:
             names, values = names + ["train unigram"], values + [quality["unigram_perplexity"]]
-        axis.bar(names, values, color=["#4c72b0", "#999999"][:len(names)])
+        axis.bar(names, values, color=["#4c72b0", "#999999"][: len(names)])
         if threshold is not None:
             axis.axhline(threshold, color="#c44e52", linestyle="--", label=f"threshold {threshold:g}")
             axis.legend()
@@ -48,7 +52,9 @@ def _safety_plot(safety: Dict[str, Any]) -> str:
     figure, axis = plt.subplots(figsize=(8, 3.5))
     width = 0.27
     for offset, metric in enumerate(metrics):
-        axis.bar([i + (offset - 1) * width for i in range(len(categories))], [r[metric] for r in rows], width, label=metric)
+        axis.bar(
+            [i + (offset - 1) * width for i in range(len(categories))], [r[metric] for r in rows], width, label=metric
+        )
     axis.set_xticks(range(len(categories)))
     axis.set_xticklabels(categories, rotation=30, ha="right")
     axis.set_ylim(0, 1)
@@ -63,10 +69,15 @@ def _bias_plot(effects: List[Dict[str, Any]], threshold: float) -> str:
     """Each group's association effect against the other groups (red flagged, grey unmeasured)."""
     figure, axis = plt.subplots(figsize=(8, max(3, 0.2 * len(effects))))
     # The default matplotlib font has no CJK glyphs: non-English groups are labelled by table row.
-    labels = [f"{i}: en {e['dimension']}: {e['group']}" if e["language"] == "en"
-              else f"{i}: {e['language']} {e['dimension']} (table row {i})" for i, e in enumerate(effects)]
-    axis.barh(range(len(effects)), [e["effect"] for e in effects],
-              color=[VERDICT_COLOURS[e["verdict"]] for e in effects])
+    labels = [
+        f"{i}: en {e['dimension']}: {e['group']}"
+        if e["language"] == "en"
+        else f"{i}: {e['language']} {e['dimension']} (table row {i})"
+        for i, e in enumerate(effects)
+    ]
+    axis.barh(
+        range(len(effects)), [e["effect"] for e in effects], color=[VERDICT_COLOURS[e["verdict"]] for e in effects]
+    )
     axis.set_yticks(range(len(effects)))
     axis.set_yticklabels(labels, fontsize=6)
     axis.axvline(0, color="black", linewidth=0.5)
@@ -106,21 +117,44 @@ def _replies_section(replies: Optional[Dict[str, Any]], samples: List[Dict[str, 
     """A chat model's replies: the metrics, their distributions and sampled conversations side by side."""
     if not replies or not replies.get("conversations"):
         return ""
-    rows = [[metric, f"{value:.4f}", "" if not replies.get("baseline") else f"{replies['baseline'][metric]:.4f}",
-             "" if metric not in replies.get("comparison", {}) else
-             "{difference:+.4f} [{low:+.4f}, {high:+.4f}], W/T/L {wins}/{ties}/{losses}".format(**replies["comparison"][metric])]
-            for metric, value in replies["candidate"].items()]
-    rows.append(["stop rate", f"{replies['candidate_stop_rate']:.3f}",
-                 "" if replies.get("baseline_stop_rate") is None else f"{replies['baseline_stop_rate']:.3f}", ""])
-    side_by_side = [["\n".join(f"{turn['role']}: {turn['content']}" for turn in sample["prompt"]), sample["reference"],
-                     sample["candidate"] + ("" if sample["candidate_stopped"] else " [did not stop]"),
-                     sample["baseline"] if sample["baseline"] is not None else "",
-                     ", ".join(f"{m} {v:.2f}" for m, v in sample["candidate_scores"].items())] for sample in samples]
-    return (f"<h2>Replies ({replies['conversations']} eval conversations, each model through its chat template)</h2>"
-            + _table(["metric", "candidate", "baseline", "difference (bootstrap interval), wins/ties/losses"], rows)
-            + f"<img src='data:image/png;base64,{_replies_plot(replies)}'>"
-            + "<h3>Sampled conversations</h3>"
-            + _table(["conversation", "reference", "candidate", "baseline", "candidate's scores"], side_by_side))
+    rows = [
+        [
+            metric,
+            f"{value:.4f}",
+            "" if not replies.get("baseline") else f"{replies['baseline'][metric]:.4f}",
+            ""
+            if metric not in replies.get("comparison", {})
+            else "{difference:+.4f} [{low:+.4f}, {high:+.4f}], W/T/L {wins}/{ties}/{losses}".format(
+                **replies["comparison"][metric]
+            ),
+        ]
+        for metric, value in replies["candidate"].items()
+    ]
+    rows.append(
+        [
+            "stop rate",
+            f"{replies['candidate_stop_rate']:.3f}",
+            "" if replies.get("baseline_stop_rate") is None else f"{replies['baseline_stop_rate']:.3f}",
+            "",
+        ]
+    )
+    side_by_side = [
+        [
+            "\n".join(f"{turn['role']}: {turn['content']}" for turn in sample["prompt"]),
+            sample["reference"],
+            sample["candidate"] + ("" if sample["candidate_stopped"] else " [did not stop]"),
+            sample["baseline"] if sample["baseline"] is not None else "",
+            ", ".join(f"{m} {v:.2f}" for m, v in sample["candidate_scores"].items()),
+        ]
+        for sample in samples
+    ]
+    return (
+        f"<h2>Replies ({replies['conversations']} eval conversations, each model through its chat template)</h2>"
+        + _table(["metric", "candidate", "baseline", "difference (bootstrap interval), wins/ties/losses"], rows)
+        + f"<img src='data:image/png;base64,{_replies_plot(replies)}'>"
+        + "<h3>Sampled conversations</h3>"
+        + _table(["conversation", "reference", "candidate", "baseline", "candidate's scores"], side_by_side)
+    )
 
 
 def _table(headers: List[str], rows: List[List[Any]]) -> str:
@@ -135,22 +169,57 @@ def _baseline_comparison_section(comparison: Optional[Dict[str, Any]], baseline_
         return ""
     if "skipped" in comparison:
         return f"<h2>Safety and bias against the {baseline_name}</h2><p>Not compared: {html.escape(comparison['skipped'])}</p>"
-    safety_rows = [[name, f"{v['candidate']:.3f}", f"{v['baseline']:.3f}", f"{v['change']:+.3f}"]
-                   for name, v in comparison["safety"].items()]
-    bias_rows = [[c["language"], c["dimension"], c["group"], f"{c['candidate_effect']:+.3f}", c["candidate_verdict"],
-                  f"{c['baseline_effect']:+.3f}", c["baseline_verdict"], f"{c['change']:+.3f}"] for c in comparison["bias"]]
-    return (f"<h2>Safety and bias against the {baseline_name} (reported, not gated)</h2>"
-            + _table(["safety metric", "candidate", baseline_name, "change"], safety_rows)
-            + _table(["lang", "dimension", "group", "candidate effect", "verdict", f"{baseline_name} effect", "verdict",
-                      "change"], bias_rows))
+    safety_rows = [
+        [name, f"{v['candidate']:.3f}", f"{v['baseline']:.3f}", f"{v['change']:+.3f}"]
+        for name, v in comparison["safety"].items()
+    ]
+    bias_rows = [
+        [
+            c["language"],
+            c["dimension"],
+            c["group"],
+            f"{c['candidate_effect']:+.3f}",
+            c["candidate_verdict"],
+            f"{c['baseline_effect']:+.3f}",
+            c["baseline_verdict"],
+            f"{c['change']:+.3f}",
+        ]
+        for c in comparison["bias"]
+    ]
+    return (
+        f"<h2>Safety and bias against the {baseline_name} (reported, not gated)</h2>"
+        + _table(["safety metric", "candidate", baseline_name, "change"], safety_rows)
+        + _table(
+            [
+                "lang",
+                "dimension",
+                "group",
+                "candidate effect",
+                "verdict",
+                f"{baseline_name} effect",
+                "verdict",
+                "change",
+            ],
+            bias_rows,
+        )
+    )
 
 
 # Which gates each timed family decides (`Evaluation.seconds`), by gate-name prefix.
-_FAMILY_GATES = {"quality": ("quality.perplexity", "quality.gain_over_unigram", "quality.bits_per_byte_change"),
-                 "replies": ("quality.reply_", "quality.stop_rate"), "instruction_following": ("quality.instruction_following",),
-                 "safety": ("safety.toxic_fraction", "safety.expected_max_toxicity", "safety.toxicity_probability",
-                            "safety.pii_leak_rate"),
-                 "memorization": ("safety.memorization",), "bias": ("bias.",), "baseline_comparison": ()}
+_FAMILY_GATES = {
+    "quality": ("quality.perplexity", "quality.gain_over_unigram", "quality.bits_per_byte_change"),
+    "replies": ("quality.reply_", "quality.stop_rate"),
+    "instruction_following": ("quality.instruction_following",),
+    "safety": (
+        "safety.toxic_fraction",
+        "safety.expected_max_toxicity",
+        "safety.toxicity_probability",
+        "safety.pii_leak_rate",
+    ),
+    "memorization": ("safety.memorization",),
+    "bias": ("bias.",),
+    "baseline_comparison": (),
+}
 
 
 def _family_work(family: str, metrics: Dict[str, Any]) -> str:
@@ -158,15 +227,22 @@ def _family_work(family: str, metrics: Dict[str, Any]) -> str:
     quality, bias = metrics.get("quality") or {}, metrics.get("bias") or {}
     comparison = metrics.get("baseline_comparison") or {}
     work = {
-        "quality": f"{quality.get('num_tokens', 0):,} eval tokens scored" + (
-            f", raw eval text ({quality.get('text_bytes') or 0:,} bytes) per model" if quality.get("text_bytes") else ""),
+        "quality": f"{quality.get('num_tokens', 0):,} eval tokens scored"
+        + (
+            f", raw eval text ({quality.get('text_bytes') or 0:,} bytes) per model" if quality.get("text_bytes") else ""
+        ),
         "replies": f"{(metrics.get('replies') or {}).get('conversations', 0)} replies generated per model",
         "safety": f"{(metrics.get('safety') or {}).get('overall', {}).get('completions', 0)} red-team completions",
         "memorization": f"{(metrics.get('memorization') or {}).get('documents_probed', 0)} training documents continued",
         "bias": f"{bias.get('scored_texts', 0):,} texts scored, {bias.get('texts', 0):,} continuations sampled",
         "baseline_comparison": "the baseline's safety and bias probes, "
-                               + ("read back from an earlier run" if comparison.get("baseline_probes") == "reused"
-                                  else "run" if comparison.get("baseline_probes") else "not compared"),
+        + (
+            "read back from an earlier run"
+            if comparison.get("baseline_probes") == "reused"
+            else "run"
+            if comparison.get("baseline_probes")
+            else "not compared"
+        ),
     }
     return work.get(family, "")
 
@@ -180,11 +256,18 @@ def _cost_section(evaluation: Dict[str, Any]) -> str:
     rows = []
     for family, value in seconds.items():
         decided = [name for name in gates if name.startswith(_FAMILY_GATES.get(family, (f"{family}.",)))]
-        rows.append([family.replace("_", " "), f"{value:.1f}", _family_work(family, evaluation["metrics"]),
-                     ", ".join(decided) or "none (reported)"])
+        rows.append(
+            [
+                family.replace("_", " "),
+                f"{value:.1f}",
+                _family_work(family, evaluation["metrics"]),
+                ", ".join(decided) or "none (reported)",
+            ]
+        )
     total = sum(seconds.values())
-    return (f"<h2>What the evaluation cost ({total:.0f} s)</h2>"
-            + _table(["family", "seconds", "what it measured", "gates it decides"], rows))
+    return f"<h2>What the evaluation cost ({total:.0f} s)</h2>" + _table(
+        ["family", "seconds", "what it measured", "gates it decides"], rows
+    )
 
 
 def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
@@ -194,12 +277,26 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     perplexity_gate = next(g for g in gates if g["name"] == "quality.perplexity")
     threshold = None if perplexity_gate["verdict"] == "SKIPPED" else perplexity_gate["threshold"]
     verdict = "BLESSED" if evaluation["blessed"] else "NOT BLESSED"
-    baseline_name = "base checkpoint" if (evaluation.get("baseline") or {}).get("kind") == "base_checkpoint" else "baseline"
+    baseline_name = (
+        "base checkpoint" if (evaluation.get("baseline") or {}).get("kind") == "base_checkpoint" else "baseline"
+    )
     sections = [
         f"<h1>Model evaluation: {verdict}</h1><p>Model: <code>{html.escape(model_uri)}</code></p>"
         f"<p>{html.escape(evaluation['reason'])}</p>",
-        "<h2>Gates</h2>" + _table(["gate", "value", "threshold", "verdict", "reason"],
-                                  [[g["name"], "" if g["value"] is None else f"{g['value']:.4g}", g["threshold"], g["verdict"], g["reason"]] for g in gates]),
+        "<h2>Gates</h2>"
+        + _table(
+            ["gate", "value", "threshold", "verdict", "reason"],
+            [
+                [
+                    g["name"],
+                    "" if g["value"] is None else f"{g['value']:.4g}",
+                    g["threshold"],
+                    g["verdict"],
+                    g["reason"],
+                ]
+                for g in gates
+            ],
+        ),
         f"<h2>Quality vs {baseline_name}</h2><img src='data:image/png;base64,{_perplexity_plot(metrics['quality'], threshold, baseline_name)}'>",
         f"<h2>Safety rates per category</h2><img src='data:image/png;base64,{_safety_plot(metrics['safety'])}'>"
         f"<p>PII leak rate: {metrics['safety']['pii']['leak_rate']:.3f}. Memorisation: "
@@ -211,25 +308,84 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
         threshold = next(g["threshold"] for g in gates if g["name"] == "bias.association")
         sections.append(
             f"<h2>Bias: association per group ({sum(bias['placebos'].values())} placebo terms)</h2>"
-            f"<img src='data:image/png;base64,{_bias_plot(effects, threshold)}'>" + _table(
-                ["#", "lang", "dimension", "group", "likelier than placebos", "effect (nats/token)", "templates leaning negative",
-                 "sign test p (corrected)", "z vs placebos", "verdict"],
-                [[i, e["language"], e["dimension"], e["group"], f"{e['familiarity_rank']:.0%}", f"{e['effect']:+.3f}",
-                  f"{e['templates_negative']} of {e['templates']}", f"{e['sign_p']:.3g}", "-" if e["z"] is None else f"{e['z']:+.1f}", e["verdict"]]
-                 for i, e in enumerate(effects)]))
+            f"<img src='data:image/png;base64,{_bias_plot(effects, threshold)}'>"
+            + _table(
+                [
+                    "#",
+                    "lang",
+                    "dimension",
+                    "group",
+                    "likelier than placebos",
+                    "effect (nats/token)",
+                    "templates leaning negative",
+                    "sign test p (corrected)",
+                    "z vs placebos",
+                    "verdict",
+                ],
+                [
+                    [
+                        i,
+                        e["language"],
+                        e["dimension"],
+                        e["group"],
+                        f"{e['familiarity_rank']:.0%}",
+                        f"{e['effect']:+.3f}",
+                        f"{e['templates_negative']} of {e['templates']}",
+                        f"{e['sign_p']:.3g}",
+                        "-" if e["z"] is None else f"{e['z']:+.1f}",
+                        e["verdict"],
+                    ]
+                    for i, e in enumerate(effects)
+                ],
+            )
+        )
     if bias["pairs"]:
-        sections.append("<h2>Bias: sampled continuations per group pair</h2>" + _table(
-            ["lang", "dimension", "group a", "group b", "sentiment gap", "q (BH)", "scorer", "unsafe ratio", "q (BH)"],
-            [[p["language"], p["dimension"], p["group_a"], p["group_b"], f"{p['sentiment_gap']:+.3f}",
-              f"{p['sentiment_q_value']:.3f}", p["sentiment_scorer"], f"{p['unsafe_rate_ratio']:.2f}", f"{p['unsafe_q_value']:.3f}"]
-             for p in bias["pairs"]]))
+        sections.append(
+            "<h2>Bias: sampled continuations per group pair</h2>"
+            + _table(
+                [
+                    "lang",
+                    "dimension",
+                    "group a",
+                    "group b",
+                    "sentiment gap",
+                    "q (BH)",
+                    "scorer",
+                    "unsafe ratio",
+                    "q (BH)",
+                ],
+                [
+                    [
+                        p["language"],
+                        p["dimension"],
+                        p["group_a"],
+                        p["group_b"],
+                        f"{p['sentiment_gap']:+.3f}",
+                        f"{p['sentiment_q_value']:.3f}",
+                        p["sentiment_scorer"],
+                        f"{p['unsafe_rate_ratio']:.2f}",
+                        f"{p['unsafe_q_value']:.3f}",
+                    ]
+                    for p in bias["pairs"]
+                ],
+            )
+        )
     sections.append(_replies_section(metrics.get("replies"), evaluation.get("samples") or []))
     sections.append(_baseline_comparison_section(metrics.get("baseline_comparison"), baseline_name))
     sections.append(_cost_section(evaluation))
     flagged = evaluation["flagged"][:MAX_FLAGGED_ROWS]
-    sections.append(f"<h2>Flagged completions ({len(evaluation['flagged'])})</h2>" + _table(
-        ["gate", "category", "lang", "prompt", "completion", "found"],
-        [[f["gate"], f["category"], f["language"], f["prompt"], f["completion"], ", ".join(map(str, f["found"]))] for f in flagged]))
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:12px}"
-             "td,th{border:1px solid #ccc;padding:3px;vertical-align:top;white-space:pre-wrap}")
+    sections.append(
+        f"<h2>Flagged completions ({len(evaluation['flagged'])})</h2>"
+        + _table(
+            ["gate", "category", "lang", "prompt", "completion", "found"],
+            [
+                [f["gate"], f["category"], f["language"], f["prompt"], f["completion"], ", ".join(map(str, f["found"]))]
+                for f in flagged
+            ],
+        )
+    )
+    style = (
+        "body{font-family:sans-serif;max-width:1100px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:3px;vertical-align:top;white-space:pre-wrap}"
+    )
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{verdict}</title><style>{style}</style></head><body>{''.join(sections)}</body></html>"

@@ -8,6 +8,7 @@ as HELM reports them:
     toxicity_probability     fraction of prompts with at least one toxic completion among k
 The same completions are checked for personal data (`pii`).
 """
+
 import json
 import random
 from collections import defaultdict
@@ -72,7 +73,8 @@ def helm_metrics(scores_per_prompt: Sequence[Sequence[float]], threshold: float)
     return {
         "toxic_fraction": sum(s >= threshold for s in completions) / len(completions),
         "expected_max_toxicity": sum(max(scores) for scores in scores_per_prompt) / len(scores_per_prompt),
-        "toxicity_probability": sum(any(s >= threshold for s in scores) for scores in scores_per_prompt) / len(scores_per_prompt),
+        "toxicity_probability": sum(any(s >= threshold for s in scores) for scores in scores_per_prompt)
+        / len(scores_per_prompt),
         "completions": len(completions),
     }
 
@@ -89,7 +91,7 @@ def evaluate_safety(client: ModelClient, scorer: ToxicityScorer, config) -> Dict
         [p.prompt for p in expanded], config.max_new_tokens, config.temperature, config.top_k, config.top_p, config.seed
     )
     scores: List[ToxicityScore] = scorer.score(completions, [p.language for p in expanded])
-    per_prompt = [[s.score for s in scores[i * k:(i + 1) * k]] for i in range(len(prompts))]
+    per_prompt = [[s.score for s in scores[i * k : (i + 1) * k]] for i in range(len(prompts))]
 
     by_category = defaultdict(list)
     for prompt, prompt_scores in zip(prompts, per_prompt):
@@ -105,23 +107,47 @@ def evaluate_safety(client: ModelClient, scorer: ToxicityScorer, config) -> Dict
     metrics["refusal_rate"] = refusal_rate(completions)  # reported, not gated (chat_probes.py)
 
     flagged = [
-        {"gate": "safety", "category": p.category, "language": p.language, "prompt": p.prompt, "completion": text,
-         "score": s.score, "found": list(s.matches)}
-        for p, text, s in zip(expanded, completions, scores) if s.score >= config.toxicity_threshold
+        {
+            "gate": "safety",
+            "category": p.category,
+            "language": p.language,
+            "prompt": p.prompt,
+            "completion": text,
+            "score": s.score,
+            "found": list(s.matches),
+        }
+        for p, text, s in zip(expanded, completions, scores)
+        if s.score >= config.toxicity_threshold
     ]
     flagged += [
-        {"gate": "pii", "category": expanded[i].category, "language": expanded[i].language, "prompt": expanded[i].prompt,
-         "completion": completions[i], "score": None, "found": [f"{f.kind}: {f.value}" for f in found]}
+        {
+            "gate": "pii",
+            "category": expanded[i].category,
+            "language": expanded[i].language,
+            "prompt": expanded[i].prompt,
+            "completion": completions[i],
+            "score": None,
+            "found": [f"{f.kind}: {f.value}" for f in found],
+        }
         for i, found in leaks
     ]
     overall = metrics["overall"]
     gates = [
-        upper_bound_gate("safety.toxic_fraction", overall["toxic_fraction"], config.max_toxic_fraction, "toxic fraction"),
-        upper_bound_gate("safety.expected_max_toxicity", overall["expected_max_toxicity"], config.max_expected_max_toxicity,
-                         f"expected maximum toxicity over k={k}"),
-        upper_bound_gate("safety.toxicity_probability", overall["toxicity_probability"], config.max_toxicity_probability,
-                         f"P(at least one toxic in k={k})"),
+        upper_bound_gate(
+            "safety.toxic_fraction", overall["toxic_fraction"], config.max_toxic_fraction, "toxic fraction"
+        ),
+        upper_bound_gate(
+            "safety.expected_max_toxicity",
+            overall["expected_max_toxicity"],
+            config.max_expected_max_toxicity,
+            f"expected maximum toxicity over k={k}",
+        ),
+        upper_bound_gate(
+            "safety.toxicity_probability",
+            overall["toxicity_probability"],
+            config.max_toxicity_probability,
+            f"P(at least one toxic in k={k})",
+        ),
         upper_bound_gate("safety.pii_leak_rate", rate, config.max_pii_leak_rate, "PII leak rate of completions"),
     ]
     return {"metrics": metrics, "gates": gates, "flagged": flagged}
-

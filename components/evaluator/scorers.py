@@ -21,6 +21,7 @@ Chinese terms match as substrings (Chinese is written without spaces). Each dist
 term adds `per_match_score`, capped at 1; built from config it is `toxicity_threshold`, so one hit
 is toxic whatever the threshold.
 """
+
 import importlib
 import json
 import logging
@@ -134,7 +135,9 @@ class ClassifierScorer:
 
     def __init__(self, lexicon_dir: str, threshold: float = 0.5):
         self.threshold = threshold
-        self._lexicon = LexiconScorer(lexicon_dir, per_match_score=threshold)  # one lexicon term is toxic at any threshold
+        self._lexicon = LexiconScorer(
+            lexicon_dir, per_match_score=threshold
+        )  # one lexicon term is toxic at any threshold
         self._classify = _classifier()
 
     @classmethod
@@ -145,8 +148,9 @@ class ClassifierScorer:
         scores = self._lexicon.score(texts, languages)
         if self._classify is None:
             return scores
-        english = [i for i, (text, language) in enumerate(zip(texts, languages))
-                   if language != "zh" and not _CJK.search(text)]
+        english = [
+            i for i, (text, language) in enumerate(zip(texts, languages)) if language != "zh" and not _CJK.search(text)
+        ]
         for index, probability in zip(english, self._classify([texts[i] for i in english])):
             lexicon = scores[index]
             categories = lexicon.categories + ((CLASSIFIER_CATEGORY,) if probability >= self.threshold else ())
@@ -165,5 +169,7 @@ def load_scorer(dotted_path: str, safety_config) -> ToxicityScorer:
         raise ValueError(f"safety.scorer '{dotted_path}' cannot be imported: {exc}") from None
     scorer = factory.from_config(safety_config) if hasattr(factory, "from_config") else factory(safety_config)
     if not isinstance(scorer, ToxicityScorer):
-        raise TypeError(f"safety.scorer '{dotted_path}' returned {type(scorer).__name__}, which has no score(texts, languages)")
+        raise TypeError(
+            f"safety.scorer '{dotted_path}' returned {type(scorer).__name__}, which has no score(texts, languages)"
+        )
     return scorer

@@ -7,6 +7,7 @@ project's small lexicon (`data/bias/sentiment_zh.json`: positive and negative wo
 intensity, so Chinese sentiment gaps are coarser than English ones; the report says which
 scorer produced each number.
 """
+
 import json
 from typing import Dict, List, Sequence
 

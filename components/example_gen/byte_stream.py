@@ -7,6 +7,7 @@ keep each complete record that precedes the damage, whatever the file's size. `b
 chunks; a line longer than the limit is not accumulated: only a capped prefix and its size are
 kept, so a 50 MB line costs at most about `max_line_bytes` of memory.
 """
+
 import bz2
 import contextlib
 import itertools
@@ -128,7 +129,9 @@ class _LineInProgress:
         return Line(number, data, self.size, self.oversized)
 
 
-def bounded_lines(stream: BinaryIO, max_line_bytes: int, sample_bytes: int, chunk_bytes: int = CHUNK_BYTES) -> Iterator[Line]:
+def bounded_lines(
+    stream: BinaryIO, max_line_bytes: int, sample_bytes: int, chunk_bytes: int = CHUNK_BYTES
+) -> Iterator[Line]:
     """Yields the lines of `stream`, each at most `max_line_bytes` long (longer ones flagged).
 
     Each chunk is split at newlines by `bytes.split` (in C); only the piece that runs over a

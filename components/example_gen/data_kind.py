@@ -8,6 +8,7 @@ kind on the Examples artifact as the string custom property `data_kind` and in
 training data) read it with `examples_data_kind`, at run time, the same way on both runners: the
 pipeline is compiled once, and the kind is known only once the data has been read.
 """
+
 from typing import Any, Dict, Optional
 
 from components.example_gen import ingest_report
@@ -27,11 +28,15 @@ def corpus_kind(report: Dict[str, Any]) -> str:
     if len(counts) <= 1:
         return next(iter(counts), TEXT)
     samples = report.get("samples") or {}
-    found = [f"{counts[kind]} {_NOUNS[kind][counts[kind] != 1]} (first: {(samples.get(f'{KIND_GROUP}:{kind}') or ['?'])[0]})"
-             for kind in (TEXT, CONVERSATIONS)]
-    raise CorpusError(f"the corpus mixes plain-text documents and conversations: {found[0]} and {found[1]}; a run "
-                      "reads one kind: keep one kind under the data root (or narrow example_gen.file_pattern), or "
-                      "force one with example_gen.conversation_format")
+    found = [
+        f"{counts[kind]} {_NOUNS[kind][counts[kind] != 1]} (first: {(samples.get(f'{KIND_GROUP}:{kind}') or ['?'])[0]})"
+        for kind in (TEXT, CONVERSATIONS)
+    ]
+    raise CorpusError(
+        f"the corpus mixes plain-text documents and conversations: {found[0]} and {found[1]}; a run "
+        "reads one kind: keep one kind under the data root (or narrow example_gen.file_pattern), or "
+        "force one with example_gen.conversation_format"
+    )
 
 
 def examples_data_kind(examples, report: Optional[Dict[str, Any]] = None) -> str:

@@ -1,5 +1,6 @@
 """Reading ExampleGen's product back: the documents of the tf.Example records it writes (the
 Tokenizer samples them, the Evaluator scores the raw eval text with them)."""
+
 from typing import Iterable
 
 import tensorflow as tf

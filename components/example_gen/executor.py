@@ -48,6 +48,7 @@ Custom config keys (`components/example_gen/options.py`): 'example_gen' and 'cle
 text of `ExampleGenOptions` and `CleaningOptions`, and 'corpus_fingerprint' (only a cache key, see
 `corpus_fingerprint`).
 """
+
 import json
 import os
 from typing import Any, Dict, List, Optional
@@ -67,7 +68,11 @@ from components.example_gen import data_kind, data_report, ingest_report, span_r
 from components.example_gen.cleaning.events import EVENTS_TAG, event
 from components.example_gen.cleaning.transforms import CleanDocuments, enabled_removal_rules
 from components.example_gen.options import (
-    CLEANING_OPTIONS_KEY, EXAMPLE_GEN_OPTIONS_KEY, CleaningOptions, ExampleGenOptions, ReadOptions,
+    CLEANING_OPTIONS_KEY,
+    EXAMPLE_GEN_OPTIONS_KEY,
+    CleaningOptions,
+    ExampleGenOptions,
+    ReadOptions,
 )
 from components.example_gen.readers import CorpusError, Document, Rejection, read_corpus_file
 from components.example_gen.records import ASSISTANT, PROMPT_ROLES
@@ -116,7 +121,8 @@ def document_to_example(document: Document) -> tf.train.Example:
     if document.language:
         features["language"] = _bytes_feature(document.language)
         features["language_confidence"] = tf.train.Feature(
-            float_list=tf.train.FloatList(value=[document.language_confidence]))
+            float_list=tf.train.FloatList(value=[document.language_confidence])
+        )
     if document.is_conversation:
         features.update(conversation_features(document))
     return tf.train.Example(features=tf.train.Features(feature=features))
@@ -152,12 +158,15 @@ def custom_options(exec_properties: Dict[str, Any]):
     """(ExampleGenOptions, CleaningOptions) from the component's custom config (defaults where absent)."""
     config = _custom_config(exec_properties)
     example_gen, cleaning = config.get(EXAMPLE_GEN_OPTIONS_KEY), config.get(CLEANING_OPTIONS_KEY)
-    return (ExampleGenOptions.from_parameter(example_gen) if example_gen else ExampleGenOptions(),
-            CleaningOptions.from_parameter(cleaning) if cleaning else CleaningOptions())
+    return (
+        ExampleGenOptions.from_parameter(example_gen) if example_gen else ExampleGenOptions(),
+        CleaningOptions.from_parameter(cleaning) if cleaning else CleaningOptions(),
+    )
 
 
-def corpus_fingerprint(input_base: str, input_config: example_gen_pb2.Input,
-                       range_config: Optional[range_config_pb2.RangeConfig]) -> str:
+def corpus_fingerprint(
+    input_base: str, input_config: example_gen_pb2.Input, range_config: Optional[range_config_pb2.RangeConfig]
+) -> str:
     """TFX's fingerprint of the files the span pattern selects right now (names, sizes, times),
     or "" when nothing matches (the executor then reports why). A local runner passes it as a
     parameter so that TFX's cache reuses ExampleGen exactly when those files are unchanged; the
@@ -166,7 +175,8 @@ def corpus_fingerprint(input_base: str, input_config: example_gen_pb2.Input,
         return ""
     try:
         fingerprint, _, _ = example_gen_utils.calculate_splits_fingerprint_span_and_version(
-            input_base, input_config.splits, range_config)
+            input_base, input_config.splits, range_config
+        )
     except ValueError:
         return ""
     return fingerprint
@@ -177,12 +187,14 @@ def resolve_span(exec_properties: Dict[str, Any]) -> Dict[str, Any]:
     the input patterns filled in for the selected span/version, and the span, version and input
     fingerprint set. Raises naming the data root and pattern when no file matches."""
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
-    input_config = proto_utils.json_to_proto(exec_properties[standard_component_specs.INPUT_CONFIG_KEY],
-                                             example_gen_pb2.Input())
+    input_config = proto_utils.json_to_proto(
+        exec_properties[standard_component_specs.INPUT_CONFIG_KEY], example_gen_pb2.Input()
+    )
     range_config = None
     if exec_properties.get(standard_component_specs.RANGE_CONFIG_KEY):
-        range_config = proto_utils.json_to_proto(exec_properties[standard_component_specs.RANGE_CONFIG_KEY],
-                                                 range_config_pb2.RangeConfig())
+        range_config = proto_utils.json_to_proto(
+            exec_properties[standard_component_specs.RANGE_CONFIG_KEY], range_config_pb2.RangeConfig()
+        )
     _require_data_root(input_base)
     processor = input_processor.FileBasedInputProcessor(input_base, input_config.splits, range_config)
     try:
@@ -193,12 +205,15 @@ def resolve_span(exec_properties: Dict[str, Any]) -> Dict[str, Any]:
         raise CorpusError(f"no corpus files for pattern {patterns} under {input_base}: {exc}") from None
     for split in input_config.splits:
         split.pattern = processor.get_pattern_for_span_version(split.pattern, span, version)
-    return dict(exec_properties, **{
-        standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(input_config),
-        example_gen_utils.SPAN_PROPERTY_NAME: span,
-        example_gen_utils.VERSION_PROPERTY_NAME: version,
-        example_gen_utils.FINGERPRINT_PROPERTY_NAME: fingerprint,
-    })
+    return dict(
+        exec_properties,
+        **{
+            standard_component_specs.INPUT_CONFIG_KEY: proto_utils.proto_to_json(input_config),
+            example_gen_utils.SPAN_PROPERTY_NAME: span,
+            example_gen_utils.VERSION_PROPERTY_NAME: version,
+            example_gen_utils.FINGERPRINT_PROPERTY_NAME: fingerprint,
+        },
+    )
 
 
 def _selected_span(exec_properties: Dict[str, Any]) -> int:
@@ -211,9 +226,15 @@ def _earlier_spans(exec_properties: Dict[str, Any]) -> List[List[Any]]:
     options, _ = custom_options(exec_properties)
     if options.first_span is None:
         return []
-    return [[span, pattern] for span, pattern in span_range.earlier_spans(
-        exec_properties[standard_component_specs.INPUT_BASE_KEY], options.file_pattern, options.first_span,
-        _selected_span(exec_properties))]
+    return [
+        [span, pattern]
+        for span, pattern in span_range.earlier_spans(
+            exec_properties[standard_component_specs.INPUT_BASE_KEY],
+            options.file_pattern,
+            options.first_span,
+            _selected_span(exec_properties),
+        )
+    ]
 
 
 def _read_file(path: str, input_base: str, options: ReadOptions):
@@ -236,24 +257,40 @@ def _WriteReport(pipeline_parts, report_dir: str, sample_chars: int):
     """Writes the quarantine files and ingest_report.json (see `ingest_report`)."""
     read, kept, rejected, removed_samples, events = pipeline_parts
     quarantine_dir = os.path.join(report_dir, ingest_report.QUARANTINE_DIR)
-    _ = (rejected | "QuarantineJson" >> beam.Map(ingest_report.quarantine_record)
-         | "WriteQuarantine" >> beam.io.WriteToText(os.path.join(quarantine_dir, "records"), file_name_suffix=".jsonl.gz"))
-    _ = (removed_samples | "RemovedJson" >> beam.Map(
-        lambda pair: ingest_report.removed_sample_record(*pair, max_chars=sample_chars))
-         | "WriteRemoved" >> beam.io.WriteToText(os.path.join(quarantine_dir, "removed"), file_name_suffix=".jsonl.gz"))
+    _ = (
+        rejected
+        | "QuarantineJson" >> beam.Map(ingest_report.quarantine_record)
+        | "WriteQuarantine"
+        >> beam.io.WriteToText(os.path.join(quarantine_dir, "records"), file_name_suffix=".jsonl.gz")
+    )
+    _ = (
+        removed_samples
+        | "RemovedJson" >> beam.Map(lambda pair: ingest_report.removed_sample_record(*pair, max_chars=sample_chars))
+        | "WriteRemoved" >> beam.io.WriteToText(os.path.join(quarantine_dir, "removed"), file_name_suffix=".jsonl.gz")
+    )
     lengths = kept | "LengthBuckets" >> beam.Map(_length_event)
     counts = [
-        read | "CountRead" >> beam.combiners.Count.Globally() | "ReadEntry" >> beam.Map(lambda n: ("documents_read", n)),
-        kept | "CountKept" >> beam.combiners.Count.Globally() | "KeptEntry" >> beam.Map(lambda n: ("documents_kept", n)),
-        read | "BytesRead" >> beam.Map(ingest_report.document_bytes) | "SumRead" >> beam.CombineGlobally(sum)
+        read
+        | "CountRead" >> beam.combiners.Count.Globally()
+        | "ReadEntry" >> beam.Map(lambda n: ("documents_read", n)),
+        kept
+        | "CountKept" >> beam.combiners.Count.Globally()
+        | "KeptEntry" >> beam.Map(lambda n: ("documents_kept", n)),
+        read
+        | "BytesRead" >> beam.Map(ingest_report.document_bytes)
+        | "SumRead" >> beam.CombineGlobally(sum)
         | "BytesReadEntry" >> beam.Map(lambda n: ("bytes_read", n)),
-        kept | "BytesKept" >> beam.Map(ingest_report.document_bytes) | "SumKept" >> beam.CombineGlobally(sum)
+        kept
+        | "BytesKept" >> beam.Map(ingest_report.document_bytes)
+        | "SumKept" >> beam.CombineGlobally(sum)
         | "BytesKeptEntry" >> beam.Map(lambda n: ("bytes_kept", n)),
-        (events, lengths) | "EventsAndLengths" >> beam.Flatten()
+        (events, lengths)
+        | "EventsAndLengths" >> beam.Flatten()
         | "CountEvents" >> beam.CombinePerKey(ingest_report.CountAndSample()),
     ]
     return (
-        counts | "AllCounts" >> beam.Flatten()
+        counts
+        | "AllCounts" >> beam.Flatten()
         | "Gather" >> beam.combiners.ToList()
         | "Build" >> beam.Map(ingest_report.build_report, quarantine_dir=quarantine_dir)
         | "Write" >> beam.Map(ingest_report.write_report, directory=report_dir)
@@ -263,7 +300,9 @@ def _WriteReport(pipeline_parts, report_dir: str, sample_chars: int):
 @beam.ptransform_fn
 @beam.typehints.with_input_types(beam.Pipeline)
 @beam.typehints.with_output_types(tf.train.Example)
-def _CorpusToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], split_pattern: str) -> beam.pvalue.PCollection:
+def _CorpusToExample(
+    pipeline: beam.Pipeline, exec_properties: Dict[str, Any], split_pattern: str
+) -> beam.pvalue.PCollection:
     """Reads, cleans and encodes every corpus file matching `split_pattern`."""
     input_base = exec_properties[standard_component_specs.INPUT_BASE_KEY]
     read_options, cleaning_options = custom_options(exec_properties)
@@ -274,8 +313,10 @@ def _CorpusToExample(pipeline: beam.Pipeline, exec_properties: Dict[str, Any], s
         pipeline
         | "CorpusFiles" >> beam.Create(files)
         | "SpreadFiles" >> beam.Reshuffle()
-        | "ReadFiles" >> beam.FlatMap(_read_file, input_base=input_base, options=read_options).with_outputs(
-            "rejected", EVENTS_TAG, main="documents")
+        | "ReadFiles"
+        >> beam.FlatMap(_read_file, input_base=input_base, options=read_options).with_outputs(
+            "rejected", EVENTS_TAG, main="documents"
+        )
     )
     cleaned = outcomes.documents | "Clean" >> CleanDocuments(cleaning_options)
     report_dir = exec_properties.get(_REPORT_DIR_KEY)
@@ -297,8 +338,11 @@ class TextCorpusExampleGenExecutor(BaseExampleGenExecutor):
         exec_properties = resolve_span(exec_properties)
         example_gen_driver.update_output_artifact(exec_properties, examples.mlmd_artifact)
         earlier = _earlier_spans(exec_properties)
-        super().Do(input_dict, output_dict,
-                   dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri, _EARLIER_SPANS_KEY: earlier}))
+        super().Do(
+            input_dict,
+            output_dict,
+            dict(exec_properties, **{_REPORT_DIR_KEY: examples.uri, _EARLIER_SPANS_KEY: earlier}),
+        )
         report = ingest_report.read_report(examples.uri)
         report[data_kind.DATA_KIND_PROPERTY] = data_kind.corpus_kind(report)
         report["spans"] = [span for span, _ in earlier] + [_selected_span(exec_properties)]

@@ -22,6 +22,7 @@ run summary (`last_run.json`) and the CLI. Layout:
 The quarantine holds `records-*.jsonl.gz` (every rejected record) and `removed-*.jsonl.gz` (the
 first few documents each curation rule removed, for review; a conversation with its turns).
 """
+
 import gzip
 import json
 import os
@@ -46,17 +47,29 @@ GROUP_LABELS = {"exempt": "exempt from a rule not made for their language"}
 
 def quarantine_record(rejection: Rejection) -> str:
     """One JSON line of the quarantine output: reason, where, why, and the capped raw record."""
-    return json.dumps({
-        "reason": rejection.reason, "file": rejection.source, "line": rejection.line, "detail": rejection.detail,
-        "raw_size": rejection.raw_size, "raw": rejection.raw.decode("utf-8", errors="backslashreplace"),
-    }, ensure_ascii=False)
+    return json.dumps(
+        {
+            "reason": rejection.reason,
+            "file": rejection.source,
+            "line": rejection.line,
+            "detail": rejection.detail,
+            "raw_size": rejection.raw_size,
+            "raw": rejection.raw.decode("utf-8", errors="backslashreplace"),
+        },
+        ensure_ascii=False,
+    )
 
 
 def removed_sample_record(rule: str, document, max_chars: int) -> str:
     """One JSON line of the removed-documents sample: the rule, where, and the (capped) text; for a
     conversation also its turns as [role, content] pairs (contents capped alike)."""
-    record = {"reason": f"removed:{rule}", "file": document.source, "line": document.line,
-              "language": document.language, "text": document.text[:max_chars]}
+    record = {
+        "reason": f"removed:{rule}",
+        "file": document.source,
+        "line": document.line,
+        "language": document.language,
+        "text": document.text[:max_chars],
+    }
     if document.is_conversation:
         record["turns"] = [[role, content[:max_chars]] for role, content in document.turns]
     return json.dumps(record, ensure_ascii=False)
@@ -94,8 +107,12 @@ class CountAndSample(beam.CombineFn):
 def build_report(entries: Iterable[Tuple[str, Any]], quarantine_dir: str) -> Dict[str, Any]:
     """Assembles the report from (one of COUNTS, n) and (event kind, (count, samples)) entries."""
     groups = OUTCOME_GROUPS + DISTRIBUTION_GROUPS + (KIND_GROUP,)
-    report: Dict[str, Any] = {**{count: 0 for count in COUNTS}, **{g: {} for g in groups},
-                              "samples": {}, "quarantine_dir": quarantine_dir}
+    report: Dict[str, Any] = {
+        **{count: 0 for count in COUNTS},
+        **{g: {} for g in groups},
+        "samples": {},
+        "quarantine_dir": quarantine_dir,
+    }
     for key, value in entries:
         if key in COUNTS:
             report[key] = value
@@ -205,7 +222,9 @@ def summary_lines(report: Dict[str, Any]) -> List[str]:
             lines.append(f"{GROUP_LABELS.get(group, group)} ({sum(counts.values())}): {listing}")
     idle = [name for name, count in (report.get("filters") or {}).items() if not count]
     if idle:
-        lines.append(f"filters that removed nothing ({len(idle)}): " + ", ".join(name.replace("_", " ") for name in idle))
+        lines.append(
+            f"filters that removed nothing ({len(idle)}): " + ", ".join(name.replace("_", " ") for name in idle)
+        )
     if report.get("languages"):
         lines.append("languages read: " + ", ".join(f"{code} {count}" for code, count in report["languages"].items()))
     if report.get("quarantined"):

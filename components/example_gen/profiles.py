@@ -15,6 +15,7 @@ rule's option explicitly (`cleaning.quality.<rule option>`; an explicit value al
 Pure data, no imports from the options module (which applies it, see
 `CleaningOptions._profile_sets_rule_defaults`), so it reads as the table it is.
 """
+
 from typing import Any, Dict
 
 WEB, CURATED, OFF = "web", "curated", "off"
@@ -23,16 +24,23 @@ DEFAULT_PROFILE = CURATED
 # The `QualityOptions` values each profile gives the options the user did not set. `web` changes
 # nothing: its values are the field defaults. A threshold of 0 turns its rule off.
 _CURATED: Dict[str, Any] = {
-    "min_words": 0, "max_words": 0,
-    "min_mean_word_length": 0.0, "max_mean_word_length": 0.0,
+    "min_words": 0,
+    "max_words": 0,
+    "min_mean_word_length": 0.0,
+    "max_mean_word_length": 0.0,
     "max_symbol_word_ratio": 0.0,
-    "max_bullet_lines_fraction": 0.0, "max_ellipsis_lines_fraction": 0.0,
+    "max_bullet_lines_fraction": 0.0,
+    "max_ellipsis_lines_fraction": 0.0,
     "min_stop_words": 0,
-    "min_punctuated_lines_fraction": 0.0, "max_short_lines_fraction": 0.0,
-    "max_duplicate_lines_fraction": 0.0, "max_duplicate_paragraphs_fraction": 0.0,
+    "min_punctuated_lines_fraction": 0.0,
+    "max_short_lines_fraction": 0.0,
+    "max_duplicate_lines_fraction": 0.0,
+    "max_duplicate_paragraphs_fraction": 0.0,
     "max_duplicate_paragraph_chars_fraction": 0.0,
-    "max_top_3gram_chars_fraction": 0.0, "max_top_4gram_chars_fraction": 0.0,
-    "max_duplicate_5gram_chars_fraction": 0.0, "max_duplicate_10gram_chars_fraction": 0.0,
+    "max_top_3gram_chars_fraction": 0.0,
+    "max_top_4gram_chars_fraction": 0.0,
+    "max_duplicate_5gram_chars_fraction": 0.0,
+    "max_duplicate_10gram_chars_fraction": 0.0,
     # Garbage in any corpus. Lenient on purpose: source code has many symbol tokens and songs
     # have refrains, so only text that is mostly symbols or mostly repeats is removed.
     "reject_lorem_ipsum": True,

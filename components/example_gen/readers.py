@@ -13,6 +13,7 @@ are handled here: an unsupported extension (error), a file yielding no records (
 empty), and a compressed stream that ends early or is corrupt (records before the damage kept,
 the rest quarantined).
 """
+
 import os
 from typing import Callable, Dict, Iterator, Optional
 
@@ -22,7 +23,11 @@ from components.example_gen.formats.conversations import is_conversation_format
 from components.example_gen.formats.lines import Outcome
 from components.example_gen.options import ReadOptions
 from components.example_gen.records import (  # noqa: F401  (re-exported for callers)
-    EMPTY_FILE, TRUNCATED_COMPRESSED_FILE, CorpusError, Document, Rejection,
+    EMPTY_FILE,
+    TRUNCATED_COMPRESSED_FILE,
+    CorpusError,
+    Document,
+    Rejection,
 )
 
 FORMAT_READERS: Dict[str, Callable[[str, str, ReadOptions], Iterator[Outcome]]] = {
@@ -37,7 +42,9 @@ SUPPORTED_EXTENSIONS = tuple(FORMAT_READERS)
 CONVERSATION_EXTENSIONS = (".jsonl",)  # the formats that can hold a conversation per record
 
 
-def read_corpus_file(path: str, options: Optional[ReadOptions] = None, source: Optional[str] = None) -> Iterator[Outcome]:
+def read_corpus_file(
+    path: str, options: Optional[ReadOptions] = None, source: Optional[str] = None
+) -> Iterator[Outcome]:
     """Yields a Document or a Rejection for every record of `path`.
 
     Raises CorpusError for an unsupported file type, a file that cannot hold the forced
@@ -49,11 +56,15 @@ def read_corpus_file(path: str, options: Optional[ReadOptions] = None, source: O
     extension, compression = split_extension(path)
     reader = FORMAT_READERS.get(extension)
     if reader is None:
-        raise CorpusError(f"{path}: unsupported corpus file type '{extension}' "
-                          f"(supported: {', '.join(SUPPORTED_EXTENSIONS)}, each optionally .gz or .bz2)")
+        raise CorpusError(
+            f"{path}: unsupported corpus file type '{extension}' "
+            f"(supported: {', '.join(SUPPORTED_EXTENSIONS)}, each optionally .gz or .bz2)"
+        )
     if is_conversation_format(options.conversation_format) and extension not in CONVERSATION_EXTENSIONS:
-        raise CorpusError(f"{path}: example_gen.conversation_format={options.conversation_format} reads "
-                          f"{', '.join(CONVERSATION_EXTENSIONS)} files only, not '{extension}'")
+        raise CorpusError(
+            f"{path}: example_gen.conversation_format={options.conversation_format} reads "
+            f"{', '.join(CONVERSATION_EXTENSIONS)} files only, not '{extension}'"
+        )
     produced, last_line = 0, 0
     try:
         for outcome in reader(path, source, options):
@@ -63,9 +74,15 @@ def read_corpus_file(path: str, options: Optional[ReadOptions] = None, source: O
         if not compression:
             raise
         produced += 1
-        yield Rejection(TRUNCATED_COMPRESSED_FILE, source, last_line + 1, b"", 0,
-                        f"{compression} stream is truncated or corrupt after the record at line {last_line} "
-                        f"({type(exc).__name__}: {exc}); earlier records were kept")
+        yield Rejection(
+            TRUNCATED_COMPRESSED_FILE,
+            source,
+            last_line + 1,
+            b"",
+            0,
+            f"{compression} stream is truncated or corrupt after the record at line {last_line} "
+            f"({type(exc).__name__}: {exc}); earlier records were kept",
+        )
     if not produced:
         yield Rejection(EMPTY_FILE, source, 0, b"", 0, "the file holds no records")
 

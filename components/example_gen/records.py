@@ -9,6 +9,7 @@ line (`flatten_turns`): the text every text-level step (statistics, language ide
 quality rules, near-duplicates, decontamination, the tokenizer's sample) works on. A step that
 changes the contents replaces both at once (`Document.with_turns`).
 """
+
 from typing import NamedTuple, Optional, Sequence, Tuple
 
 SYSTEM, USER, ASSISTANT = "system", "user", "assistant"

@@ -9,6 +9,7 @@ daily drop) are skipped and the spans actually read are recorded on the artifact
 The driver fingerprints only the selected span's files for caching: earlier spans are treated
 as immutable drops. After rewriting an old span, run with `--no-cache`.
 """
+
 from typing import Iterator, Optional, Tuple
 
 from tfx.components.example_gen import utils as example_gen_utils
@@ -20,7 +21,8 @@ def resolve_span_pattern(input_base: str, pattern: str, span: int) -> Optional[s
     that span exists."""
     split = example_gen_pb2.Input.Split(name="corpus", pattern=pattern)
     only_this_span = range_config_pb2.RangeConfig(
-        static_range=range_config_pb2.StaticRange(start_span_number=span, end_span_number=span))
+        static_range=range_config_pb2.StaticRange(start_span_number=span, end_span_number=span)
+    )
     try:
         example_gen_utils.calculate_splits_fingerprint_span_and_version(input_base, [split], only_this_span)
     except ValueError:  # TFX: "Cannot find matching for split ..."

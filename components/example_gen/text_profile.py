@@ -13,6 +13,7 @@ The schema bounds `num_chars`, allows only 'prose' in `content_class` up to a sm
 share (TFDV's `min_domain_mass`), and puts Jensen-Shannon drift/skew comparators on the
 distributions. Counting runs in the regex engine (C), not per character in Python.
 """
+
 import re
 from typing import Dict, NamedTuple
 
@@ -40,8 +41,11 @@ class TextProfile(NamedTuple):
     content_class: str
 
     def float_features(self) -> Dict[str, float]:
-        return {"letter_fraction": self.letter_fraction, "digit_fraction": self.digit_fraction,
-                "whitespace_fraction": self.whitespace_fraction}
+        return {
+            "letter_fraction": self.letter_fraction,
+            "digit_fraction": self.digit_fraction,
+            "whitespace_fraction": self.whitespace_fraction,
+        }
 
 
 def _count(pattern: "re.Pattern[str]", text: str) -> int:
@@ -68,5 +72,10 @@ def profile_text(text: str) -> TextProfile:
         return TextProfile(0, 0.0, 0.0, 0.0, BLANK)
     letters, digits, whitespace = _count(_LETTER, text), _count(_DIGIT, text), _count(_WHITESPACE, text)
     replacements = text.count(REPLACEMENT_CHARACTER)
-    return TextProfile(num_chars, letters / num_chars, digits / num_chars, whitespace / num_chars,
-                       content_class(num_chars, letters, whitespace, replacements))
+    return TextProfile(
+        num_chars,
+        letters / num_chars,
+        digits / num_chars,
+        whitespace / num_chars,
+        content_class(num_chars, letters, whitespace, replacements),
+    )

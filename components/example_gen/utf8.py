@@ -1,4 +1,5 @@
 """Decoding one record's bytes under the configured invalid-UTF-8 policy."""
+
 from typing import Optional, Tuple
 
 from components.example_gen.records import INVALID_UTF8_REPLACED, CorpusError

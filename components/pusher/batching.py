@@ -5,6 +5,7 @@ The file is a `BatchingParameters` text proto whose fields are wrapped scalars
 (`max_batch_size { value: 32 }`); the proto is not in the tensorflow-serving-api wheel, so the
 text is formatted here from the typed options.
 """
+
 import os
 
 from components.pusher.serving_config import atomic_write_text

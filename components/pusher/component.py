@@ -16,6 +16,7 @@ The PushedModel artifact carries the stock Pusher's custom properties (`pushed`,
 `pushed_destination`, `pushed_version`) so TFX tooling reads it the same way, plus the registry
 coordinates; when nothing is pushed it records why in `push_skipped_reason`.
 """
+
 import json
 import logging
 import os
@@ -80,8 +81,12 @@ def _float_properties(artifact: types.Artifact) -> Dict[str, float]:
 class VersionedPusherExecutor(base_executor.BaseExecutor):
     """See the module docstring."""
 
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         model = artifact_utils.get_single_instance(input_dict["model"])
         blessing = artifact_utils.get_single_instance(input_dict["model_blessing"])
         examples = input_dict.get("examples") or []
@@ -98,8 +103,13 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         saved_model = path_utils.serving_model_path(model.uri)
         run_id = self._context.pipeline_run_id if self._context else None
         tokenizer_hash = registry.tokenizer_sha256(saved_model)
-        push_info = {"model_id": model.id, "model_uri": model.uri, "blessing_id": blessing.id,
-                     "pipeline_run_id": run_id or "", "tokenizer_sha256": tokenizer_hash}
+        push_info = {
+            "model_id": model.id,
+            "model_uri": model.uri,
+            "blessing_id": blessing.id,
+            "pipeline_run_id": run_id or "",
+            "tokenizer_sha256": tokenizer_hash,
+        }
         result = push_saved_model(saved_model, serving_dir, push_info)
         log.info("%s %s version %d", "Pushed" if result.created else "Already pushed", result.path, result.version)
         batching.write_batching_parameters(serving_dir, options.batching)
@@ -120,21 +130,36 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         pushed_model.set_string_custom_property("serving_config", serving_config.config_path(serving_dir))
 
         registry_config = RegistryOptions.from_parameter(exec_properties["registry"])
-        card_push = {"model_name": model_name, "serving_version": result.version, "label": label, "serving_path": result.path,
-                     "hugging_face": hugging_face}
+        card_push = {
+            "model_name": model_name,
+            "serving_version": result.version,
+            "label": label,
+            "serving_path": result.path,
+            "hugging_face": hugging_face,
+        }
         if registry_config.enabled:
             span: Optional[int] = examples[0].span if examples else None
             base = training.get("base_checkpoint") or {}
             record = registry.PushRecord(
-                serving_path=result.path, serving_base=serving_dir, serving_version=result.version, serving_label=label,
-                model_artifact_id=model.id, model_uri=model.uri, blessing_artifact_id=blessing.id, blessed=True,
-                tokenizer_sha256=tokenizer_hash, pipeline_run_id=run_id or "", data_span=span,
-                metrics=_float_properties(blessing), base_checkpoint=base.get("source", ""),
+                serving_path=result.path,
+                serving_base=serving_dir,
+                serving_version=result.version,
+                serving_label=label,
+                model_artifact_id=model.id,
+                model_uri=model.uri,
+                blessing_artifact_id=blessing.id,
+                blessed=True,
+                tokenizer_sha256=tokenizer_hash,
+                pipeline_run_id=run_id or "",
+                data_span=span,
+                metrics=_float_properties(blessing),
+                base_checkpoint=base.get("source", ""),
                 base_checkpoint_sha256=base.get("sha256", ""),
                 adapters=json.dumps(training["lora"], sort_keys=True) if training.get("lora") else "",
             )
             model_registry = registry.ModelRegistry.from_config(
-                registry_config, model_name, exec_properties.get("registry_dir") or None)
+                registry_config, model_name, exec_properties.get("registry_dir") or None
+            )
             version = model_registry.register(record, move_production_alias=False)
             serving_ops.align_aliases(model_registry, serving_dir, change, result.version)
             pushed_model.set_string_custom_property("registered_model_name", model_registry.model_name)
@@ -160,15 +185,24 @@ class VersionedPusherExecutor(base_executor.BaseExecutor):
         return destination
 
     @staticmethod
-    def _write_model_card(options: PusherOptions, push: Dict[str, Any], training: Dict[str, Any],
-                          blessing: types.Artifact, examples: List[types.Artifact]) -> Dict[str, str]:
+    def _write_model_card(
+        options: PusherOptions,
+        push: Dict[str, Any],
+        training: Dict[str, Any],
+        blessing: types.Artifact,
+        examples: List[types.Artifact],
+    ) -> Dict[str, str]:
         """Writes the pushed version's model card from the run's records (components/pusher/model_card.py)."""
         evaluation = model_card.read_json(os.path.join(blessing.uri, REPORT_FILE)) if blessing.uri else {}
-        data = {"spans": ", ".join(str(e.span) for e in examples),
-                "ingest_report": model_card.read_json(os.path.join(examples[0].uri, INGEST_REPORT_FILE))
-                if examples and examples[0].uri else {}}
-        facts = model_card.collect_facts(push, training, evaluation, data, options.model_card.intended_use,
-                                         options.model_card.limitations)
+        data = {
+            "spans": ", ".join(str(e.span) for e in examples),
+            "ingest_report": model_card.read_json(os.path.join(examples[0].uri, INGEST_REPORT_FILE))
+            if examples and examples[0].uri
+            else {},
+        }
+        facts = model_card.collect_facts(
+            push, training, evaluation, data, options.model_card.intended_use, options.model_card.limitations
+        )
         paths = model_card.write_card(os.path.dirname(push["serving_path"].rstrip("/")), push["serving_version"], facts)
         log.info("Model card: %s", paths["html"])
         return paths
@@ -180,12 +214,25 @@ class VersionedPusher(base_component.BaseComponent):
     SPEC_CLASS = VersionedPusherSpec
     EXECUTOR_SPEC = executor_spec.ExecutorClassSpec(VersionedPusherExecutor)
 
-    def __init__(self, model, model_blessing, serving_dir: str, options: Optional[PusherOptions] = None,
-                 registry: Optional[RegistryOptions] = None, registry_dir: str = "", examples=None):
-        super().__init__(VersionedPusherSpec(
-            model=model, model_blessing=model_blessing, examples=examples,
-            pushed_model=types.Channel(type=standard_artifacts.PushedModel),
-            options=(options or PusherOptions()).to_parameter(),
-            registry=(registry or RegistryOptions()).to_parameter(),
-            serving_dir=serving_dir, registry_dir=registry_dir,
-        ))
+    def __init__(
+        self,
+        model,
+        model_blessing,
+        serving_dir: str,
+        options: Optional[PusherOptions] = None,
+        registry: Optional[RegistryOptions] = None,
+        registry_dir: str = "",
+        examples=None,
+    ):
+        super().__init__(
+            VersionedPusherSpec(
+                model=model,
+                model_blessing=model_blessing,
+                examples=examples,
+                pushed_model=types.Channel(type=standard_artifacts.PushedModel),
+                options=(options or PusherOptions()).to_parameter(),
+                registry=(registry or RegistryOptions()).to_parameter(),
+                serving_dir=serving_dir,
+                registry_dir=registry_dir,
+            )
+        )

@@ -23,6 +23,7 @@ Sources, each optional (a section says "not recorded" when its source is missing
 The HTML is the Markdown rendered with Python-Markdown (tables extension), so the two never
 disagree.
 """
+
 import datetime
 import json
 import os
@@ -57,6 +58,7 @@ def read_json(path: str) -> Dict[str, Any]:
 
 def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> List[str]:
     """A Markdown table; '|' and newlines inside cells are escaped."""
+
     def cell(value: Any) -> str:
         return str(value).replace("|", "\\|").replace("\n", " ")
 
@@ -82,17 +84,31 @@ def _model_section(training: Dict[str, Any]) -> List[str]:
     lora = training.get("lora")
     warm = training.get("warm_start")
     rows = [
-        ["architecture", f"decoder-only Transformer, {model.get('num_layers')} layers, {model.get('num_heads')} heads, "
-                         f"width {model.get('model_dim')}, MLP {model.get('mlp_dim')}, {model.get('position_encoding')} positions"],
+        [
+            "architecture",
+            f"decoder-only Transformer, {model.get('num_layers')} layers, {model.get('num_heads')} heads, "
+            f"width {model.get('model_dim')}, MLP {model.get('mlp_dim')}, {model.get('position_encoding')} positions",
+        ],
         ["context length", model.get("context_length")],
         ["parameters", _number(training.get("parameters"))],
         ["vocabulary", _number(training.get("vocab_size"))],
         ["tokenizer sha256", f"`{training.get('tokenizer_sha256', '')}`"],
-        ["base checkpoint", f"{base['source']} (sha256 `{base.get('sha256', '')}`)" if base else "none: trained from scratch"],
-        ["starting weights", f"warm-started from registered version {warm['registered_version']} ({warm['saved_model_dir']})"
-                             if warm else ("the base checkpoint" if base else "random initialisation")],
-        ["adaptation", f"LoRA rank {lora['rank']}, alpha {lora['alpha']}, on {', '.join(lora['targets'])}; merged into the weights"
-                       if lora else "all weights trained"],
+        [
+            "base checkpoint",
+            f"{base['source']} (sha256 `{base.get('sha256', '')}`)" if base else "none: trained from scratch",
+        ],
+        [
+            "starting weights",
+            f"warm-started from registered version {warm['registered_version']} ({warm['saved_model_dir']})"
+            if warm
+            else ("the base checkpoint" if base else "random initialisation"),
+        ],
+        [
+            "adaptation",
+            f"LoRA rank {lora['rank']}, alpha {lora['alpha']}, on {', '.join(lora['targets'])}; merged into the weights"
+            if lora
+            else "all weights trained",
+        ],
     ]
     return lines + _table(["", "value"], rows)
 
@@ -103,11 +119,19 @@ def _chat_section(training: Dict[str, Any]) -> List[str]:
     if not chat:
         return []
     settings = training.get("training") or {}
-    return ["## Chat template", "",
-            f"Tuned on conversations, loss on {settings.get('loss_on', 'assistant')} tokens. Prompts must be rendered "
-            f"with this template (sha256 `{chat['template_sha256']}`; the `chat` signature and `textgen generate --chat` "
-            f"do it); replies end with {', '.join(f'`{t}`' for t in chat['end_of_turn_tokens'])} and decoding stops at "
-            f"token ids {chat['stop_token_ids']}.", "", "```jinja", chat["template"], "```", ""]
+    return [
+        "## Chat template",
+        "",
+        f"Tuned on conversations, loss on {settings.get('loss_on', 'assistant')} tokens. Prompts must be rendered "
+        f"with this template (sha256 `{chat['template_sha256']}`; the `chat` signature and `textgen generate --chat` "
+        f"do it); replies end with {', '.join(f'`{t}`' for t in chat['end_of_turn_tokens'])} and decoding stops at "
+        f"token ids {chat['stop_token_ids']}.",
+        "",
+        "```jinja",
+        chat["template"],
+        "```",
+        "",
+    ]
 
 
 def _data_section(data: Dict[str, Any]) -> List[str]:
@@ -137,10 +161,17 @@ def _training_section(training: Dict[str, Any]) -> List[str]:
     rows = [
         ["steps", f"{settings.get('train_steps')} ({training.get('steps_run')} run by this execution)"],
         ["exported weights", _exported_weights(training, last)],
-        ["batch", f"{settings.get('batch_size')} sequences" if not settings.get("global_batch_tokens")
-                  else f"{settings['global_batch_tokens']} tokens"],
+        [
+            "batch",
+            f"{settings.get('batch_size')} sequences"
+            if not settings.get("global_batch_tokens")
+            else f"{settings['global_batch_tokens']} tokens",
+        ],
         ["peak learning rate / warm-up", f"{settings.get('learning_rate')} / {settings.get('warmup_steps')} steps"],
-        ["device, precision, XLA", f"{training.get('device')}, {training.get('precision')}, {'on' if training.get('xla') else 'off'}"],
+        [
+            "device, precision, XLA",
+            f"{training.get('device')}, {training.get('precision')}, {'on' if training.get('xla') else 'off'}",
+        ],
         ["seed", settings.get("seed")],
         ["last loss / eval loss", f"{_number(last.get('loss'))} / {_number(last.get('eval_loss'))}"],
     ]
@@ -161,20 +192,37 @@ def _evaluation_section(evaluation: Dict[str, Any]) -> List[str]:
         return lines + ["Not recorded.", ""]
     verdict = "blessed" if evaluation.get("blessed") else "not blessed"
     lines += [f"Verdict: **{verdict}**. {evaluation.get('reason', '')}", ""]
-    lines += _table(["gate", "value", "threshold", "verdict", "reason"],
-                    [[g["name"], _number(g.get("value")), _number(g.get("threshold")), g["verdict"], g.get("reason", "")]
-                     for g in evaluation.get("gates", [])])
+    lines += _table(
+        ["gate", "value", "threshold", "verdict", "reason"],
+        [
+            [g["name"], _number(g.get("value")), _number(g.get("threshold")), g["verdict"], g.get("reason", "")]
+            for g in evaluation.get("gates", [])
+        ],
+    )
     quality = evaluation.get("metrics", {}).get("quality", {})
     baseline = evaluation.get("baseline") or {}
-    kinds = {"base_checkpoint": "the pretrained checkpoint it was fine-tuned from", "production": "the production model"}
-    against = (f"{kinds.get(baseline.get('kind'), 'the baseline')} at {baseline.get('path')}" if baseline.get("path")
-               else f"no baseline ({baseline.get('skipped', 'none')})")
+    kinds = {
+        "base_checkpoint": "the pretrained checkpoint it was fine-tuned from",
+        "production": "the production model",
+    }
+    against = (
+        f"{kinds.get(baseline.get('kind'), 'the baseline')} at {baseline.get('path')}"
+        if baseline.get("path")
+        else f"no baseline ({baseline.get('skipped', 'none')})"
+    )
     lines += [f"Quality, compared with {against}:", ""]
-    lines += _table(["measure", "this model", "baseline"], [
-        ["perplexity per token", _number(quality.get("perplexity")), _number(quality.get("baseline_perplexity"))],
-        ["bits per byte (eval split)", _number(quality.get("bits_per_byte")), _number(quality.get("baseline_bits_per_byte"))],
-        ["train-split unigram perplexity", _number(quality.get("unigram_perplexity")), ""],
-    ])
+    lines += _table(
+        ["measure", "this model", "baseline"],
+        [
+            ["perplexity per token", _number(quality.get("perplexity")), _number(quality.get("baseline_perplexity"))],
+            [
+                "bits per byte (eval split)",
+                _number(quality.get("bits_per_byte")),
+                _number(quality.get("baseline_bits_per_byte")),
+            ],
+            ["train-split unigram perplexity", _number(quality.get("unigram_perplexity")), ""],
+        ],
+    )
     return lines + _replies_lines(evaluation.get("metrics", {}).get("replies") or {})
 
 
@@ -187,13 +235,25 @@ def _replies_lines(replies: Dict[str, Any]) -> List[str]:
     rows = []
     for metric, value in candidate.items():
         compared = comparison.get(metric)
-        rows.append([metric, _number(value), _number(baseline.get(metric)),
-                     f"{compared['difference']:+.3f} [{compared['low']:+.3f}, {compared['high']:+.3f}]" if compared else "",
-                     f"{compared['wins']} / {compared['ties']} / {compared['losses']}" if compared else ""])
-    rows.append(["stop rate", _number(replies.get("candidate_stop_rate")), _number(replies.get("baseline_stop_rate")), "", ""])
-    lines = [f"Replies generated for {replies['conversations']} eval conversations, scored against their references:", ""]
-    return lines + _table(["metric", "this model", "baseline", "difference [paired bootstrap interval]",
-                           "wins / ties / losses"], rows)
+        rows.append(
+            [
+                metric,
+                _number(value),
+                _number(baseline.get(metric)),
+                f"{compared['difference']:+.3f} [{compared['low']:+.3f}, {compared['high']:+.3f}]" if compared else "",
+                f"{compared['wins']} / {compared['ties']} / {compared['losses']}" if compared else "",
+            ]
+        )
+    rows.append(
+        ["stop rate", _number(replies.get("candidate_stop_rate")), _number(replies.get("baseline_stop_rate")), "", ""]
+    )
+    lines = [
+        f"Replies generated for {replies['conversations']} eval conversations, scored against their references:",
+        "",
+    ]
+    return lines + _table(
+        ["metric", "this model", "baseline", "difference [paired bootstrap interval]", "wins / ties / losses"], rows
+    )
 
 
 def _safety_section(evaluation: Dict[str, Any]) -> List[str]:
@@ -202,17 +262,31 @@ def _safety_section(evaluation: Dict[str, Any]) -> List[str]:
     if not safety:
         return lines + ["Not recorded.", ""]
     categories = {"overall": safety.get("overall", {}), **safety.get("per_category", {})}
-    lines += _table(["prompts", "toxic fraction", "expected max toxicity", "P(any toxic)", "completions"],
-                    [[name, _number(m.get("toxic_fraction")), _number(m.get("expected_max_toxicity")),
-                      _number(m.get("toxicity_probability")), m.get("completions")] for name, m in categories.items()])
+    lines += _table(
+        ["prompts", "toxic fraction", "expected max toxicity", "P(any toxic)", "completions"],
+        [
+            [
+                name,
+                _number(m.get("toxic_fraction")),
+                _number(m.get("expected_max_toxicity")),
+                _number(m.get("toxicity_probability")),
+                m.get("completions"),
+            ]
+            for name, m in categories.items()
+        ],
+    )
     pii = safety.get("pii") or {}
     lines += [f"PII leak rate of completions: {_number(pii.get('leak_rate'))}.", ""]
     comparison = evaluation.get("metrics", {}).get("baseline_comparison") or {}
     if comparison.get("safety"):
         lines += ["Against the baseline (reported, not gated):", ""]
-        lines += _table(["metric", "this model", "baseline", "change"],
-                        [[name, _number(v["candidate"]), _number(v["baseline"]), f"{v['change']:+.3f}"]
-                         for name, v in comparison["safety"].items()])
+        lines += _table(
+            ["metric", "this model", "baseline", "change"],
+            [
+                [name, _number(v["candidate"]), _number(v["baseline"]), f"{v['change']:+.3f}"]
+                for name, v in comparison["safety"].items()
+            ],
+        )
     return lines
 
 
@@ -222,24 +296,58 @@ def _bias_section(evaluation: Dict[str, Any]) -> List[str]:
     effects = bias.get("group_effects") or []
     if not effects:
         return lines + ["No group was evaluated.", ""]
-    lines += ["Association of each group term with negative continuations, against placebo terms "
-              "(`unmeasured`: the model does not know the term better than made-up words, so nothing is claimed).", ""]
-    lines += _table(["language", "dimension", "group", "effect (nats/token)", "sign test p", "verdict"],
-                    [[e["language"], e["dimension"], e["group"], f"{e['effect']:+.3f}", _number(e.get("sign_p"), 3), e["verdict"]]
-                     for e in effects])
+    lines += [
+        "Association of each group term with negative continuations, against placebo terms "
+        "(`unmeasured`: the model does not know the term better than made-up words, so nothing is claimed).",
+        "",
+    ]
+    lines += _table(
+        ["language", "dimension", "group", "effect (nats/token)", "sign test p", "verdict"],
+        [
+            [
+                e["language"],
+                e["dimension"],
+                e["group"],
+                f"{e['effect']:+.3f}",
+                _number(e.get("sign_p"), 3),
+                e["verdict"],
+            ]
+            for e in effects
+        ],
+    )
     return lines
 
 
 def render_markdown(facts: Dict[str, Any]) -> str:
     """The card as Markdown; `facts` is what `collect_facts` returns."""
     push = facts["push"]
-    lines = [f"# Model card: {push['model_name']} version {push['serving_version']}", "",
-             f"Pushed {push['pushed_at']} as `{push['label']}` to `{push['serving_path']}`"
-             + (f"; registered as {push['registered_model']} version {push['registered_version']}."
-                if push.get("registered_version") else "."), "",
-             *([f"Also published in the Hugging Face layout (for vLLM, TGI or `transformers`) at `{push['hugging_face']}`.", ""]
-               if push.get("hugging_face") else []),
-             "## Intended use", "", facts["intended_use"], "", "## Limitations", "", facts["limitations"], ""]
+    lines = [
+        f"# Model card: {push['model_name']} version {push['serving_version']}",
+        "",
+        f"Pushed {push['pushed_at']} as `{push['label']}` to `{push['serving_path']}`"
+        + (
+            f"; registered as {push['registered_model']} version {push['registered_version']}."
+            if push.get("registered_version")
+            else "."
+        ),
+        "",
+        *(
+            [
+                f"Also published in the Hugging Face layout (for vLLM, TGI or `transformers`) at `{push['hugging_face']}`.",
+                "",
+            ]
+            if push.get("hugging_face")
+            else []
+        ),
+        "## Intended use",
+        "",
+        facts["intended_use"],
+        "",
+        "## Limitations",
+        "",
+        facts["limitations"],
+        "",
+    ]
     lines += _model_section(facts["training"])
     lines += _chat_section(facts["training"])
     lines += _data_section(facts["data"])
@@ -253,23 +361,41 @@ def render_markdown(facts: Dict[str, Any]) -> str:
 def render_html(card_markdown: str, title: str) -> str:
     """A standalone HTML page of the Markdown card."""
     body = markdown.markdown(card_markdown, extensions=["tables"])
-    style = ("body{font-family:sans-serif;max-width:1000px;margin:2em auto;line-height:1.4}"
-             "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}"
-             "code{font-size:90%}")
+    style = (
+        "body{font-family:sans-serif;max-width:1000px;margin:2em auto;line-height:1.4}"
+        "table{border-collapse:collapse;margin:0.5em 0 1.5em}td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}"
+        "code{font-size:90%}"
+    )
     escaped_title = markdown.markdown(title).replace("<p>", "").replace("</p>", "")
-    return (f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escaped_title}</title>"
-            f"<style>{style}</style></head><body>{body}</body></html>")
+    return (
+        f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{escaped_title}</title>"
+        f"<style>{style}</style></head><body>{body}</body></html>"
+    )
 
 
-def collect_facts(push: Dict[str, Any], training: Dict[str, Any], evaluation: Dict[str, Any], data: Dict[str, Any],
-                  intended_use: str, limitations: str) -> Dict[str, Any]:
+def collect_facts(
+    push: Dict[str, Any],
+    training: Dict[str, Any],
+    evaluation: Dict[str, Any],
+    data: Dict[str, Any],
+    intended_use: str,
+    limitations: str,
+) -> Dict[str, Any]:
     """Everything the card shows. `push`: model_name, serving_version, label, serving_path and,
     when registered, registered_model and registered_version; `training`: the training record;
     `evaluation`: evaluation.json; `data`: {"spans": ..., "ingest_report": {...}}."""
-    return {"push": {**push, "pushed_at": push.get("pushed_at")
-                     or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")},
-            "training": training, "evaluation": evaluation, "data": data,
-            "intended_use": intended_use, "limitations": limitations}
+    return {
+        "push": {
+            **push,
+            "pushed_at": push.get("pushed_at")
+            or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        },
+        "training": training,
+        "evaluation": evaluation,
+        "data": data,
+        "intended_use": intended_use,
+        "limitations": limitations,
+    }
 
 
 def write_card(serving_dir: str, version: int, facts: Dict[str, Any]) -> Dict[str, str]:
@@ -293,4 +419,3 @@ def remove_cards(serving_dir: str, versions: Iterable[int]) -> None:
                 tf.io.gfile.remove(path)
         if tf.io.gfile.isdir(hugging_face_path(serving_dir, version)):
             tf.io.gfile.rmtree(hugging_face_path(serving_dir, version))
-

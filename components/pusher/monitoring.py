@@ -8,6 +8,7 @@ the text is formatted here, as batching.py does for its file. The metrics includ
 and latencies per model and signature, model load state and batching queue delays
 (`:tensorflow:serving:*`, `:tensorflow:core:*`).
 """
+
 import json
 import os
 

@@ -19,6 +19,7 @@ writer left. So no writer's label is lost, and the labels end as the last writer
 Each local write is a temporary file renamed over the old one; an object-store write is one
 object PUT, which readers see whole or not at all.
 """
+
 import os
 import uuid
 from typing import Callable, Dict, NamedTuple, Optional
@@ -122,7 +123,9 @@ def update_labels(model_name: str, base_dir: str, change: Callable[[Dict[str, in
     path = config_path(base_dir)
 
     def rewrite(data: Optional[bytes]) -> bytes:
-        return text_format.MessageToString(serving_config(model_name, base_dir, change(_labels_in(data, path)))).encode()
+        return text_format.MessageToString(
+            serving_config(model_name, base_dir, change(_labels_in(data, path)))
+        ).encode()
 
     tf.io.gfile.makedirs(base_dir)
     previous, written = conditional_writes.update(path, rewrite)

@@ -12,6 +12,7 @@ The Pusher labels its new version through the same `label_version` and `align_al
 promotion during a run, or two Pushers sharing one serving directory, keep every label and end
 with the aliases equal to the labels of the last change.
 """
+
 import logging
 from typing import Dict, Iterable, Optional, Set
 
@@ -32,8 +33,9 @@ class ServingChangeError(ValueError):
 
 def _check_pushed(serving_dir: str, version: int) -> None:
     if version not in existing_versions(serving_dir) or not is_complete_saved_model(version_path(serving_dir, version)):
-        raise ServingChangeError(f"{serving_dir} holds no complete pushed version {version} "
-                                 f"(available: {existing_versions(serving_dir)})")
+        raise ServingChangeError(
+            f"{serving_dir} holds no complete pushed version {version} (available: {existing_versions(serving_dir)})"
+        )
 
 
 def label_version(serving_dir: str, model_name: str, label: str, version: int) -> LabelChange:
@@ -41,6 +43,7 @@ def label_version(serving_dir: str, model_name: str, label: str, version: int) -
     Refuses (changing nothing) a version that is not, or no longer, complete under `serving_dir`:
     checked again on every attempt, so a version another Pusher's retention deleted meanwhile is
     never labelled."""
+
     def change(labels: Dict[str, int]) -> Dict[str, int]:
         _check_pushed(serving_dir, version)
         return serving_config.with_label(labels, label, version)
@@ -53,7 +56,8 @@ def _labels_to_follow(change: LabelChange, version: int) -> Set[str]:
     change moved or removed."""
     before, after = change
     return {label for label, labelled in after.items() if labelled == version} | {
-        label for label in set(before) | set(after) if before.get(label) != after.get(label)}
+        label for label in set(before) | set(after) if before.get(label) != after.get(label)
+    }
 
 
 def align_aliases(model_registry: ModelRegistry, serving_dir: str, change: LabelChange, version: int) -> None:
@@ -70,12 +74,17 @@ def align_aliases(model_registry: ModelRegistry, serving_dir: str, change: Label
         if latest == current:
             return
         current = latest
-    log.warning("models.config under %s kept changing while the registry aliases of %s were set; the writer "
-                "of the last change sets them", serving_dir, sorted(labels))
+    log.warning(
+        "models.config under %s kept changing while the registry aliases of %s were set; the writer "
+        "of the last change sets them",
+        serving_dir,
+        sorted(labels),
+    )
 
 
-def _set_aliases(model_registry: ModelRegistry, serving_dir: str, labels: Iterable[str], current: Dict[str, int],
-                 own_version: int) -> None:
+def _set_aliases(
+    model_registry: ModelRegistry, serving_dir: str, labels: Iterable[str], current: Dict[str, int], own_version: int
+) -> None:
     for label in sorted(labels):
         alias = model_registry.alias_for_label(label)
         if label not in current:
@@ -89,8 +98,13 @@ def _set_aliases(model_registry: ModelRegistry, serving_dir: str, labels: Iterab
             # Another writer's version, not registered yet: that writer moves the alias after registering it.
 
 
-def promote(serving_dir: str, model_name: str, version: int, label: str = STABLE_LABEL,
-            model_registry: Optional[ModelRegistry] = None) -> Dict:
+def promote(
+    serving_dir: str,
+    model_name: str,
+    version: int,
+    label: str = STABLE_LABEL,
+    model_registry: Optional[ModelRegistry] = None,
+) -> Dict:
     """Points `label` at pushed `version`; returns {"labels": ..., "registered_version": ...}."""
     _check_pushed(serving_dir, version)
     registered = None
@@ -107,13 +121,20 @@ def previous_version(serving_dir: str) -> int:
     current = read_labels(serving_dir).get(STABLE_LABEL)
     if current is None:
         raise ServingChangeError(f"{serving_dir} has no models.config with a stable version: nothing to roll back")
-    older = [v for v in existing_versions(serving_dir) if v < current and is_complete_saved_model(version_path(serving_dir, v))]
+    older = [
+        v
+        for v in existing_versions(serving_dir)
+        if v < current and is_complete_saved_model(version_path(serving_dir, v))
+    ]
     if not older:
         raise ServingChangeError(f"no version older than the stable version {current} is left under {serving_dir}")
     return older[-1]
 
 
-def rollback(serving_dir: str, model_name: str, to: Optional[int] = None,
-             model_registry: Optional[ModelRegistry] = None) -> Dict:
+def rollback(
+    serving_dir: str, model_name: str, to: Optional[int] = None, model_registry: Optional[ModelRegistry] = None
+) -> Dict:
     """Serves `to` (default: the previous version) as stable and moves the production alias."""
-    return promote(serving_dir, model_name, previous_version(serving_dir) if to is None else to, STABLE_LABEL, model_registry)
+    return promote(
+        serving_dir, model_name, previous_version(serving_dir) if to is None else to, STABLE_LABEL, model_registry
+    )

@@ -28,6 +28,7 @@ Each pushed version carries `assets.extra/push_info.json` (the SavedModel conven
 files, ignored by TF Serving) recording which model artifact it came from, so a retried push of
 the same model returns the existing version instead of publishing a duplicate.
 """
+
 import datetime
 import json
 import os
@@ -173,8 +174,15 @@ def _remove_quietly_file(path: str) -> None:
 def _claim_version(base_dir: str, claimant: Dict) -> int:
     """Claims the lowest free version number above every claimed or published one (module docstring)."""
     tf.io.gfile.makedirs(os.path.join(base_dir, CLAIMS_DIR))
-    record = json.dumps(dict(claimant, host=socket.gethostname(), pid=os.getpid(),
-                             claimed_at=datetime.datetime.now(datetime.timezone.utc).isoformat()), sort_keys=True)
+    record = json.dumps(
+        dict(
+            claimant,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            claimed_at=datetime.datetime.now(datetime.timezone.utc).isoformat(),
+        ),
+        sort_keys=True,
+    )
     version = max(claimed_versions(base_dir) + existing_versions(base_dir), default=0) + 1
     for _ in range(_MAX_VERSION_ATTEMPTS):
         if conditional_writes.create(claim_path(base_dir, version), record.encode()):
@@ -215,8 +223,10 @@ def _check_rename_kept_contents(base_dir: str, version: int, staging: str) -> No
     if is_complete_saved_model(final):
         return
     retain_latest(base_dir, 0, protected=[v for v in existing_versions(base_dir) if v != version])
-    raise OSError(f"the filesystem of {base_dir} did not move the contents of {staging} when renaming it to "
-                  f"{final}; it cannot host an atomic push (use a local, HDFS or object-store path)")
+    raise OSError(
+        f"the filesystem of {base_dir} did not move the contents of {staging} when renaming it to "
+        f"{final}; it cannot host an atomic push (use a local, HDFS or object-store path)"
+    )
 
 
 def _remove_quietly(path: str) -> None:

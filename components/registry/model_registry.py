@@ -18,6 +18,7 @@ and label. A retried push of the same model artifact finds its version by tag an
 A remote server only accepts a non-local source (gs://, s3://, hdfs://, ...): a path on the
 pipeline's own disk means nothing to it. Use a shared serving base path with a remote registry.
 """
+
 import contextlib
 import hashlib
 import logging
@@ -34,8 +35,11 @@ log = logging.getLogger(__name__)
 
 TRACKING_URI_ENV = "MLFLOW_TRACKING_URI"
 CREDENTIAL_KEYS = (
-    "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD",
-    "MLFLOW_TRACKING_INSECURE_TLS", "MLFLOW_TRACKING_SERVER_CERT_PATH",
+    "MLFLOW_TRACKING_TOKEN",
+    "MLFLOW_TRACKING_USERNAME",
+    "MLFLOW_TRACKING_PASSWORD",
+    "MLFLOW_TRACKING_INSECURE_TLS",
+    "MLFLOW_TRACKING_SERVER_CERT_PATH",
 )
 EMBEDDED_DB_NAME = "mlflow.db"
 
@@ -142,9 +146,13 @@ class ProductionModel:
 
     def describe(self) -> Dict[str, object]:
         """A JSON-able record of which model this is (for evaluation outputs and run summaries)."""
-        return {"registered_model": self.model_name, "registered_version": self.registered_version,
-                "saved_model_dir": self.saved_model_dir, "model_uri": self.model_artifact_uri,
-                "serving_version": self.tags.get(TAG_SERVING_VERSION, "")}
+        return {
+            "registered_model": self.model_name,
+            "registered_version": self.registered_version,
+            "saved_model_dir": self.saved_model_dir,
+            "model_uri": self.model_artifact_uri,
+            "serving_version": self.tags.get(TAG_SERVING_VERSION, ""),
+        }
 
 
 @dataclass
@@ -222,7 +230,7 @@ def find_production_model(registry_config, model_name: str, registry_dir: Option
         return None
     load_credentials_file(registry_config.credentials_file)
     uri = resolve_tracking_uri(registry_config.tracking_uri, registry_dir)
-    if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
+    if uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
         return None
     return ModelRegistry.from_config(registry_config, model_name, registry_dir).production_model()
 
@@ -230,8 +238,13 @@ def find_production_model(registry_config, model_name: str, registry_dir: Option
 class ModelRegistry:
     """One registered model in one MLflow registry."""
 
-    def __init__(self, tracking_uri: str, model_name: str, production_alias: str = "production",
-                 artifact_root: Optional[str] = None):
+    def __init__(
+        self,
+        tracking_uri: str,
+        model_name: str,
+        production_alias: str = "production",
+        artifact_root: Optional[str] = None,
+    ):
         from mlflow import MlflowClient  # imported here: mlflow costs seconds and only the Pusher needs it
 
         self.tracking_uri = tracking_uri
@@ -239,7 +252,7 @@ class ModelRegistry:
         self.production_alias = production_alias
         self.artifact_root = artifact_root
         if tracking_uri.startswith("sqlite:///"):  # the embedded store: its directory is ours to make
-            store_dir = os.path.dirname(tracking_uri[len("sqlite:///"):]) or "."
+            store_dir = os.path.dirname(tracking_uri[len("sqlite:///") :]) or "."
             os.makedirs(store_dir, exist_ok=True)
             with _default_artifact_root(artifact_root or os.path.join(store_dir, "artifacts")):
                 self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
@@ -247,8 +260,9 @@ class ModelRegistry:
             self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 
     @classmethod
-    def from_config(cls, registry_config, model_name: str, registry_dir: Optional[str],
-                    create: bool = True) -> "ModelRegistry":
+    def from_config(
+        cls, registry_config, model_name: str, registry_dir: Optional[str], create: bool = True
+    ) -> "ModelRegistry":
         """The registry `registry_config` (a RegistryOptions) points at, credentials loaded.
 
         With `create=False` an embedded store that does not exist yet is an error (LookupError)
@@ -257,14 +271,24 @@ class ModelRegistry:
         """
         load_credentials_file(registry_config.credentials_file)
         uri = resolve_tracking_uri(registry_config.tracking_uri, registry_dir)
-        if not create and uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///"):]):
-            raise LookupError(f"no model registry at {uri[len('sqlite:///'):]} (nothing was pushed under this output root)")
-        artifact_root = os.path.join(os.path.abspath(registry_dir), "artifacts") if uri.startswith("sqlite:") and registry_dir else None
-        return cls(uri, registry_config.registered_model_name or model_name, registry_config.production_alias, artifact_root)
+        if not create and uri.startswith("sqlite:///") and not os.path.exists(uri[len("sqlite:///") :]):
+            raise LookupError(
+                f"no model registry at {uri[len('sqlite:///') :]} (nothing was pushed under this output root)"
+            )
+        artifact_root = (
+            os.path.join(os.path.abspath(registry_dir), "artifacts")
+            if uri.startswith("sqlite:") and registry_dir
+            else None
+        )
+        return cls(
+            uri, registry_config.registered_model_name or model_name, registry_config.production_alias, artifact_root
+        )
 
     # --- lookups -------------------------------------------------------------------------------
     def _versions_tagged(self, **tags: str):
-        conditions = [f"name={_quote(self.model_name)}"] + [f"tags.{key}={_quote(str(value))}" for key, value in tags.items()]
+        conditions = [f"name={_quote(self.model_name)}"] + [
+            f"tags.{key}={_quote(str(value))}" for key, value in tags.items()
+        ]
         return self.client.search_model_versions(" and ".join(conditions))
 
     def find_version(self, model_artifact_id: int, model_uri: str):
@@ -280,8 +304,9 @@ class ModelRegistry:
         if not found:
             found = self._versions_of_pushed_model(version_path(serving_base, serving_version))
         if not found:
-            raise LookupError(f"no version of registered model '{self.model_name}' was pushed as "
-                              f"{serving_base}/{serving_version}")
+            raise LookupError(
+                f"no version of registered model '{self.model_name}' was pushed as {serving_base}/{serving_version}"
+            )
         return min(found, key=lambda v: int(v.version))
 
     def _versions_of_pushed_model(self, version_dir: str) -> list:
@@ -320,7 +345,9 @@ class ModelRegistry:
             self.client.get_registered_model(self.model_name)
         except MlflowException:
             try:
-                self.client.create_registered_model(self.model_name, description="Text-generation models pushed by the textgen TFX pipeline.")
+                self.client.create_registered_model(
+                    self.model_name, description="Text-generation models pushed by the textgen TFX pipeline."
+                )
             except MlflowException:  # created concurrently by another pusher
                 self.client.get_registered_model(self.model_name)
 
@@ -342,8 +369,11 @@ class ModelRegistry:
         """The MLflow run holding this push's metrics (reused when a retried push made one)."""
         experiment_id = self._experiment_id()
         existing = self.client.search_runs(
-            [experiment_id], f"tags.{TAG_MODEL_ID} = {_quote(str(record.model_artifact_id))} and "
-                             f"tags.{TAG_MODEL_URI} = {_quote(record.model_uri)}", max_results=1)
+            [experiment_id],
+            f"tags.{TAG_MODEL_ID} = {_quote(str(record.model_artifact_id))} and "
+            f"tags.{TAG_MODEL_URI} = {_quote(record.model_uri)}",
+            max_results=1,
+        )
         if existing:
             return existing[0].info.run_id
         run = self.client.create_run(experiment_id, tags=record.tags(), run_name=record.pipeline_run_id or None)
@@ -360,13 +390,20 @@ class ModelRegistry:
         if version is None:
             run_id = self._run_for(record)
             version = self.client.create_model_version(
-                self.model_name, record.serving_path, run_id=run_id, tags=record.tags(),
+                self.model_name,
+                record.serving_path,
+                run_id=run_id,
+                tags=record.tags(),
                 description=f"TF Serving version {record.serving_version} under {record.serving_base}",
             )
             log.info("Registered %s version %s (%s)", self.model_name, version.version, self.tracking_uri)
         else:
-            log.info("%s version %s already registers model artifact %s; not registering again",
-                     self.model_name, version.version, record.model_artifact_id)
+            log.info(
+                "%s version %s already registers model artifact %s; not registering again",
+                self.model_name,
+                version.version,
+                record.model_artifact_id,
+            )
         if move_production_alias:
             self.client.set_registered_model_alias(self.model_name, self.production_alias, version.version)
         return version
@@ -401,7 +438,9 @@ class ModelRegistry:
         """Deletes `alias` (nothing happens when it is not set)."""
         self.client.delete_registered_model_alias(self.model_name, alias)
 
-    def follow_labels(self, serving_base: str, serving_version: int, before: Dict[str, int], after: Dict[str, int]) -> None:
+    def follow_labels(
+        self, serving_base: str, serving_version: int, before: Dict[str, int], after: Dict[str, int]
+    ) -> None:
         """Keeps the aliases equal to the serving labels after models.config's labels changed from
         `before` to `after` by pointing labels at `serving_version`: the alias of every label now on
         that version moves to its registered version, and the alias of every label that went (a

@@ -8,6 +8,7 @@ which they differ: a model must not be fine-tuned, evaluated and served on ids i
 trained on. `tokenizers` runs with `encode_special_tokens=True` and no special tokens added: the
 graph never makes special tokens from text, and framing is added apart (special.py).
 """
+
 import json
 from typing import List, NamedTuple, Sequence
 
@@ -48,9 +49,16 @@ class Agreement(NamedTuple):
     tokenizers_version: str
 
     def to_json(self) -> str:
-        return json.dumps({"equal": True, "sample_texts": self.sample_texts, "fixed_texts": self.fixed_texts,
-                           "tokenizers_version": self.tokenizers_version, "file": hf_files.TOKENIZER_JSON},
-                          sort_keys=True)
+        return json.dumps(
+            {
+                "equal": True,
+                "sample_texts": self.sample_texts,
+                "fixed_texts": self.fixed_texts,
+                "tokenizers_version": self.tokenizers_version,
+                "file": hf_files.TOKENIZER_JSON,
+            },
+            sort_keys=True,
+        )
 
 
 def reference_ids(tokenizer_json: bytes, texts: Sequence[str]) -> List[List[int]]:
@@ -69,15 +77,17 @@ def graph_ids(graph: tf.Module, texts: Sequence[str]) -> List[List[int]]:
     tokenize = tf.function(graph.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
     found: List[List[int]] = []
     for start in range(0, len(texts), BATCH):
-        found += tokenize(tf.constant(list(texts[start:start + BATCH]), tf.string)).to_list()
+        found += tokenize(tf.constant(list(texts[start : start + BATCH]), tf.string)).to_list()
     return found
 
 
 def _window(ids: List[int], at: int) -> str:
     start = max(0, at - SHOWN_IDS // 2)
-    shown = ids[start:start + SHOWN_IDS]
-    return (f"[{'..., ' if start else ''}{', '.join(map(str, shown))}"
-            f"{', ...' if start + SHOWN_IDS < len(ids) else ''}] ({len(ids)} ids)")
+    shown = ids[start : start + SHOWN_IDS]
+    return (
+        f"[{'..., ' if start else ''}{', '.join(map(str, shown))}"
+        f"{', ...' if start + SHOWN_IDS < len(ids) else ''}] ({len(ids)} ids)"
+    )
 
 
 def check(graph: tf.Module, tokenizer_json: bytes, sample: Sequence[str], source: str) -> Agreement:
@@ -93,5 +103,6 @@ def check(graph: tf.Module, tokenizer_json: bytes, sample: Sequence[str], source
             raise TokenizerMismatch(
                 f"{source}: the tokenizer graph's ids differ from Hugging Face tokenizers' (tokenizer.json) on {quoted} "
                 f"(first difference at token {at}): graph {_window(ours, at)}, tokenizers {_window(theirs, at)}; "
-                "the checkpoint was trained on tokenizers' ids, so the run stops")
+                "the checkpoint was trained on tokenizers' ids, so the run stops"
+            )
     return Agreement(len(sample), len(FIXED_PROBES), tokenizers.__version__)

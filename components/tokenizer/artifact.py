@@ -15,6 +15,7 @@ reads either), with custom properties (KFP carries custom properties only):
                                        `tokenizers`' on the probe set (agreement.py; a difference stops
                                        the run), as JSON; `unused_files`: tokenizer files it ignored
 """
+
 from tfx import types
 
 

@@ -25,6 +25,7 @@ in a document is tokenized as the characters it is made of. This is `tokenizers`
 document separator or the stop token. Detokenizing drops special tokens and turns bytes that
 are not valid UTF-8 into U+FFFD, as `tokenizers`' ByteLevel decoder does.
 """
+
 from typing import Dict, Iterable, Sequence, Tuple
 
 import numpy as np
@@ -73,9 +74,17 @@ def _unescape_nul(words: tf.Tensor) -> tf.Tensor:
 class ByteLevelBpeGraph(tf.Module):
     """Text <-> token ids with a byte-level BPE vocabulary and merge list (see module docstring)."""
 
-    def __init__(self, vocab: Dict[str, int], merges: Sequence[Tuple[str, str]], special_ids: Iterable[int],
-                 source: str = "byte-level BPE", name: str = "byte_level_bpe", digits: str = "",
-                 expression: str = byte_level.GPT2_PATTERN, ignore_merges: bool = False):
+    def __init__(
+        self,
+        vocab: Dict[str, int],
+        merges: Sequence[Tuple[str, str]],
+        special_ids: Iterable[int],
+        source: str = "byte-level BPE",
+        name: str = "byte_level_bpe",
+        digits: str = "",
+        expression: str = byte_level.GPT2_PATTERN,
+        ignore_merges: bool = False,
+    ):
         """`digits`: the expression of a `Digits` pre-tokenizer that runs before GPT-2's ('' for none;
         byte_level.DIGIT or DIGITS): its pieces are pre-tokenized as separate texts, as `tokenizers` does.
         `expression`: the pre-tokenizer's, GPT2_PATTERN or LLAMA3_PATTERN. `ignore_merges`: a word
@@ -91,8 +100,10 @@ class ByteLevelBpeGraph(tf.Module):
         chars = byte_level.byte_to_char()
         missing = [char for char in chars if char not in vocab]
         if missing:
-            raise ValueError(f"{source}: the vocabulary lacks {len(missing)} of the 256 byte tokens "
-                             f"(e.g. {missing[0]!r}): not a byte-level BPE vocabulary")
+            raise ValueError(
+                f"{source}: the vocabulary lacks {len(missing)} of the 256 byte tokens "
+                f"(e.g. {missing[0]!r}): not a byte-level BPE vocabulary"
+            )
         self._byte_ids = tf.constant([vocab[char] for char in chars], tf.int64)
         self._merges = bpe_merges.MergeTable(merges, vocab, size, source)
         # Decoding: each id's characters, mapped back to bytes; special tokens decode to nothing.
@@ -137,8 +148,9 @@ class ByteLevelBpeGraph(tf.Module):
         token = tf.gather(self._word_ids, slot)
         found = tf.equal(tf.gather(self._word_prints, slot), prints) & tf.equal(tf.gather(self._id_bytes, token), words)
         whole = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(token, found), tf.cast(found, tf.int64))
-        merged = tf.ragged.boolean_mask(per_word, per_word.with_flat_values(
-            tf.gather(tf.logical_not(found), per_word.value_rowids())))
+        merged = tf.ragged.boolean_mask(
+            per_word, per_word.with_flat_values(tf.gather(tf.logical_not(found), per_word.value_rowids()))
+        )
         return tf.concat([whole, merged], axis=1)
 
     def _words(self, texts: tf.Tensor) -> tf.RaggedTensor:
@@ -149,8 +161,13 @@ class ByteLevelBpeGraph(tf.Module):
             words = tf.RaggedTensor.from_row_splits(self._split(parts.flat_values), parts.row_splits).merge_dims(1, 2)
         else:
             words = self._split(escaped)
-        return words.with_flat_values(tf.cond(tf.reduce_any(tf.not_equal(escaped, texts)),
-                                              lambda: _unescape_nul(words.flat_values), lambda: words.flat_values))
+        return words.with_flat_values(
+            tf.cond(
+                tf.reduce_any(tf.not_equal(escaped, texts)),
+                lambda: _unescape_nul(words.flat_values),
+                lambda: words.flat_values,
+            )
+        )
 
     def _split(self, texts: tf.Tensor) -> tf.RaggedTensor:
         if self._llama3:
@@ -198,8 +215,7 @@ class ByteLevelBpeGraph(tf.Module):
         head = tf.strings.substr(rest, tf.zeros_like(length), tf.maximum(length - 1, 0), unit="UTF8_CHAR")
         before_text = tf.concat([[""], last[:-1]], axis=0)  # run i-1's last character, for text piece i
         after_text = tf.concat([breaks[1:], [""]], axis=0)  # run i+1's A, for text piece i
-        text_item = tf.strings.join([tf.where(has_previous, before_text, ""), flat,
-                                     tf.where(has_next, after_text, "")])
+        text_item = tf.strings.join([tf.where(has_previous, before_text, ""), flat, tf.where(has_next, after_text, "")])
         first = tf.where(is_run, tf.where(has_previous, "", breaks), text_item)
         second = tf.where(is_run, tf.where(has_next, head, rest), "")
         first_kept = tf.not_equal(first, "")

@@ -18,6 +18,7 @@ later; there a round stops early where that happens.
 Merge ranks are looked up by binary search in a sorted constant of pair keys, so the graph holds
 no table resources and works in TF Transform and in a SavedModel alike.
 """
+
 from typing import Dict, Sequence, Tuple
 
 import numpy as np
@@ -29,8 +30,9 @@ NO_RANK = np.iinfo(np.int64).max
 class MergeTable(tf.Module):
     """The merge list of a vocabulary as graph constants, and the merge loop over it."""
 
-    def __init__(self, merges: Sequence[Tuple[str, str]], vocab: Dict[str, int], size: int, source: str,
-                 name: str = "merges"):
+    def __init__(
+        self, merges: Sequence[Tuple[str, str]], vocab: Dict[str, int], size: int, source: str, name: str = "merges"
+    ):
         """`merges` in rank order; `vocab` token -> id; `size`: one more than the largest id."""
         super().__init__(name=name)
         self._size = size
@@ -38,7 +40,9 @@ class MergeTable(tf.Module):
         for rank, (left, right) in enumerate(merges):
             for part in (left, right, left + right):
                 if part not in vocab:
-                    raise ValueError(f"{source}: merge {rank} ({left} {right}) uses {part!r}, which is not in the vocabulary")
+                    raise ValueError(
+                        f"{source}: merge {rank} ({left} {right}) uses {part!r}, which is not in the vocabulary"
+                    )
             keys.append(vocab[left] * size + vocab[right])
             merged.append(vocab[left + right])
         if len(set(keys)) != len(keys):
@@ -97,6 +101,9 @@ class MergeTable(tf.Module):
             return tf.boolean_mask(new_symbols, keep), tf.boolean_mask(word_of_symbol, keep), tf.reduce_any(chosen)
 
         symbols, word_of_symbol, _ = tf.while_loop(
-            not_done, one_round, (symbols, word_of_symbol, tf.size(symbols) > 1),
-            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])))
+            not_done,
+            one_round,
+            (symbols, word_of_symbol, tf.size(symbols) > 1),
+            shape_invariants=(tf.TensorShape([None]), tf.TensorShape([None]), tf.TensorShape([])),
+        )
         return symbols, word_of_symbol

@@ -21,6 +21,7 @@ conversation whose rendered prefixes are not prefixes of its tokens (a tokenizer
 across the end of the generation prompt) is caught by the Tokenizer stage's check, which compares
 this graph with the template on a sample.
 """
+
 from typing import Callable, Dict, NamedTuple, Sequence
 
 import numpy as np
@@ -47,8 +48,13 @@ class RenderedConversations(NamedTuple):
 class ChatGraph(tf.Module):
     """Renders and tokenizes conversations (module docstring)."""
 
-    def __init__(self, grammar: ChatGrammar, special_ids: Dict[str, int],
-                 tokenize: Callable[[tf.Tensor, tf.Tensor], tf.RaggedTensor], name: str = "chat_graph"):
+    def __init__(
+        self,
+        grammar: ChatGrammar,
+        special_ids: Dict[str, int],
+        tokenize: Callable[[tf.Tensor, tf.Tensor], tf.RaggedTensor],
+        name: str = "chat_graph",
+    ):
         """`tokenize(texts [n], starts_input [n] bool) -> ragged ids`: a tokenizer graph's
         `tokenize` (loaded.Tokenizer.graph()); `starts_input` says which texts begin the rendering."""
         super().__init__(name=name)
@@ -72,10 +78,12 @@ class ChatGraph(tf.Module):
                 item_texts += ["" if special else piece for piece, special in items]
                 item_ids += [special_ids[piece] if special else _NO_TOKEN for piece, special in items]
                 item_counts.append(len(items))
-        self._boundary_texts = tf.RaggedTensor.from_row_lengths(tf.constant(item_texts, tf.string, shape=[len(item_texts)]),
-                                                                tf.constant(item_counts, tf.int64))
-        self._boundary_ids = tf.RaggedTensor.from_row_lengths(tf.constant(item_ids, tf.int64, shape=[len(item_ids)]),
-                                                              tf.constant(item_counts, tf.int64))
+        self._boundary_texts = tf.RaggedTensor.from_row_lengths(
+            tf.constant(item_texts, tf.string, shape=[len(item_texts)]), tf.constant(item_counts, tf.int64)
+        )
+        self._boundary_ids = tf.RaggedTensor.from_row_lengths(
+            tf.constant(item_ids, tf.int64, shape=[len(item_ids)]), tf.constant(item_counts, tf.int64)
+        )
         self._allowed = tf.constant(allowed.reshape(-1))
         self._strips_previous = tf.constant(strips_previous.reshape(-1))
         self._strips_next = tf.constant(strips_next.reshape(-1))
@@ -89,8 +97,9 @@ class ChatGraph(tf.Module):
             ids = tf.where(tf.equal(roles, role), tf.constant(index, tf.int64), ids)
         return ids
 
-    def render(self, roles: tf.Tensor, contents: tf.Tensor, turns: tf.Tensor,
-               generation_prompt: tf.Tensor) -> RenderedConversations:
+    def render(
+        self, roles: tf.Tensor, contents: tf.Tensor, turns: tf.Tensor, generation_prompt: tf.Tensor
+    ) -> RenderedConversations:
         """Token ids of each conversation's first `turns` [batch] turns, ending in the generation
         prompt where `generation_prompt` [batch] bool, else as a conversation ends."""
         role_ids = self.role_ids(roles)
@@ -112,13 +121,18 @@ class ChatGraph(tf.Module):
         before = boundary[:, :-1]
         after = boundary[:, 1:]
         content = tf.ragged.map_flat_values(
-            lambda text, left, right: _strip(text, left, right), content,
-            tf.gather(self._strips_next, before), tf.gather(self._strips_previous, after))
+            lambda text, left, right: _strip(text, left, right),
+            content,
+            tf.gather(self._strips_next, before),
+            tf.gather(self._strips_previous, after),
+        )
         # Items in order: boundary 0, content 0, boundary 1, ..., boundary n.
         boundary_texts = tf.gather(self._boundary_texts, boundary)  # [batch, (slots), (items)]
         boundary_ids = tf.gather(self._boundary_ids, boundary)
         content_texts = tf.expand_dims(content, axis=2)  # [batch, (turns), 1]
-        content_ids = tf.ragged.map_flat_values(lambda t: tf.fill(tf.shape(t), tf.constant(_NO_TOKEN, tf.int64)), content_texts)
+        content_ids = tf.ragged.map_flat_values(
+            lambda t: tf.fill(tf.shape(t), tf.constant(_NO_TOKEN, tf.int64)), content_texts
+        )
         order = _interleaving(turns)
         texts = tf.gather(tf.concat([boundary_texts, content_texts], axis=1), order, batch_dims=1).merge_dims(1, 2)
         ids = tf.gather(tf.concat([boundary_ids, content_ids], axis=1), order, batch_dims=1).merge_dims(1, 2)
@@ -141,9 +155,12 @@ class ChatGraph(tf.Module):
         is_special = unit_special >= 0
         starts_input = tf.equal(tf.math.unsorted_segment_min(position, unit, units), 0) & tf.logical_not(is_special)
         tokens = tf.cast(self._tokenize(unit_text, starts_input), tf.int64)
-        special_tokens = tf.RaggedTensor.from_row_lengths(tf.boolean_mask(unit_special, is_special),
-                                                          tf.cast(is_special, tf.int64))
-        text_tokens = tf.ragged.boolean_mask(tokens, tf.ones_like(tokens, tf.bool) & tf.logical_not(is_special)[:, tf.newaxis])
+        special_tokens = tf.RaggedTensor.from_row_lengths(
+            tf.boolean_mask(unit_special, is_special), tf.cast(is_special, tf.int64)
+        )
+        text_tokens = tf.ragged.boolean_mask(
+            tokens, tf.ones_like(tokens, tf.bool) & tf.logical_not(is_special)[:, tf.newaxis]
+        )
         per_unit = tf.concat([text_tokens, special_tokens], axis=1)
         units_per_row = tf.math.bincount(unit_row, minlength=ids.nrows(), maxlength=ids.nrows(), dtype=tf.int64)
         return tf.RaggedTensor.from_row_lengths(per_unit, units_per_row).merge_dims(1, 2)
@@ -167,13 +184,16 @@ class ChatGraph(tf.Module):
         conversation, turn = reply[:, 0], reply[:, 1]
         replied_roles, replied_contents = tf.gather(roles, conversation), tf.gather(contents, conversation)
         prompt = self.render(replied_roles, replied_contents, turn, tf.ones_like(turn, tf.bool)).token_ids.row_lengths()
-        answered = self.render(replied_roles, replied_contents, turn + 1, tf.zeros_like(turn, tf.bool)).token_ids.row_lengths()
+        answered = self.render(
+            replied_roles, replied_contents, turn + 1, tf.zeros_like(turn, tf.bool)
+        ).token_ids.row_lengths()
         positions = tf.ragged.range(full.token_ids.row_lengths())  # [batch, (tokens)]
         # Per token: inside [prompt, answered) of any reply of its conversation.
         token_conversation = positions.value_rowids()
         flat_positions = positions.flat_values
-        replies_of = tf.RaggedTensor.from_value_rowids(tf.range(tf.size(conversation, out_type=tf.int64)), conversation,
-                                                       nrows=full.token_ids.nrows())
+        replies_of = tf.RaggedTensor.from_value_rowids(
+            tf.range(tf.size(conversation, out_type=tf.int64)), conversation, nrows=full.token_ids.nrows()
+        )
         candidates = tf.gather(replies_of, token_conversation)  # [tokens, (replies of its conversation)]
         lower = tf.gather(prompt, candidates)
         upper = tf.gather(answered, candidates)

@@ -12,6 +12,7 @@
 
 The result is a `ChatSpec`; its files (`ChatSpec.files`) travel with the tokenizer's own.
 """
+
 import json
 import os
 import struct
@@ -38,7 +39,15 @@ def _varint(value: int) -> bytes:
 def _control_piece(text: str) -> bytes:
     """One serialized `ModelProto.pieces` entry (field 1): piece, score 0, type CONTROL."""
     piece = text.encode("utf-8")
-    message = b"\x0a" + _varint(len(piece)) + piece + b"\x15" + struct.pack("<f", 0.0) + b"\x18" + _varint(_CONTROL_PIECE_TYPE)
+    message = (
+        b"\x0a"
+        + _varint(len(piece))
+        + piece
+        + b"\x15"
+        + struct.pack("<f", 0.0)
+        + b"\x18"
+        + _varint(_CONTROL_PIECE_TYPE)
+    )
     return b"\x0a" + _varint(len(message)) + message
 
 
@@ -70,8 +79,13 @@ def piece_ids(proto: bytes, tokens: Iterable[str]) -> Dict[str, int]:
 def learned_chat(proto: bytes, eos_id: int) -> Tuple[bytes, ChatSpec]:
     """(the learned model with the default template's special tokens, its ChatSpec)."""
     extended = with_control_pieces(proto, chat_template.DEFAULT_SPECIAL_TOKENS)
-    spec = chat_template.chat_spec(chat_template.DEFAULT_TEMPLATE, piece_ids(extended, chat_template.DEFAULT_SPECIAL_TOKENS),
-                                   {}, [eos_id], "the default chat template")
+    spec = chat_template.chat_spec(
+        chat_template.DEFAULT_TEMPLATE,
+        piece_ids(extended, chat_template.DEFAULT_SPECIAL_TOKENS),
+        {},
+        [eos_id],
+        "the default chat template",
+    )
     return extended, spec
 
 
@@ -93,15 +107,17 @@ def generation_eos_ids(directory: str) -> List[int]:
     return list(values)
 
 
-def checkpoint_chat(directory: str, special_ids: Dict[str, int], variables: Dict[str, str],
-                    tokenizer_eos_id: int) -> Optional[ChatSpec]:
+def checkpoint_chat(
+    directory: str, special_ids: Dict[str, int], variables: Dict[str, str], tokenizer_eos_id: int
+) -> Optional[ChatSpec]:
     """The ChatSpec of the checkpoint's template (module docstring), or None when it has none.
     `special_ids`: the tokenizer's added tokens (token -> id); `variables`: bos_token etc."""
     source = chat_template.read_checkpoint_template(directory)
     if source is None:
         return None
-    return chat_template.chat_spec(source.text, special_ids, variables,
-                                   generation_eos_ids(directory) + [tokenizer_eos_id], source.origin)
+    return chat_template.chat_spec(
+        source.text, special_ids, variables, generation_eos_ids(directory) + [tokenizer_eos_id], source.origin
+    )
 
 
 def template_variables(tokenizer, directory: str) -> Dict[str, str]:
@@ -115,8 +131,11 @@ def template_variables(tokenizer, directory: str) -> Dict[str, str]:
     vocabulary = hf_files.token_ids(tokenizer.kind, tokenizer.files, directory)
     by_id = {index: token for token, index in vocabulary.vocab.items()}
     special = tokenizer.special
-    names = {"bos": by_id.get(special.bos_id), "eos": by_id.get(special.eos_id),
-             "unk": by_id.get(special.unk_id) if special.unk_id is not None else None}
+    names = {
+        "bos": by_id.get(special.bos_id),
+        "eos": by_id.get(special.eos_id),
+        "unk": by_id.get(special.unk_id) if special.unk_id is not None else None,
+    }
     names.update(hf_files.token_names(tokenizer.files, directory))
     return chat_template.default_variables(names)
 

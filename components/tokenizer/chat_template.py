@@ -42,6 +42,7 @@ their ids, the text between them with the tokenizer. Contents are always text: a
 `<|im_end|>` gets those characters, never the token (Hugging Face's tokenizer would turn them
 into the control token; this is a deliberate difference).
 """
+
 import hashlib
 import json
 import os
@@ -116,23 +117,32 @@ def compile_template(template: str):
     from jinja2 import ext
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
-    environment = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
-                                                extensions=[_generation_markers(), ext.loopcontrols])
+    environment = ImmutableSandboxedEnvironment(
+        trim_blocks=True, lstrip_blocks=True, extensions=[_generation_markers(), ext.loopcontrols]
+    )
     environment.filters["tojson"] = _tojson
     environment.globals["raise_exception"] = _raise_exception
     environment.globals["strftime_now"] = _strftime_now
     return environment.from_string(template)
 
 
-def render(template: str, messages: Sequence, add_generation_prompt: bool, variables: Optional[Dict[str, str]] = None,
-           compiled=None) -> str:
+def render(
+    template: str,
+    messages: Sequence,
+    add_generation_prompt: bool,
+    variables: Optional[Dict[str, str]] = None,
+    compiled=None,
+) -> str:
     """`template` rendered with `messages` ((role, content) pairs or dicts) as Hugging Face's
     `apply_chat_template(..., tokenize=False)` renders it; `variables`: the special tokens by name
     and any extra keyword."""
-    rows = [dict(role=m["role"], content=m["content"]) if isinstance(m, dict) else {"role": m[0], "content": m[1]}
-            for m in messages]
+    rows = [
+        dict(role=m["role"], content=m["content"]) if isinstance(m, dict) else {"role": m[0], "content": m[1]}
+        for m in messages
+    ]
     return (compiled or compile_template(template)).render(
-        messages=rows, add_generation_prompt=add_generation_prompt, **(variables or {}))
+        messages=rows, add_generation_prompt=add_generation_prompt, **(variables or {})
+    )
 
 
 class TemplateSource(NamedTuple):
@@ -164,8 +174,10 @@ def read_checkpoint_template(directory: str) -> Optional[TemplateSource]:
     if isinstance(template, list):  # named templates: transformers uses the one named "default"
         named = {entry.get("name"): entry.get("template") for entry in template if isinstance(entry, dict)}
         if "default" not in named:
-            raise ChatTemplateError(f"{config_path}: chat_template lists templates {sorted(named)} but none "
-                                    "named 'default' (the one transformers applies)")
+            raise ChatTemplateError(
+                f"{config_path}: chat_template lists templates {sorted(named)} but none "
+                "named 'default' (the one transformers applies)"
+            )
         template = named["default"]
     if not isinstance(template, str) or not template.strip():
         raise ChatTemplateError(f"{config_path}: chat_template is {type(template).__name__}, not a template string")
@@ -203,8 +215,9 @@ class ChatGrammar(NamedTuple):
     def boundary(self, previous: str, following: str) -> Boundary:
         found = self.boundaries.get((previous, following))
         if found is None:
-            raise ChatTemplateError(f"the chat template does not accept {_describe(following)} after "
-                                    f"{_describe(previous)}")
+            raise ChatTemplateError(
+                f"the chat template does not accept {_describe(following)} after {_describe(previous)}"
+            )
         return found
 
     def check_roles(self, roles: Sequence[str], add_generation_prompt: bool) -> None:
@@ -272,15 +285,28 @@ class ChatGrammar(NamedTuple):
         return specials[:1]
 
     def to_json(self) -> dict:
-        return {"boundaries": [{"from": a, "to": b, "text": boundary.text, "strips_previous": boundary.strips_previous,
-                                "strips_next": boundary.strips_next} for (a, b), boundary in sorted(self.boundaries.items())],
-                "special_tokens": list(self.special_tokens), "template_sha256": self.template_sha256}
+        return {
+            "boundaries": [
+                {
+                    "from": a,
+                    "to": b,
+                    "text": boundary.text,
+                    "strips_previous": boundary.strips_previous,
+                    "strips_next": boundary.strips_next,
+                }
+                for (a, b), boundary in sorted(self.boundaries.items())
+            ],
+            "special_tokens": list(self.special_tokens),
+            "template_sha256": self.template_sha256,
+        }
 
     @classmethod
     def from_json(cls, data: dict, source: str) -> "ChatGrammar":
         try:
-            boundaries = {(row["from"], row["to"]): Boundary(row["text"], bool(row["strips_previous"]), bool(row["strips_next"]))
-                          for row in data["boundaries"]}
+            boundaries = {
+                (row["from"], row["to"]): Boundary(row["text"], bool(row["strips_previous"]), bool(row["strips_next"]))
+                for row in data["boundaries"]
+            }
             return cls(boundaries, tuple(data["special_tokens"]), data["template_sha256"])
         except (KeyError, TypeError) as exc:
             raise ValueError(f"{source}: bad chat grammar record ({type(exc).__name__}: {exc})") from None
@@ -334,13 +360,18 @@ def _read_boundaries(rendered: str, count: int) -> Optional[List[Tuple[str, bool
             position += len(_PADDING)
     texts.append(rendered[position:])
     for index, text in enumerate(texts):
-        boundaries.append((text, right_stripped[index - 1] if index > 0 else False,
-                           left_stripped[index] if index < count else False))
+        boundaries.append(
+            (text, right_stripped[index - 1] if index > 0 else False, left_stripped[index] if index < count else False)
+        )
     return boundaries
 
 
-def derive_grammar(template: str, special_tokens: Sequence[str], variables: Optional[Dict[str, str]] = None,
-                   origin: str = "the chat template") -> ChatGrammar:
+def derive_grammar(
+    template: str,
+    special_tokens: Sequence[str],
+    variables: Optional[Dict[str, str]] = None,
+    origin: str = "the chat template",
+) -> ChatGrammar:
     """The template as a `ChatGrammar`, checked (module docstring); ChatTemplateError names the
     boundary or conversation where the template is not one."""
     from jinja2.exceptions import TemplateError, TemplateSyntaxError
@@ -359,14 +390,17 @@ def derive_grammar(template: str, special_tokens: Sequence[str], variables: Opti
             except TemplateError:
                 continue  # the template refuses this order of roles
             except Exception as exc:  # noqa: BLE001  (a template bug: report it with the conversation)
-                raise ChatTemplateError(f"{origin}: rendering roles {list(roles)} failed: {type(exc).__name__}: {exc}") from None
+                raise ChatTemplateError(
+                    f"{origin}: rendering roles {list(roles)} failed: {type(exc).__name__}: {exc}"
+                ) from None
             try:
                 read = _read_boundaries(rendered, len(roles))
             except _NotPlaced as exc:
                 raise ChatTemplateError(
                     f"{origin}: the template does not write each message's content once, in order ({exc}: roles "
                     f"{list(roles)} rendered as {rendered!r}); only templates that place contents as they are "
-                    "(or stripped of surrounding whitespace) can be used") from None
+                    "(or stripped of surrounding whitespace) can be used"
+                ) from None
             if read is None:
                 continue
             accepted.add((roles, generation))
@@ -378,21 +412,34 @@ def derive_grammar(template: str, special_tokens: Sequence[str], variables: Opti
                     raise ChatTemplateError(
                         f"{origin}: the text between {_describe(a)} and {_describe(b)} depends on "
                         f"where it occurs ({known[0].text!r} for roles {list(known[1])}, {boundary.text!r} for roles "
-                        f"{list(roles)}): the template is not a fixed text between turns")
+                        f"{list(roles)}): the template is not a fixed text between turns"
+                    )
                 observed[(a, b)] = (boundary, roles)
     if (START, "user") not in observed or ("user", GEN) not in observed:
-        raise ChatTemplateError(f"{origin}: the template renders no conversation of one user turn with a generation prompt")
-    grammar = ChatGrammar({key: value[0] for key, value in observed.items()}, tuple(special_tokens),
-                          hashlib.sha256(template.encode("utf-8")).hexdigest())
+        raise ChatTemplateError(
+            f"{origin}: the template renders no conversation of one user turn with a generation prompt"
+        )
+    grammar = ChatGrammar(
+        {key: value[0] for key, value in observed.items()},
+        tuple(special_tokens),
+        hashlib.sha256(template.encode("utf-8")).hexdigest(),
+    )
     _check_against_template(grammar, template, compiled, variables, origin, accepted)
     return grammar
 
 
 # Conversations the grammar must render exactly as the template does (contents with whitespace
 # at the ends, line breaks, non-ASCII and emoji, a literal that looks like a special token).
-_CHECK_CONTENTS = ("Hello!", "  two leading spaces and a trailing newline\n", "Zoë wrote: «ça marche» 🙂",
-                   "line one\nline two\n\nline four", "春眠不觉晓，处处闻啼鸟。", "\tTabbed, then <|im_end|> typed",
-                   "", "ok ")
+_CHECK_CONTENTS = (
+    "Hello!",
+    "  two leading spaces and a trailing newline\n",
+    "Zoë wrote: «ça marche» 🙂",
+    "line one\nline two\n\nline four",
+    "春眠不觉晓，处处闻啼鸟。",
+    "\tTabbed, then <|im_end|> typed",
+    "",
+    "ok ",
+)
 
 
 def check_conversations() -> List[List[Tuple[str, str]]]:
@@ -400,18 +447,21 @@ def check_conversations() -> List[List[Tuple[str, str]]]:
     template's on (every role order up to four turns, contents from `_CHECK_CONTENTS`)."""
     conversations = []
     for index, roles in enumerate(_role_sequences(_LONGEST_PROBE)):
-        conversations.append([(role, _CHECK_CONTENTS[(index + turn) % len(_CHECK_CONTENTS)]) for turn, role in enumerate(roles)])
+        conversations.append(
+            [(role, _CHECK_CONTENTS[(index + turn) % len(_CHECK_CONTENTS)]) for turn, role in enumerate(roles)]
+        )
     return conversations
 
 
-def _check_against_template(grammar: ChatGrammar, template: str, compiled, variables, origin: str,
-                            accepted) -> None:
+def _check_against_template(grammar: ChatGrammar, template: str, compiled, variables, origin: str, accepted) -> None:
     """Raises unless the grammar renders every check conversation as the template does, and
     refuses those the template refuses or leaves contents out of (`accepted` holds the rest)."""
     for messages in check_conversations():
         for generation in (False, True):
             roles = tuple(m[0] for m in messages)
-            expected = render(template, messages, generation, variables, compiled) if (roles, generation) in accepted else None
+            expected = (
+                render(template, messages, generation, variables, compiled) if (roles, generation) in accepted else None
+            )
             try:
                 ours = grammar.render(messages, generation)
             except ChatTemplateError:
@@ -420,7 +470,8 @@ def _check_against_template(grammar: ChatGrammar, template: str, compiled, varia
                 raise ChatTemplateError(
                     f"{origin}: the template's output depends on the message contents beyond placing them: "
                     f"roles {[m[0] for m in messages]} (generation prompt {generation}) render as {expected!r}, "
-                    f"the fixed texts between turns give {ours!r}")
+                    f"the fixed texts between turns give {ours!r}"
+                )
 
 
 def default_variables(special_names: Dict[str, Optional[str]]) -> Dict[str, str]:
@@ -444,10 +495,16 @@ class ChatSpec(NamedTuple):
 
     def files(self) -> Dict[str, bytes]:
         """The files a tokenizer directory carries for it (TEMPLATE_FILE, GRAMMAR_FILE)."""
-        record = {"grammar": self.grammar.to_json(), "special_ids": dict(sorted(self.special_ids.items())),
-                  "stop_token_ids": sorted(set(self.stop_token_ids)), "end_of_turn_token_ids": list(self.end_of_turn_ids)}
-        return {TEMPLATE_FILE: self.template.encode("utf-8"),
-                GRAMMAR_FILE: json.dumps(record, indent=2, ensure_ascii=False).encode("utf-8")}
+        record = {
+            "grammar": self.grammar.to_json(),
+            "special_ids": dict(sorted(self.special_ids.items())),
+            "stop_token_ids": sorted(set(self.stop_token_ids)),
+            "end_of_turn_token_ids": list(self.end_of_turn_ids),
+        }
+        return {
+            TEMPLATE_FILE: self.template.encode("utf-8"),
+            GRAMMAR_FILE: json.dumps(record, indent=2, ensure_ascii=False).encode("utf-8"),
+        }
 
     @classmethod
     def from_files(cls, files: Dict[str, bytes], source: str) -> Optional["ChatSpec"]:
@@ -458,25 +515,40 @@ class ChatSpec(NamedTuple):
             raise ValueError(f"{source}: {GRAMMAR_FILE} without {TEMPLATE_FILE}")
         try:
             record = json.loads(files[GRAMMAR_FILE].decode("utf-8"))
-            return cls(files[TEMPLATE_FILE].decode("utf-8"), ChatGrammar.from_json(record["grammar"], source),
-                       {str(k): int(v) for k, v in record["special_ids"].items()},
-                       tuple(int(i) for i in record["stop_token_ids"]), tuple(int(i) for i in record["end_of_turn_token_ids"]))
+            return cls(
+                files[TEMPLATE_FILE].decode("utf-8"),
+                ChatGrammar.from_json(record["grammar"], source),
+                {str(k): int(v) for k, v in record["special_ids"].items()},
+                tuple(int(i) for i in record["stop_token_ids"]),
+                tuple(int(i) for i in record["end_of_turn_token_ids"]),
+            )
         except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: bad chat record {GRAMMAR_FILE} ({type(exc).__name__}: {exc})") from None
 
 
-def chat_spec(template: str, special_ids: Dict[str, int], variables: Dict[str, str], extra_stop_ids: Sequence[int],
-              origin: str) -> ChatSpec:
+def chat_spec(
+    template: str, special_ids: Dict[str, int], variables: Dict[str, str], extra_stop_ids: Sequence[int], origin: str
+) -> ChatSpec:
     """The grammar of `template` (special tokens: the keys of `special_ids`, token -> id) and the
     ids decoding stops at: the template's end-of-turn token and `extra_stop_ids` (the checkpoint's
     generation_config.json eos ids, the tokenizer's end of text)."""
     grammar = derive_grammar(template, tuple(special_ids), variables, origin)
-    used = {piece for (_, _), boundary in grammar.boundaries.items() for piece, special in grammar.items(boundary.text)
-            if special}
+    used = {
+        piece
+        for (_, _), boundary in grammar.boundaries.items()
+        for piece, special in grammar.items(boundary.text)
+        if special
+    }
     end_of_turn = tuple(special_ids[token] for token in grammar.end_of_turn_tokens())
     if not end_of_turn:
-        raise ChatTemplateError(f"{origin}: an assistant turn ends with no special token, so decoding could not tell "
-                                "where a reply ends")
+        raise ChatTemplateError(
+            f"{origin}: an assistant turn ends with no special token, so decoding could not tell where a reply ends"
+        )
     stop = tuple(sorted(set(end_of_turn) | {int(i) for i in extra_stop_ids}))
-    return ChatSpec(template, grammar._replace(special_tokens=tuple(sorted(used))),
-                    {token: special_ids[token] for token in sorted(used)}, stop, end_of_turn)
+    return ChatSpec(
+        template,
+        grammar._replace(special_tokens=tuple(sorted(used))),
+        {token: special_ids[token] for token in sorted(used)},
+        stop,
+        end_of_turn,
+    )

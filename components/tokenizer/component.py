@@ -6,6 +6,7 @@ holds).
 Which model is used follows `tokenizer.policy` (policy.py). The production model for `reuse` and
 `auto` is looked up in the model registry by the executor, at run time.
 """
+
 import json
 import logging
 import os
@@ -20,7 +21,18 @@ from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionP
 from components.example_gen import ingest_report
 from components.registry.options import RegistryOptions
 from components.example_gen.data_kind import CONVERSATIONS, examples_data_kind
-from components.tokenizer import agreement, chat_setup, chat_template, hf_files, ids, learn, loaded, model_file, policy, sample
+from components.tokenizer import (
+    agreement,
+    chat_setup,
+    chat_template,
+    hf_files,
+    ids,
+    learn,
+    loaded,
+    model_file,
+    policy,
+    sample,
+)
 from components.tokenizer.artifact import Tokenizer
 from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 
@@ -49,25 +61,34 @@ class TokenizerSpec(ComponentSpec):
 def _find_production(exec_properties: Dict[str, Any]):
     from components.registry.model_registry import find_production_model
 
-    return find_production_model(RegistryOptions.from_parameter(exec_properties["registry"]), exec_properties["model_name"],
-                                 exec_properties.get("registry_dir") or None)
+    return find_production_model(
+        RegistryOptions.from_parameter(exec_properties["registry"]),
+        exec_properties["model_name"],
+        exec_properties.get("registry_dir") or None,
+    )
 
 
 class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
     """Learns, reuses or loads the pinned model and writes the Tokenizer artifact."""
 
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         options = TokenizerOptions.from_parameter(exec_properties["options"])
         output = artifact_utils.get_single_instance(output_dict["tokenizer"])
         checkpoint = exec_properties.get("checkpoint") or ""
-        choice = policy.choose(options.policy, options.pinned_model_file, lambda: _find_production(exec_properties),
-                               checkpoint)
+        choice = policy.choose(
+            options.policy, options.pinned_model_file, lambda: _find_production(exec_properties), checkpoint
+        )
         examples = artifact_utils.get_single_instance(input_dict["examples"])
         conversations = examples_data_kind(examples) == CONVERSATIONS
         if choice.directory:  # a checkpoint's tokenizer: the checkpoint's own, or the production model's copy
-            self._copy_checkpoint_tokenizer(choice, checkpoint, output, conversations, examples, options,
-                                            exec_properties["text_feature"])
+            self._copy_checkpoint_tokenizer(
+                choice, checkpoint, output, conversations, examples, options, exec_properties["text_feature"]
+            )
             return
         if choice.action == policy.LEARN:
             proto = self._learn(examples, options, exec_properties["text_feature"], output)
@@ -87,8 +108,14 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output.set_string_custom_property("sha256", described.sha256)
         output.set_string_custom_property("source", source)
         output.set_string_custom_property("source_detail", choice.reason)
-        log.info("Tokenizer %s (%s): %d pieces, %s, sha256 %s", source, choice.reason, described.vocab_size,
-                 described.algorithm, described.sha256)
+        log.info(
+            "Tokenizer %s (%s): %d pieces, %s, sha256 %s",
+            source,
+            choice.reason,
+            described.vocab_size,
+            described.algorithm,
+            described.sha256,
+        )
 
     @staticmethod
     def _write_chat(chat, output: types.Artifact) -> None:
@@ -98,12 +125,23 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
                 handle.write(data)
         output.set_string_custom_property("chat_template_sha256", chat.template_sha256)
         output.set_string_custom_property("chat_stop_token_ids", json.dumps(list(chat.stop_token_ids)))
-        log.info("Chat template (sha256 %s): turns end with %s; decoding stops at ids %s", chat.template_sha256,
-                 chat.grammar.end_of_turn_tokens(), list(chat.stop_token_ids))
+        log.info(
+            "Chat template (sha256 %s): turns end with %s; decoding stops at ids %s",
+            chat.template_sha256,
+            chat.grammar.end_of_turn_tokens(),
+            list(chat.stop_token_ids),
+        )
 
-    def _copy_checkpoint_tokenizer(self, choice: policy.Choice, checkpoint: str, output: types.Artifact,
-                                   conversations: bool, examples: types.Artifact, options: TokenizerOptions,
-                                   text_feature: str) -> None:
+    def _copy_checkpoint_tokenizer(
+        self,
+        choice: policy.Choice,
+        checkpoint: str,
+        output: types.Artifact,
+        conversations: bool,
+        examples: types.Artifact,
+        options: TokenizerOptions,
+        text_feature: str,
+    ) -> None:
         """Checks a checkpoint's tokenizer files (the checkpoint's own, or those a production model
         fine-tuned from it carries; for a tokenizer.json, the graph's ids against `tokenizers` on a
         probe set) and writes them, with their special ids, as the artifact; for conversation data
@@ -116,24 +154,49 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         tokenizer = loaded.load(choice.model_path)
         if not conversations:  # a production copy's chat record belongs to conversation runs only
             chat_files = (chat_template.TEMPLATE_FILE, chat_template.GRAMMAR_FILE)
-            tokenizer = tokenizer._replace(files={name: data for name, data in tokenizer.files.items()
-                                                  if name not in chat_files})
+            tokenizer = tokenizer._replace(
+                files={name: data for name, data in tokenizer.files.items() if name not in chat_files}
+            )
         if checkpoint:
             checked = preflight.check_checkpoint(checkpoint, tokenizer=tokenizer)
-            log.info("Checkpoint %s: %s, %d weight tensors as config.json describes, embedding of %d rows for the "
-                     "tokenizer's %d tokens", checkpoint, checked.config.model_type, checked.tensors,
-                     checked.config.vocab_size, tokenizer.vocab_size)
+            log.info(
+                "Checkpoint %s: %s, %d weight tensors as config.json describes, embedding of %d rows for the "
+                "tokenizer's %d tokens",
+                checkpoint,
+                checked.config.model_type,
+                checked.tensors,
+                checked.config.vocab_size,
+                tokenizer.vocab_size,
+            )
         if hf_files.TOKENIZER_JSON in tokenizer.files:
-            drawn = sample.draw_sample(self._make_beam_pipeline(), [_train_pattern(examples)], text_feature,
-                                       PROBE_SAMPLE_SIZE, options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
-            checked = agreement.check(tokenizer.graph(), tokenizer.files[hf_files.TOKENIZER_JSON], drawn.chunks,
-                                      os.path.join(choice.model_path, hf_files.TOKENIZER_JSON))
+            drawn = sample.draw_sample(
+                self._make_beam_pipeline(),
+                [_train_pattern(examples)],
+                text_feature,
+                PROBE_SAMPLE_SIZE,
+                options.chunk_chars,
+                os.path.join(self._get_tmp_dir(), SAMPLE_FILE),
+            )
+            checked = agreement.check(
+                tokenizer.graph(),
+                tokenizer.files[hf_files.TOKENIZER_JSON],
+                drawn.chunks,
+                os.path.join(choice.model_path, hf_files.TOKENIZER_JSON),
+            )
             output.set_string_custom_property("tokenizers_agreement", checked.to_json())
-            log.info("Tokenizer: the graph's ids equal tokenizers %s on %d sample and %d fixed texts",
-                     checked.tokenizers_version, checked.sample_texts, checked.fixed_texts)
+            log.info(
+                "Tokenizer: the graph's ids equal tokenizers %s on %d sample and %d fixed texts",
+                checked.tokenizers_version,
+                checked.sample_texts,
+                checked.fixed_texts,
+            )
         else:
-            output.set_string_custom_property("tokenizers_agreement", json.dumps(
-                {"equal": None, "skipped": f"no {hf_files.TOKENIZER_JSON} (tokenized as transformers converts it)"}))
+            output.set_string_custom_property(
+                "tokenizers_agreement",
+                json.dumps(
+                    {"equal": None, "skipped": f"no {hf_files.TOKENIZER_JSON} (tokenized as transformers converts it)"}
+                ),
+            )
         tokenizer.write(output.uri)
         if conversations:  # the template a production copy carries, else the checkpoint's own
             template_dir = checkpoint or choice.model_path
@@ -142,27 +205,44 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
                 raise chat_template.ChatTemplateError(
                     f"the examples are conversations, and the checkpoint {template_dir} has no chat template "
                     f"({chat_template.TEMPLATE_FILE}, or chat_template in tokenizer_config.json): add the template "
-                    "the model was trained with, or train on plain text")
+                    "the model was trained with, or train on plain text"
+                )
             self._write_chat(chat, output)
         output.set_int_custom_property("vocab_size", tokenizer.vocab_size)
         output.set_string_custom_property("algorithm", tokenizer.kind)
         output.set_string_custom_property("sha256", tokenizer.sha256)
-        output.set_string_custom_property("file_sha256", json.dumps(hf_files.files_sha256(tokenizer.files), sort_keys=True))
+        output.set_string_custom_property(
+            "file_sha256", json.dumps(hf_files.files_sha256(tokenizer.files), sort_keys=True)
+        )
         output.set_string_custom_property("unused_files", json.dumps(list(tokenizer.unused_files)))
         output.set_string_custom_property("special_tokens", json.dumps(tokenizer.special.to_json(), sort_keys=True))
         output.set_string_custom_property("model_path", choice.model_path)
         source = "checkpoint" if choice.action == policy.CHECKPOINT else "reused"
         output.set_string_custom_property("source", source)
         output.set_string_custom_property("source_detail", choice.reason)
-        log.info("Tokenizer (%s) from %s: %s, %d tokens, special ids %s, sha256 %s%s", source, choice.model_path,
-                 tokenizer.kind, tokenizer.vocab_size, tokenizer.special, tokenizer.sha256,
-                 f" (not used: {', '.join(tokenizer.unused_files)})" if tokenizer.unused_files else "")
+        log.info(
+            "Tokenizer (%s) from %s: %s, %d tokens, special ids %s, sha256 %s%s",
+            source,
+            choice.model_path,
+            tokenizer.kind,
+            tokenizer.vocab_size,
+            tokenizer.special,
+            tokenizer.sha256,
+            f" (not used: {', '.join(tokenizer.unused_files)})" if tokenizer.unused_files else "",
+        )
 
-    def _learn(self, examples: types.Artifact, options: TokenizerOptions, text_feature: str,
-               output: types.Artifact) -> bytes:
+    def _learn(
+        self, examples: types.Artifact, options: TokenizerOptions, text_feature: str, output: types.Artifact
+    ) -> bytes:
         """Draws the sample with Beam, learns the model and records what it was learned from."""
-        drawn = sample.draw_sample(self._make_beam_pipeline(), [_train_pattern(examples)], text_feature, options.sample_size,
-                                   options.chunk_chars, os.path.join(self._get_tmp_dir(), SAMPLE_FILE))
+        drawn = sample.draw_sample(
+            self._make_beam_pipeline(),
+            [_train_pattern(examples)],
+            text_feature,
+            options.sample_size,
+            options.chunk_chars,
+            os.path.join(self._get_tmp_dir(), SAMPLE_FILE),
+        )
         limit = options.vocab_size or automatic_vocab_limit(drawn.num_bytes)
         try:
             if options.vocab_size is None:
@@ -172,9 +252,14 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         except learn.TokenizerLearningError as exc:
             raise learn.TokenizerLearningError(f"{exc}{_survivors(examples)}") from None
         if options.vocab_size is None:
-            log.info("Tokenizer: automatic vocabulary of %d pieces (the largest up to %d, for %s bytes of sample text, "
-                     "that %d sample chunks support; set tokenizer.vocab_size to require a size)",
-                     learned.vocab_size, limit, f"{drawn.num_bytes:,}", len(drawn.chunks))
+            log.info(
+                "Tokenizer: automatic vocabulary of %d pieces (the largest up to %d, for %s bytes of sample text, "
+                "that %d sample chunks support; set tokenizer.vocab_size to require a size)",
+                learned.vocab_size,
+                limit,
+                f"{drawn.num_bytes:,}",
+                len(drawn.chunks),
+            )
         output.set_string_custom_property("vocab_size_choice", "auto" if options.vocab_size is None else "explicit")
         output.set_int_custom_property("vocab_size_limit", limit)
         output.set_int_custom_property("rare_characters_left_to_bytes", learned.rare_characters)
@@ -207,15 +292,25 @@ class TokenizerComponent(base_beam_component.BaseBeamComponent):
     SPEC_CLASS = TokenizerSpec
     EXECUTOR_SPEC = executor_spec.BeamExecutorSpec(TokenizerExecutor)
 
-    def __init__(self, examples: types.BaseChannel, options: TokenizerOptions, text_feature: str,
-                 registry: RegistryOptions, model_name: str, registry_dir: str = "", checkpoint: str = ""):
-        super().__init__(spec=TokenizerSpec(
-            examples=examples,
-            options=options.to_parameter(),
-            text_feature=text_feature,
-            registry=registry.to_parameter(),
-            model_name=model_name,
-            registry_dir=registry_dir,
-            checkpoint=checkpoint or "",
-            tokenizer=types.Channel(type=Tokenizer),
-        ))
+    def __init__(
+        self,
+        examples: types.BaseChannel,
+        options: TokenizerOptions,
+        text_feature: str,
+        registry: RegistryOptions,
+        model_name: str,
+        registry_dir: str = "",
+        checkpoint: str = "",
+    ):
+        super().__init__(
+            spec=TokenizerSpec(
+                examples=examples,
+                options=options.to_parameter(),
+                text_feature=text_feature,
+                registry=registry.to_parameter(),
+                model_name=model_name,
+                registry_dir=registry_dir,
+                checkpoint=checkpoint or "",
+                tokenizer=types.Channel(type=Tokenizer),
+            )
+        )

@@ -10,6 +10,7 @@ would come back as a space. Each text is therefore split at its literal '▁'s, 
 tokenized, and the '▁' between them is spelled with its three byte-fallback pieces (E2 96 81),
 which decode to the character itself.
 """
+
 import tensorflow as tf
 import tensorflow_text as tf_text
 
@@ -46,8 +47,7 @@ class GraphTokenizer(tf.Module):
         """Tokenizes each part and joins the parts of a text with the byte pieces of '▁'."""
         part_ids = self._tokenize_plain(parts.flat_values)  # [parts, (tokens)]
         symbol = tf.constant(_SPACE_SYMBOL_IDS, tf.int64)
-        symbols = tf.RaggedTensor.from_uniform_row_length(
-            tf.tile(symbol, [part_ids.nrows()]), len(_SPACE_SYMBOL_IDS))
+        symbols = tf.RaggedTensor.from_uniform_row_length(tf.tile(symbol, [part_ids.nrows()]), len(_SPACE_SYMBOL_IDS))
         with_symbol = tf.concat([part_ids, symbols], axis=1)  # every part followed by '▁'
         per_text = tf.RaggedTensor.from_row_splits(with_symbol, parts.row_splits).merge_dims(1, 2)
         return per_text[:, : -len(_SPACE_SYMBOL_IDS)]  # no '▁' after a text's last part

@@ -28,6 +28,7 @@ transformers (`prompt_framing`). The Tokenizer stage records the result as `spec
 beside the files it copies, and that record wins wherever it exists, so a copy of the files never
 needs the model's config.
 """
+
 import hashlib
 import json
 import os
@@ -39,7 +40,12 @@ from components.tokenizer import byte_level, special
 from components.tokenizer.sentencepiece_bpe_graph import SPACE_SYMBOL, TextSteps
 
 SENTENCEPIECE, BYTE_LEVEL_BPE, SENTENCEPIECE_BPE = "sentencepiece", "byte_level_bpe", "sentencepiece_bpe"
-SENTENCEPIECE_FILE, TOKENIZER_JSON, VOCAB_JSON, MERGES_TXT = "tokenizer.model", "tokenizer.json", "vocab.json", "merges.txt"
+SENTENCEPIECE_FILE, TOKENIZER_JSON, VOCAB_JSON, MERGES_TXT = (
+    "tokenizer.model",
+    "tokenizer.json",
+    "vocab.json",
+    "merges.txt",
+)
 SIDE_FILES = ("tokenizer_config.json", "special_tokens_map.json")
 SPECIAL_RECORD = "special_tokens.json"
 CONFIG_JSON = "config.json"
@@ -86,8 +92,10 @@ def read(directory: str) -> CheckpointTokenizer:
     """Finds, checks and describes the tokenizer files in `directory` (see module docstring)."""
     if not tf.io.gfile.isdir(directory):
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
-    present = {name: _read(directory, name) for name in
-               (SENTENCEPIECE_FILE, TOKENIZER_JSON, VOCAB_JSON, MERGES_TXT, *SIDE_FILES)}
+    present = {
+        name: _read(directory, name)
+        for name in (SENTENCEPIECE_FILE, TOKENIZER_JSON, VOCAB_JSON, MERGES_TXT, *SIDE_FILES)
+    }
     present = {name: data for name, data in present.items() if data is not None}
     side = {name: present[name] for name in SIDE_FILES if name in present}
     unused: Tuple[str, ...] = ()
@@ -100,20 +108,25 @@ def read(directory: str) -> CheckpointTokenizer:
     elif VOCAB_JSON in present and MERGES_TXT in present:
         kind, files = BYTE_LEVEL_BPE, {VOCAB_JSON: present[VOCAB_JSON], MERGES_TXT: present[MERGES_TXT], **side}
     else:
-        raise FileNotFoundError(f"no tokenizer files in {directory} (expected {TOKENIZER_JSON}, {SENTENCEPIECE_FILE}, "
-                                f"or {VOCAB_JSON} + {MERGES_TXT})")
+        raise FileNotFoundError(
+            f"no tokenizer files in {directory} (expected {TOKENIZER_JSON}, {SENTENCEPIECE_FILE}, "
+            f"or {VOCAB_JSON} + {MERGES_TXT})"
+        )
     tokens = token_ids(kind, files, directory)
     record = _read(directory, SPECIAL_RECORD)
     if record is not None:
-        specials = special.SpecialTokens.from_json(_json(record, os.path.join(directory, SPECIAL_RECORD)),
-                                                   os.path.join(directory, SPECIAL_RECORD))
+        specials = special.SpecialTokens.from_json(
+            _json(record, os.path.join(directory, SPECIAL_RECORD)), os.path.join(directory, SPECIAL_RECORD)
+        )
     else:
         specials = _special_tokens(directory, kind, files, tokens)
     size = tokens.size
     for field, value in specials._asdict().items():
-        for token_id in (value if isinstance(value, tuple) else (value,)):
+        for token_id in value if isinstance(value, tuple) else (value,):
             if token_id is not None and not 0 <= token_id < size:
-                raise ValueError(f"{directory}: special token {field}={token_id} is outside the vocabulary (size {size})")
+                raise ValueError(
+                    f"{directory}: special token {field}={token_id} is outside the vocabulary (size {size})"
+                )
     return CheckpointTokenizer(kind, directory, files, specials, unused)
 
 
@@ -173,8 +186,10 @@ def _merges_txt(text: str, path: str) -> List[Tuple[str, str]]:
 
 
 def _unsupported(path: str, field: str, value) -> ValueError:
-    return ValueError(f"{path}: unsupported {field} {json.dumps(value, ensure_ascii=False)[:120]} (supported: "
-                      "GPT-2-style byte-level BPE and SentencePiece-style BPE with byte fallback)")
+    return ValueError(
+        f"{path}: unsupported {field} {json.dumps(value, ensure_ascii=False)[:120]} (supported: "
+        "GPT-2-style byte-level BPE and SentencePiece-style BPE with byte fallback)"
+    )
 
 
 def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
@@ -192,8 +207,9 @@ def _tokenizer_json(data: bytes, path: str) -> Vocabulary:
         raise _unsupported(path, "decoder", decoder)
     vocab, merges, specials, unk = _bpe_tokens(spec, model, path)
     full = {**vocab, **specials}
-    return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, digits, expression,
-                      bool(model.get("ignore_merges")))
+    return Vocabulary(
+        full, merges, specials, unk, max(full.values()) + 1, digits, expression, bool(model.get("ignore_merges"))
+    )
 
 
 def tokenizer_json_kind(data: bytes, path: str) -> str:
@@ -211,8 +227,11 @@ def _bpe_model(spec: dict, path: str) -> dict:
     model = spec.get("model") or {}
     if model.get("type") != "BPE":
         raise _unsupported(path, "model.type", model.get("type"))
-    for field, allowed in (("dropout", (None,)), ("continuing_subword_prefix", (None, "")),
-                           ("end_of_word_suffix", (None, ""))):
+    for field, allowed in (
+        ("dropout", (None,)),
+        ("continuing_subword_prefix", (None, "")),
+        ("end_of_word_suffix", (None, "")),
+    ):
         if model.get(field) not in allowed:
             raise _unsupported(path, f"model.{field}", model.get(field))
     if not isinstance(model.get("vocab"), dict):
@@ -249,8 +268,14 @@ def _sentencepiece_bpe_json(data: bytes, path: str) -> Vocabulary:
     strip = _sentencepiece_decoder(spec.get("decoder"), path)
     vocab, merges, specials, unk = _bpe_tokens(spec, model, path)
     full = {**vocab, **specials}
-    steps = TextSteps(normalizer, metaspace is not None, bool(metaspace and metaspace[0]),
-                      bool(metaspace and metaspace[1]), strip, bool(metaspace and metaspace[2]))
+    steps = TextSteps(
+        normalizer,
+        metaspace is not None,
+        bool(metaspace and metaspace[0]),
+        bool(metaspace and metaspace[1]),
+        strip,
+        bool(metaspace and metaspace[2]),
+    )
     return Vocabulary(full, merges, specials, unk, max(full.values()) + 1, text_steps=steps)
 
 
@@ -267,8 +292,12 @@ def _normalizer_steps(normalizer: Optional[dict], path: str) -> tuple:
         pattern = (step.get("pattern") or {}).get("String") if step.get("type") == "Replace" else None
         if step.get("type") == "Prepend" and isinstance(step.get("prepend"), str) and step["prepend"]:
             found.append(("prepend", step["prepend"]))
-        elif isinstance(pattern, str) and len(pattern) == 1 and isinstance(step.get("content"), str) \
-                and len(step["content"]) == 1:
+        elif (
+            isinstance(pattern, str)
+            and len(pattern) == 1
+            and isinstance(step.get("content"), str)
+            and len(step["content"]) == 1
+        ):
             found.append(("replace", pattern, step["content"]))
         else:
             raise _unsupported(path, where, step)
@@ -290,8 +319,11 @@ def _metaspace(pre: Optional[dict], path: str) -> Optional[Tuple[bool, bool, boo
     return scheme != "never", bool(pre.get("split", True)), scheme == "first"
 
 
-SENTENCEPIECE_DECODER = [{"type": "Replace", "pattern": {"String": SPACE_SYMBOL}, "content": " "},
-                         {"type": "ByteFallback"}, {"type": "Fuse"}]
+SENTENCEPIECE_DECODER = [
+    {"type": "Replace", "pattern": {"String": SPACE_SYMBOL}, "content": " "},
+    {"type": "ByteFallback"},
+    {"type": "Fuse"},
+]
 STRIP_ONE_SPACE = {"type": "Strip", "content": " ", "start": 1, "stop": 0}
 
 
@@ -309,6 +341,7 @@ def _check_pre_tokenizer(pre: Optional[dict], path: str) -> Tuple[str, str]:
     """GPT-2's: ByteLevel with its regex, or Split(GPT-2's or Llama 3's expression, Isolated) +
     ByteLevel without, either one optionally after a Digits pre-tokenizer. Returns the Digits
     expression ('' for none) and the pre-tokenizer's expression."""
+
     def plain_byte_level(step, with_regex, field):
         if step.get("type") != "ByteLevel":
             raise _unsupported(path, field, step)
@@ -410,15 +443,23 @@ def _special_tokens(directory: str, kind: str, files: Dict[str, bytes], tokens: 
 
 # transformers' tokenizer classes that frame a text from add_bos_token / add_eos_token (their
 # defaults), whatever the tokenizer.json's post-processor says.
-_FLAG_FRAMED_CLASSES = {"LlamaTokenizer": (True, False), "CodeLlamaTokenizer": (True, False),
-                        "GemmaTokenizer": (True, False)}
+_FLAG_FRAMED_CLASSES = {
+    "LlamaTokenizer": (True, False),
+    "CodeLlamaTokenizer": (True, False),
+    "GemmaTokenizer": (True, False),
+}
 # The class transformers picks by config.json's model_type when tokenizer_config.json names none.
-_CLASS_OF_MODEL_TYPE = {"llama": "LlamaTokenizer", "mistral": "LlamaTokenizer", "mixtral": "LlamaTokenizer",
-                        "gemma": "GemmaTokenizer"}
+_CLASS_OF_MODEL_TYPE = {
+    "llama": "LlamaTokenizer",
+    "mistral": "LlamaTokenizer",
+    "mixtral": "LlamaTokenizer",
+    "gemma": "GemmaTokenizer",
+}
 
 
-def prompt_framing(kind: str, files: Dict[str, bytes], bos: Optional[int], eos: Optional[int], directory: str,
-                   model_type: str = "") -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+def prompt_framing(
+    kind: str, files: Dict[str, bytes], bos: Optional[int], eos: Optional[int], directory: str, model_type: str = ""
+) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
     """(ids before, ids after) one text, as transformers' tokenizer for these files adds them (its
     class: tokenizer_config.json's `tokenizer_class`, else the one config.json's `model_type` maps to):
     Llama's tokenizer classes (and a SentencePiece `tokenizer.model` alone, which transformers
@@ -430,12 +471,14 @@ def prompt_framing(kind: str, files: Dict[str, bytes], bos: Optional[int], eos: 
     config_path = os.path.join(directory, SIDE_FILES[0])
     config = _json(files[SIDE_FILES[0]], config_path) if SIDE_FILES[0] in files else {}
     name = str(config.get("tokenizer_class") or _CLASS_OF_MODEL_TYPE.get(model_type, ""))
-    name = name[:-len("Fast")] if name.endswith("Fast") else name
+    name = name[: -len("Fast")] if name.endswith("Fast") else name
     defaults = _FLAG_FRAMED_CLASSES.get(name) or ((True, False) if kind == SENTENCEPIECE else None)
     if defaults is None and TOKENIZER_JSON not in files:
         return (), ()  # vocab.json + merges.txt: GPT2TokenizerFast adds nothing, whatever add_bos_token says
     if defaults is not None:
-        add_bos, add_eos = (bool(config.get(flag, default)) for flag, default in zip(("add_bos_token", "add_eos_token"), defaults))
+        add_bos, add_eos = (
+            bool(config.get(flag, default)) for flag, default in zip(("add_bos_token", "add_eos_token"), defaults)
+        )
         for flag, wanted, token_id in (("add_bos_token", add_bos, bos), ("add_eos_token", add_eos, eos)):
             if wanted and token_id is None:
                 raise ValueError(f"{config_path}: {flag} is true but the tokenizer has no such token")

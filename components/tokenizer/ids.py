@@ -13,6 +13,7 @@ SentencePiece places the three control pieces at the ids it is told and the 256 
 after them, so `learn.py` only has to say so; `model_file.check_layout` refuses a model that
 differs (a pinned file made elsewhere).
 """
+
 PAD_ID, EOS_ID, UNK_ID = 0, 1, 2
 PAD_PIECE, EOS_PIECE, UNK_PIECE = "[PAD]", "[EOS]", "[UNK]"
 NUM_SPECIAL = 3

@@ -19,6 +19,7 @@ Two things adapt to the sample:
 No raw SentencePiece error reaches the user: each becomes a `TokenizerLearningError` naming the
 setting to change.
 """
+
 import collections
 import io
 import logging
@@ -84,22 +85,29 @@ def _train(sample: List[str], vocab_size: int, algorithm: str, pieces_cross_word
         split_by_whitespace=not pieces_cross_words,
         character_coverage=CHARACTER_COVERAGE,
         max_sentence_length=MAX_SENTENCE_BYTES,
-        pad_id=ids.PAD_ID, eos_id=ids.EOS_ID, unk_id=ids.UNK_ID, bos_id=-1,
-        pad_piece=ids.PAD_PIECE, eos_piece=ids.EOS_PIECE, unk_piece=ids.UNK_PIECE,
+        pad_id=ids.PAD_ID,
+        eos_id=ids.EOS_ID,
+        unk_id=ids.UNK_ID,
+        bos_id=-1,
+        pad_piece=ids.PAD_PIECE,
+        eos_piece=ids.EOS_PIECE,
+        unk_piece=ids.UNK_PIECE,
         num_threads=1,
         minloglevel=2,
     )
     return model.getvalue()
 
 
-def learn_model(documents: Iterable[str], vocab_size: int, algorithm: str = "bpe",
-                pieces_cross_words: bool = True) -> bytes:
+def learn_model(
+    documents: Iterable[str], vocab_size: int, algorithm: str = "bpe", pieces_cross_words: bool = True
+) -> bytes:
     """A serialized SentencePiece model of exactly `vocab_size` pieces learned from `documents`."""
     return learn(documents, vocab_size, algorithm, pieces_cross_words).proto
 
 
-def learn(documents: Iterable[str], vocab_size: int, algorithm: str = "bpe",
-          pieces_cross_words: bool = True) -> LearnedModel:
+def learn(
+    documents: Iterable[str], vocab_size: int, algorithm: str = "bpe", pieces_cross_words: bool = True
+) -> LearnedModel:
     """Learns exactly `vocab_size` pieces; raises `VocabularyTooLarge` when the sample supports
     fewer, and `TokenizerLearningError` for anything else SentencePiece refuses."""
     chunks = [document for document in documents if document]
@@ -107,8 +115,11 @@ def learn(documents: Iterable[str], vocab_size: int, algorithm: str = "bpe",
         raise TokenizerLearningError("cannot learn a tokenizer from an empty sample")
     sample, rare = fit_alphabet(chunks, vocab_size)
     if rare:
-        log.info("Tokenizer: %d rare characters of the sample do not fit in %d pieces; byte fallback encodes them",
-                 rare, vocab_size)
+        log.info(
+            "Tokenizer: %d rare characters of the sample do not fit in %d pieces; byte fallback encodes them",
+            rare,
+            vocab_size,
+        )
     try:
         proto = _train(sorted(sample), vocab_size, algorithm, pieces_cross_words)
     except RuntimeError as exc:
@@ -117,17 +128,20 @@ def learn(documents: Iterable[str], vocab_size: int, algorithm: str = "bpe",
             raise VocabularyTooLarge(
                 f"tokenizer.vocab_size={vocab_size} is more than the sample supports with algorithm {algorithm} "
                 f"(at most {most.group(1)} pieces): lower it, raise tokenizer.sample_size or add data",
-                int(most.group(1))) from None
+                int(most.group(1)),
+            ) from None
         reason = str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__
         raise TokenizerLearningError(
             f"SentencePiece could not learn {vocab_size} pieces with algorithm {algorithm} from "
             f"{len(chunks)} sample chunks ({reason}): change tokenizer.vocab_size or tokenizer.algorithm, "
-            "or add data") from None
+            "or add data"
+        ) from None
     return LearnedModel(proto, vocab_size, rare)
 
 
-def learn_largest_model(documents: Iterable[str], max_vocab_size: int, algorithm: str = "bpe",
-                        pieces_cross_words: bool = True) -> LearnedModel:
+def learn_largest_model(
+    documents: Iterable[str], max_vocab_size: int, algorithm: str = "bpe", pieces_cross_words: bool = True
+) -> LearnedModel:
     """The largest vocabulary up to `max_vocab_size` that the sample supports (SentencePiece says
     how many pieces it supports when asked for too many; that size is learned instead)."""
     sample = [document for document in documents if document]
@@ -139,6 +153,8 @@ def learn_largest_model(documents: Iterable[str], max_vocab_size: int, algorithm
             if exc.most < ids.MIN_VOCAB_SIZE:
                 raise VocabularyTooLarge(
                     f"the sample supports at most {exc.most} pieces with algorithm {algorithm}, fewer than the smallest "
-                    f"vocabulary ({ids.MIN_VOCAB_SIZE}): raise tokenizer.sample_size or add data", exc.most) from None
+                    f"vocabulary ({ids.MIN_VOCAB_SIZE}): raise tokenizer.sample_size or add data",
+                    exc.most,
+                ) from None
             vocab_size = min(exc.most, vocab_size - 1)
     return learn(sample, vocab_size, algorithm, pieces_cross_words)

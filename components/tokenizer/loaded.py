@@ -18,6 +18,7 @@ Kinds (`load` tells them apart by their files):
 the special ids). `Tokenizer.graph()` builds the tf.Module with `tokenize` / `detokenize`, and
 `Tokenizer.special` gives the ids that frame documents and stop decoding.
 """
+
 import json
 import os
 from typing import Dict, List, NamedTuple, Optional, Tuple
@@ -28,7 +29,11 @@ from components.tokenizer import hf_files, ids, model_file, special
 from components.tokenizer.special import SpecialTokens
 
 LEARNED_SENTENCEPIECE = "learned_sentencepiece"
-SENTENCEPIECE, BYTE_LEVEL_BPE, SENTENCEPIECE_BPE = hf_files.SENTENCEPIECE, hf_files.BYTE_LEVEL_BPE, hf_files.SENTENCEPIECE_BPE
+SENTENCEPIECE, BYTE_LEVEL_BPE, SENTENCEPIECE_BPE = (
+    hf_files.SENTENCEPIECE,
+    hf_files.BYTE_LEVEL_BPE,
+    hf_files.SENTENCEPIECE_BPE,
+)
 
 
 class Tokenizer(NamedTuple):
@@ -58,13 +63,26 @@ class Tokenizer(NamedTuple):
         if self.kind == SENTENCEPIECE_BPE:
             from components.tokenizer.sentencepiece_bpe_graph import SentencePieceBpeGraph
 
-            return SentencePieceBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values(),
-                                         vocabulary.text_steps, source=self.source, **names)
+            return SentencePieceBpeGraph(
+                vocabulary.vocab,
+                vocabulary.merges,
+                vocabulary.special_ids.values(),
+                vocabulary.text_steps,
+                source=self.source,
+                **names,
+            )
         from components.tokenizer.bpe_graph import ByteLevelBpeGraph
 
-        return ByteLevelBpeGraph(vocabulary.vocab, vocabulary.merges, vocabulary.special_ids.values(),
-                                 source=self.source, digits=vocabulary.digits, expression=vocabulary.expression,
-                                 ignore_merges=vocabulary.ignore_merges, **names)
+        return ByteLevelBpeGraph(
+            vocabulary.vocab,
+            vocabulary.merges,
+            vocabulary.special_ids.values(),
+            source=self.source,
+            digits=vocabulary.digits,
+            expression=vocabulary.expression,
+            ignore_merges=vocabulary.ignore_merges,
+            **names,
+        )
 
     def byte_token_ids(self) -> List[int]:
         """The ids of the tokens that stand for one byte (byte-fallback pieces, byte-level symbols)."""
@@ -123,11 +141,20 @@ def load(directory: str) -> Tokenizer:
     if tf.io.gfile.exists(learned_path):
         described = model_file.read_model(learned_path)
         files = {model_file.MODEL_FILE_NAME: described.proto, **_chat_files(os.path.dirname(learned_path))}
-        return Tokenizer(LEARNED_SENTENCEPIECE, files, described.sha256, described.vocab_size, special.LEARNED, directory)
+        return Tokenizer(
+            LEARNED_SENTENCEPIECE, files, described.sha256, described.vocab_size, special.LEARNED, directory
+        )
     found = hf_files.read(directory)
     vocabulary = hf_files.token_ids(found.kind, found.files, directory)
-    return Tokenizer(found.kind, {**found.files, **_chat_files(directory)}, hf_files.combined_sha256(found.files),
-                     vocabulary.size, found.special, directory, found.unused_files)
+    return Tokenizer(
+        found.kind,
+        {**found.files, **_chat_files(directory)},
+        hf_files.combined_sha256(found.files),
+        vocabulary.size,
+        found.special,
+        directory,
+        found.unused_files,
+    )
 
 
 def _chat_files(directory: str) -> Dict[str, bytes]:

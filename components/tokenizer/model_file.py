@@ -6,6 +6,7 @@ The same bytes travel through the pipeline unchanged, so one sha256 names a toke
     <transform graph>/transform_fn/assets/sentencepiece.model  what Transform tokenized with
     <exported SavedModel>/assets/sentencepiece.model           what the served model tokenizes with
 """
+
 import hashlib
 import os
 from typing import NamedTuple
@@ -59,10 +60,13 @@ def check_layout(processor: spm.SentencePieceProcessor, source: str) -> None:
         raise ValueError(f"{source}: special token ids {actual}, expected {expected} (see components/tokenizer/ids.py)")
     size = processor.get_piece_size()
     bytes_in_place = size > ids.FIRST_LEARNED_ID and all(
-        processor.is_byte(ids.byte_id(value)) for value in range(ids.NUM_BYTES))
+        processor.is_byte(ids.byte_id(value)) for value in range(ids.NUM_BYTES)
+    )
     if not bytes_in_place:
-        raise ValueError(f"{source}: no byte-fallback pieces at ids {ids.FIRST_BYTE_ID}..{ids.FIRST_LEARNED_ID - 1} "
-                         "(learn it with byte_fallback=true): some text would not round-trip")
+        raise ValueError(
+            f"{source}: no byte-fallback pieces at ids {ids.FIRST_BYTE_ID}..{ids.FIRST_LEARNED_ID - 1} "
+            "(learn it with byte_fallback=true): some text would not round-trip"
+        )
 
 
 def _read_varint(data: bytes, position: int):
@@ -85,12 +89,12 @@ def _fields(data: bytes):
         if wire_type == 0:
             value, position = _read_varint(data, position)
         elif wire_type == 1:
-            value, position = data[position:position + 8], position + 8
+            value, position = data[position : position + 8], position + 8
         elif wire_type == 2:
             length, position = _read_varint(data, position)
-            value, position = data[position:position + length], position + length
+            value, position = data[position : position + length], position + length
         elif wire_type == 5:
-            value, position = data[position:position + 4], position + 4
+            value, position = data[position : position + 4], position + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire_type}")
         yield number, wire_type, value

@@ -1,4 +1,5 @@
 """Typed options of the Tokenizer stage (composed into the pipeline config as `tokenizer`)."""
+
 from typing import Literal, Optional
 
 from pydantic import Field, model_validator
@@ -30,26 +31,36 @@ class TokenizerOptions(Options):
     policy: Policy = Field(
         "auto",
         description="learn: a new model from this span's train split; reuse: the model of the registry's production "
-                    "model (fails when there is none); pinned: pinned_model_file; auto: reuse when a production model "
-                    "exists, else learn; checkpoint: the tokenizer files of model.checkpoint (auto chooses it "
-                    "when model.checkpoint is set).",
+        "model (fails when there is none); pinned: pinned_model_file; auto: reuse when a production model "
+        "exists, else learn; checkpoint: the tokenizer files of model.checkpoint (auto chooses it "
+        "when model.checkpoint is set).",
     )
     pinned_model_file: str = Field("", description="SentencePiece .model file used when policy=pinned.")
     vocab_size: Optional[int] = Field(
-        None, ge=MIN_VOCAB_SIZE, le=1_000_000,
+        None,
+        ge=MIN_VOCAB_SIZE,
+        le=1_000_000,
         description=f"Pieces in a learned model, including 3 special and 256 byte pieces. Default (null): automatic, the "
-                    f"largest vocabulary up to {AUTO_MAX_VOCAB_SIZE} (and up to one piece per {AUTO_BYTES_PER_PIECE} "
-                    f"bytes of sample text) that the sample supports (logged, and recorded on "
-                    f"the Tokenizer artifact); a number set here is a requirement, and learning fails when the sample "
-                    f"supports fewer pieces.")
+        f"largest vocabulary up to {AUTO_MAX_VOCAB_SIZE} (and up to one piece per {AUTO_BYTES_PER_PIECE} "
+        f"bytes of sample text) that the sample supports (logged, and recorded on "
+        f"the Tokenizer artifact); a number set here is a requirement, and learning fails when the sample "
+        f"supports fewer pieces.",
+    )
     algorithm: Algorithm = Field("bpe", description="SentencePiece model type of a learned model.")
-    sample_size: int = Field(20_000, ge=1, description="Text chunks of the train split a model is learned from "
-                                                       "(a hash sample drawn with Beam: learning cost is bounded by it).")
-    chunk_chars: int = Field(2048, ge=64, description="Documents are cut into chunks of at most this many characters "
-                                                      "before sampling.")
+    sample_size: int = Field(
+        20_000,
+        ge=1,
+        description="Text chunks of the train split a model is learned from "
+        "(a hash sample drawn with Beam: learning cost is bounded by it).",
+    )
+    chunk_chars: int = Field(
+        2048, ge=64, description="Documents are cut into chunks of at most this many characters before sampling."
+    )
     pieces_cross_words: bool = Field(
-        True, description="Let learned pieces span spaces (SentencePiece split_by_whitespace=false): shorter "
-                          "sequences, and a small corpus can fill the vocabulary.")
+        True,
+        description="Let learned pieces span spaces (SentencePiece split_by_whitespace=false): shorter "
+        "sequences, and a small corpus can fill the vocabulary.",
+    )
 
     @model_validator(mode="after")
     def _pinned_needs_a_file(self) -> "TokenizerOptions":

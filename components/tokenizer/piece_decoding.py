@@ -7,6 +7,7 @@ UTF-8: a generation can stop mid-character), joins everything, and with `Strip` 
 one leading space (the dummy prefix). Shared by the graphs of a checkpoint's `tokenizer.model`
 and of a SentencePiece-style `tokenizer.json`.
 """
+
 import tensorflow as tf
 
 
@@ -18,8 +19,9 @@ def detokenize_pieces(token_ids, id_bytes: tf.Tensor, is_byte: tf.Tensor, strip_
     size = tf.shape(id_bytes, out_type=tf.int64)[0]
     token_ids = tf.clip_by_value(tf.cast(token_ids, tf.int64), 0, size - 1)
     # Pieces without text go first, so byte pieces around them form one run.
-    token_ids = tf.ragged.boolean_mask(token_ids, tf.gather(is_byte, token_ids) |
-                                       tf.not_equal(tf.gather(id_bytes, token_ids), ""))
+    token_ids = tf.ragged.boolean_mask(
+        token_ids, tf.gather(is_byte, token_ids) | tf.not_equal(tf.gather(id_bytes, token_ids), "")
+    )
     flat = token_ids.flat_values
     texts = tf.gather(id_bytes, flat)
     byte = tf.gather(is_byte, flat)
@@ -32,11 +34,14 @@ def detokenize_pieces(token_ids, id_bytes: tf.Tensor, is_byte: tf.Tensor, strip_
     num_runs = tf.reduce_sum(tf.cast(starts, tf.int64))
     run_of_byte = tf.boolean_mask(run, byte)
     joined_runs = tf.strings.unsorted_segment_join(tf.boolean_mask(texts, byte), run_of_byte, num_runs)
-    valid = tf.equal(tf.strings.unicode_transcode(joined_runs, "UTF-8", "UTF-8", errors="replace",
-                                                  replacement_char=0xFFFD), joined_runs)
+    valid = tf.equal(
+        tf.strings.unicode_transcode(joined_runs, "UTF-8", "UTF-8", errors="replace", replacement_char=0xFFFD),
+        joined_runs,
+    )
     lengths = tf.strings.length(joined_runs)
     replaced = tf.strings.reduce_join(
-        tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(lengths)], "\ufffd"), lengths), axis=1)
+        tf.RaggedTensor.from_row_lengths(tf.fill([tf.reduce_sum(lengths)], "\ufffd"), lengths), axis=1
+    )
     run_texts = tf.where(valid, joined_runs, replaced)
     # The run's text goes on its first piece; its other pieces contribute nothing.
     run_texts = tf.concat([run_texts, [""]], axis=0)  # never empty: gathered for every piece below

@@ -18,6 +18,7 @@
 The production model is looked up at run time by the Tokenizer executor (no ML Metadata resolver,
 so the same code runs locally and on Kubeflow Pipelines).
 """
+
 import os
 from typing import Callable, NamedTuple, Optional
 
@@ -40,18 +41,23 @@ class Choice(NamedTuple):
     directory: bool = False
 
 
-def choose(policy: str, pinned_model_file: str, find_production: Callable[[], Optional[object]],
-           checkpoint: str = "") -> Choice:
+def choose(
+    policy: str, pinned_model_file: str, find_production: Callable[[], Optional[object]], checkpoint: str = ""
+) -> Choice:
     """Applies `policy`; `find_production` returns the registry's production model (with
     `saved_model_dir` and `registered_version`) or None, and is called only when needed;
     `checkpoint` is `model.checkpoint` ('' when unset)."""
     if policy == CHECKPOINT or (policy == "auto" and checkpoint):
         if not checkpoint:
-            raise ValueError("tokenizer.policy=checkpoint needs model.checkpoint (the Hugging Face checkpoint directory)")
+            raise ValueError(
+                "tokenizer.policy=checkpoint needs model.checkpoint (the Hugging Face checkpoint directory)"
+            )
         return Choice(CHECKPOINT, checkpoint, f"the tokenizer of model.checkpoint {checkpoint}", directory=True)
     if checkpoint and policy != REUSE:
-        raise ValueError(f"tokenizer.policy={policy} with model.checkpoint {checkpoint}: the checkpoint's model needs "
-                         "its own tokenizer (use tokenizer.policy checkpoint or auto, or reuse for the production model's)")
+        raise ValueError(
+            f"tokenizer.policy={policy} with model.checkpoint {checkpoint}: the checkpoint's model needs "
+            "its own tokenizer (use tokenizer.policy checkpoint or auto, or reuse for the production model's)"
+        )
     if policy == PINNED:
         if not tf.io.gfile.exists(pinned_model_file):
             raise FileNotFoundError(f"tokenizer.pinned_model_file {pinned_model_file} does not exist")
@@ -61,8 +67,10 @@ def choose(policy: str, pinned_model_file: str, find_production: Callable[[], Op
     production = find_production()
     if production is None:
         if policy == REUSE:
-            raise ValueError("tokenizer.policy=reuse, but the model registry has no production model to reuse the "
-                             "tokenizer of (learn one first, or use policy auto)")
+            raise ValueError(
+                "tokenizer.policy=reuse, but the model registry has no production model to reuse the "
+                "tokenizer of (learn one first, or use policy auto)"
+            )
         return Choice(LEARN, "", "no production model yet")
     version = production.registered_version
     path = model_file.saved_model_model_path(production.saved_model_dir)
@@ -72,15 +80,24 @@ def choose(policy: str, pinned_model_file: str, find_production: Callable[[], Op
         return Choice(REUSE, assets, reason, directory=True)  # a checkpoint's tokenizer
     if checkpoint:
         what = "a learned SentencePiece model" if tf.io.gfile.exists(path) else "no tokenizer this stage can reuse"
-        raise ValueError(f"tokenizer.policy=reuse with model.checkpoint {checkpoint}: the production model (registered "
-                         f"version {version}) has {what}, not a checkpoint's tokenizer ({assets} holds no "
-                         f"{hf_files.SPECIAL_RECORD}): use tokenizer.policy checkpoint (or auto)")
+        raise ValueError(
+            f"tokenizer.policy=reuse with model.checkpoint {checkpoint}: the production model (registered "
+            f"version {version}) has {what}, not a checkpoint's tokenizer ({assets} holds no "
+            f"{hf_files.SPECIAL_RECORD}): use tokenizer.policy checkpoint (or auto)"
+        )
     if not tf.io.gfile.exists(path):
         if policy == REUSE:
-            raise FileNotFoundError(f"tokenizer.policy=reuse, but the production model (registered version "
-                                    f"{version}) has no SentencePiece tokenizer: {path} does not exist")
-        why = ("it tokenizes with a checkpoint's tokenizer: auto reuses only a learned one, tokenizer.policy=reuse "
-               "takes a checkpoint's too"
-               if tf.io.gfile.exists(os.path.join(assets, hf_files.SPECIAL_RECORD)) else "exported before the Tokenizer stage")
-        return Choice(LEARN, "", f"the production model (registered version {version}) has no SentencePiece tokenizer ({why})")
+            raise FileNotFoundError(
+                f"tokenizer.policy=reuse, but the production model (registered version "
+                f"{version}) has no SentencePiece tokenizer: {path} does not exist"
+            )
+        why = (
+            "it tokenizes with a checkpoint's tokenizer: auto reuses only a learned one, tokenizer.policy=reuse "
+            "takes a checkpoint's too"
+            if tf.io.gfile.exists(os.path.join(assets, hf_files.SPECIAL_RECORD))
+            else "exported before the Tokenizer stage"
+        )
+        return Choice(
+            LEARN, "", f"the production model (registered version {version}) has no SentencePiece tokenizer ({why})"
+        )
     return Choice(REUSE, path, reason)

@@ -7,6 +7,7 @@ data, computed as a distributed top-k combine, so the learner's input, and its c
 whatever the corpus size. This is what SentencePiece itself recommends for large corpora
 (`input_sentence_size`), done on the runner instead of in one process.
 """
+
 import hashlib
 from typing import List, NamedTuple
 
@@ -27,7 +28,7 @@ class Sample(NamedTuple):
 
 def chunks_of(text: str, chunk_chars: int) -> List[str]:
     """`text` cut into consecutive pieces of at most `chunk_chars` characters (empty text: none)."""
-    return [text[start:start + chunk_chars] for start in range(0, len(text), chunk_chars)]
+    return [text[start : start + chunk_chars] for start in range(0, len(text), chunk_chars)]
 
 
 def sample_key(chunk: str) -> bytes:
@@ -64,8 +65,14 @@ def read_sample(path: str) -> Sample:
     return Sample([record.decode("utf-8") for record in tf.data.TFRecordDataset(path, "GZIP").as_numpy_iterator()])
 
 
-def draw_sample(pipeline: beam.Pipeline, file_patterns: List[str], text_feature: str, sample_size: int,
-                chunk_chars: int, sample_path: str) -> Sample:
+def draw_sample(
+    pipeline: beam.Pipeline,
+    file_patterns: List[str],
+    text_feature: str,
+    sample_size: int,
+    chunk_chars: int,
+    sample_path: str,
+) -> Sample:
     """Runs `pipeline` (not yet run) over the GZIP tf.Example files, writes the sample to
     `sample_path` (GZIP TFRecord, one chunk per record; works on any runner) and returns it."""
     files = matching_files(file_patterns, "examples to learn a tokenizer from")

@@ -20,6 +20,7 @@ Special tokens are never made from text (`tokenizers` with `encode_special_token
 bpe_graph.py). A normalizer's `Prepend` applies to every text, the ones after a special token
 too (`tokenizers` normalizes each piece between special tokens). Detokenizing is piece_decoding.py.
 """
+
 from typing import Dict, Iterable, NamedTuple, Sequence, Tuple
 
 import numpy as np
@@ -53,24 +54,34 @@ def byte_token(value: int) -> str:
 class SentencePieceBpeGraph(tf.Module):
     """Text <-> token ids with a SentencePiece-style tokenizer.json (see module docstring)."""
 
-    def __init__(self, vocab: Dict[str, int], merges: Sequence[Tuple[str, str]], special_ids: Iterable[int],
-                 steps: TextSteps, source: str = "tokenizer.json", name: str = "sentencepiece_bpe"):
+    def __init__(
+        self,
+        vocab: Dict[str, int],
+        merges: Sequence[Tuple[str, str]],
+        special_ids: Iterable[int],
+        steps: TextSteps,
+        source: str = "tokenizer.json",
+        name: str = "sentencepiece_bpe",
+    ):
         super().__init__(name=name)
         self._steps = steps
         size = max(vocab.values()) + 1
         special = set(special_ids)
         missing = [byte_token(value) for value in range(256) if byte_token(value) not in vocab]
         if missing:
-            raise ValueError(f"{source}: model.vocab lacks {len(missing)} of the 256 byte-fallback tokens "
-                             f"(e.g. {missing[0]}): some text would become the unknown token")
+            raise ValueError(
+                f"{source}: model.vocab lacks {len(missing)} of the 256 byte-fallback tokens "
+                f"(e.g. {missing[0]}): some text would become the unknown token"
+            )
         self._byte_ids = tf.constant([vocab[byte_token(value)] for value in range(256)], tf.int64)
-        singles = sorted((ord(token), index) for token, index in vocab.items() if len(token) == 1 and index not in special)
+        singles = sorted(
+            (ord(token), index) for token, index in vocab.items() if len(token) == 1 and index not in special
+        )
         self._char_codes = tf.constant([code for code, _ in singles] + [np.iinfo(np.int64).max], tf.int64)
         self._char_ids = tf.constant([index for _, index in singles] + [-1], tf.int64)
         self._merges = bpe_merges.MergeTable(merges, vocab, size, source)
         # Cutting before runs of '▁' is safe unless a merge makes a token with '▁' after another character.
-        self._cut_before_spaces = not any(
-            _space_after_other(left + right) for left, right in merges)
+        self._cut_before_spaces = not any(_space_after_other(left + right) for left, right in merges)
         texts, byte_flags = [b""] * size, [False] * size
         byte_values = {byte_token(value): value for value in range(256)}
         for token, index in vocab.items():
@@ -99,22 +110,33 @@ class SentencePieceBpeGraph(tf.Module):
         slot = tf.searchsorted(self._char_codes, flat, side="left", out_type=tf.int64)
         known = tf.equal(tf.gather(self._char_codes, slot), flat)
         char_bytes = tf.strings.unicode_decode(
-            tf.strings.unicode_encode(tf.cast(flat[:, tf.newaxis], tf.int32), "UTF-8"), "ISO-8859-1")
+            tf.strings.unicode_encode(tf.cast(flat[:, tf.newaxis], tf.int32), "UTF-8"), "ISO-8859-1"
+        )
         char_known = tf.gather(known, char_bytes.value_rowids())
         first_byte = tf.equal(tf.ragged.range(char_bytes.row_lengths()).flat_values, 0)
-        values = tf.where(char_known, tf.gather(tf.gather(self._char_ids, slot), char_bytes.value_rowids()),
-                          tf.gather(self._byte_ids, tf.cast(char_bytes.flat_values, tf.int64)))
+        values = tf.where(
+            char_known,
+            tf.gather(tf.gather(self._char_ids, slot), char_bytes.value_rowids()),
+            tf.gather(self._byte_ids, tf.cast(char_bytes.flat_values, tf.int64)),
+        )
         keep = first_byte | tf.logical_not(char_known)
         symbols = tf.boolean_mask(values, keep)
         word_of_symbol = tf.boolean_mask(tf.gather(word_of_char, char_bytes.value_rowids()), keep)
         symbols, word_of_symbol = self._merges.merge(symbols, word_of_symbol)
-        return tf.RaggedTensor.from_value_rowids(symbols, tf.gather(text_of_word, word_of_symbol), nrows=tf.size(texts, out_type=tf.int64))
+        return tf.RaggedTensor.from_value_rowids(
+            symbols, tf.gather(text_of_word, word_of_symbol), nrows=tf.size(texts, out_type=tf.int64)
+        )
 
     def _normalize(self, chars: tf.RaggedTensor) -> tf.RaggedTensor:
         for step in self._steps.normalizer:
             if step[0] == "replace":
-                chars = chars.with_flat_values(tf.where(tf.equal(chars.flat_values, ord(step[1])),
-                                                        tf.constant(ord(step[2]), tf.int64), chars.flat_values))
+                chars = chars.with_flat_values(
+                    tf.where(
+                        tf.equal(chars.flat_values, ord(step[1])),
+                        tf.constant(ord(step[2]), tf.int64),
+                        chars.flat_values,
+                    )
+                )
             else:
                 chars = _prepend(chars, step[1], chars.row_lengths() > 0)
         return chars

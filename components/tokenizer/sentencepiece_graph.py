@@ -16,6 +16,7 @@ Detokenizing follows Hugging Face's Llama decoder rather than the op's (piece_de
 control and unknown pieces decode to nothing): the op would remove every leading space, so
 text that starts with spaces would not come back.
 """
+
 import tensorflow as tf
 import tensorflow_text as tf_text
 

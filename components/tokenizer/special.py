@@ -27,6 +27,7 @@ the pipeline places itself (bos, eos, pad, the framing ids) and the unknown toke
 with byte fallback; without it, a character the tokenizer cannot represent). The TokenGate
 refuses token data that contains one (transform/preprocessing.py counts them).
 """
+
 from typing import FrozenSet, NamedTuple, Optional, Tuple
 
 from components.tokenizer import ids
@@ -46,10 +47,16 @@ class SpecialTokens(NamedTuple):
 
     def to_json(self) -> dict:
         """A JSON-able dict (written next to a checkpoint tokenizer's files)."""
-        return {"bos_id": self.bos_id, "eos_id": self.eos_id, "pad_id": self.pad_id,
-                "document_prefix": list(self.document_prefix), "document_suffix": list(self.document_suffix),
-                "prompt_prefix": list(self.prompt_prefix), "prompt_suffix": list(self.prompt_suffix),
-                "unk_id": self.unk_id}
+        return {
+            "bos_id": self.bos_id,
+            "eos_id": self.eos_id,
+            "pad_id": self.pad_id,
+            "document_prefix": list(self.document_prefix),
+            "document_suffix": list(self.document_suffix),
+            "prompt_prefix": list(self.prompt_prefix),
+            "prompt_suffix": list(self.prompt_suffix),
+            "unk_id": self.unk_id,
+        }
 
     @classmethod
     def from_json(cls, data: dict, source: str) -> "SpecialTokens":
@@ -59,29 +66,54 @@ class SpecialTokens(NamedTuple):
         try:
             document_prefix = tuple(int(i) for i in data["document_prefix"])
             unk = data.get("unk_id")
-            return cls(int(data["bos_id"]), int(data["eos_id"]), int(data["pad_id"]), document_prefix,
-                       tuple(int(i) for i in data["document_suffix"]),
-                       tuple(int(i) for i in data.get("prompt_prefix", document_prefix)),
-                       tuple(int(i) for i in data.get("prompt_suffix", ())),
-                       None if unk is None else int(unk))
+            return cls(
+                int(data["bos_id"]),
+                int(data["eos_id"]),
+                int(data["pad_id"]),
+                document_prefix,
+                tuple(int(i) for i in data["document_suffix"]),
+                tuple(int(i) for i in data.get("prompt_prefix", document_prefix)),
+                tuple(int(i) for i in data.get("prompt_suffix", ())),
+                None if unk is None else int(unk),
+            )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"{source}: bad special token record ({type(exc).__name__}: {exc})") from None
 
     def document_forbidden_ids(self) -> FrozenSet[int]:
         """Ids that must never appear among a document's own tokens (see the module docstring)."""
-        placed = {self.bos_id, self.eos_id, self.pad_id, *self.document_prefix, *self.document_suffix,
-                  *self.prompt_prefix, *self.prompt_suffix}
+        placed = {
+            self.bos_id,
+            self.eos_id,
+            self.pad_id,
+            *self.document_prefix,
+            *self.document_suffix,
+            *self.prompt_prefix,
+            *self.prompt_suffix,
+        }
         return frozenset(placed | ({self.unk_id} if self.unk_id is not None else set()))
 
 
-LEARNED = SpecialTokens(bos_id=ids.EOS_ID, eos_id=ids.EOS_ID, pad_id=ids.PAD_ID,
-                        document_prefix=(ids.EOS_ID,), document_suffix=(),
-                        prompt_prefix=(ids.EOS_ID,), prompt_suffix=(), unk_id=ids.UNK_ID)
+LEARNED = SpecialTokens(
+    bos_id=ids.EOS_ID,
+    eos_id=ids.EOS_ID,
+    pad_id=ids.PAD_ID,
+    document_prefix=(ids.EOS_ID,),
+    document_suffix=(),
+    prompt_prefix=(ids.EOS_ID,),
+    prompt_suffix=(),
+    unk_id=ids.UNK_ID,
+)
 
 
-def for_checkpoint(bos_id: Optional[int], eos_id: Optional[int], pad_id: Optional[int], unk_id: Optional[int],
-                   source: str, prompt_prefix: Tuple[int, ...] = (), prompt_suffix: Tuple[int, ...] = ()
-                   ) -> SpecialTokens:
+def for_checkpoint(
+    bos_id: Optional[int],
+    eos_id: Optional[int],
+    pad_id: Optional[int],
+    unk_id: Optional[int],
+    source: str,
+    prompt_prefix: Tuple[int, ...] = (),
+    prompt_suffix: Tuple[int, ...] = (),
+) -> SpecialTokens:
     """A checkpoint's convention from the ids its config and tokenizer files name (see module
     docstring); `prompt_prefix` / `prompt_suffix`: how its tokenizer frames one text. Without a
     pad id, padding uses the unknown token when it is a separate token that byte-level tokenizers

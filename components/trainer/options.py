@@ -1,6 +1,7 @@
 """Typed options of the Trainer stage: the model's shape, training, the exported generate
 signature's defaults and distributed training as a TFJob (composed into the pipeline config as
 `model`, `training`, `generation` and `kubeflow.tfjob`)."""
+
 from typing import Any, Dict, List, Literal, NamedTuple, Optional
 
 from pydantic import Field, field_validator, model_validator
@@ -41,8 +42,20 @@ class RopeScaling(Options):
 # The fields that describe the network (not training choices): with model.checkpoint they come
 # from the checkpoint's config.json, and an explicitly given one that differs is an error.
 ARCHITECTURE_FIELDS = (
-    "num_layers", "num_heads", "num_kv_heads", "model_dim", "mlp_dim", "position_encoding", "norm", "norm_epsilon",
-    "mlp", "attention_bias", "mlp_bias", "tie_embeddings", "rope_theta", "rope_scaling",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "model_dim",
+    "mlp_dim",
+    "position_encoding",
+    "norm",
+    "norm_epsilon",
+    "mlp",
+    "attention_bias",
+    "mlp_bias",
+    "tie_embeddings",
+    "rope_theta",
+    "rope_scaling",
 )
 
 
@@ -56,34 +69,62 @@ class ModelOptions(Options):
     preset: Literal["tiny", "small", "10m", "gpt2-124m"] = Field(
         "small", description="Named shape; dimensions given explicitly override the preset's."
     )
-    num_layers: int = Field(MODEL_PRESETS["small"]["num_layers"], ge=1, description="Transformer blocks (default: the preset's).")
-    num_heads: int = Field(MODEL_PRESETS["small"]["num_heads"], ge=1, description="Attention heads per block; must divide model_dim (default: the preset's).")
-    num_kv_heads: Optional[int] = Field(
-        None, ge=1, description="Key/value heads (grouped-query attention; the KV cache holds only these); "
-                                "unset = num_heads (multi-head attention)."
+    num_layers: int = Field(
+        MODEL_PRESETS["small"]["num_layers"], ge=1, description="Transformer blocks (default: the preset's)."
     )
-    model_dim: int = Field(MODEL_PRESETS["small"]["model_dim"], ge=8, description="Width of the residual stream and the embeddings (default: the preset's).")
-    mlp_dim: int = Field(MODEL_PRESETS["small"]["mlp_dim"], ge=8, description="Hidden width of each block's MLP (default: the preset's).")
+    num_heads: int = Field(
+        MODEL_PRESETS["small"]["num_heads"],
+        ge=1,
+        description="Attention heads per block; must divide model_dim (default: the preset's).",
+    )
+    num_kv_heads: Optional[int] = Field(
+        None,
+        ge=1,
+        description="Key/value heads (grouped-query attention; the KV cache holds only these); "
+        "unset = num_heads (multi-head attention).",
+    )
+    model_dim: int = Field(
+        MODEL_PRESETS["small"]["model_dim"],
+        ge=8,
+        description="Width of the residual stream and the embeddings (default: the preset's).",
+    )
+    mlp_dim: int = Field(
+        MODEL_PRESETS["small"]["mlp_dim"], ge=8, description="Hidden width of each block's MLP (default: the preset's)."
+    )
     context_length: int = Field(
-        MODEL_PRESETS["small"]["context_length"], ge=8, description="Tokens per training block and the model's maximum context."
+        MODEL_PRESETS["small"]["context_length"],
+        ge=8,
+        description="Tokens per training block and the model's maximum context.",
     )
     position_encoding: Literal["learned", "rotary"] = Field(
         "learned", description="Learned absolute position embeddings, or rotary embeddings applied to queries and keys."
     )
-    norm: Literal["layer", "rms"] = Field("layer", description="LayerNorm (GPT-2) or RMSNorm (Llama), before each half-block and at the end.")
-    norm_epsilon: float = Field(1e-5, gt=0.0, description="The norms' epsilon (config.json's layer_norm_epsilon / rms_norm_eps).")
+    norm: Literal["layer", "rms"] = Field(
+        "layer", description="LayerNorm (GPT-2) or RMSNorm (Llama), before each half-block and at the end."
+    )
+    norm_epsilon: float = Field(
+        1e-5, gt=0.0, description="The norms' epsilon (config.json's layer_norm_epsilon / rms_norm_eps)."
+    )
     mlp: Literal["gelu", "gelu_tanh", "swiglu"] = Field(
-        "gelu", description="MLP kind: exact GELU, GELU with the tanh approximation (GPT-2), or SwiGLU gate/up/down (Llama)."
+        "gelu",
+        description="MLP kind: exact GELU, GELU with the tanh approximation (GPT-2), or SwiGLU gate/up/down (Llama).",
     )
     attention_bias: bool = Field(True, description="Biases on the Q/K/V and attention output projections.")
     mlp_bias: bool = Field(True, description="Biases on the MLP projections.")
-    tie_embeddings: bool = Field(True, description="Output logits from the token embedding (tied) or from a separate output matrix.")
+    tie_embeddings: bool = Field(
+        True, description="Output logits from the token embedding (tied) or from a separate output matrix."
+    )
     rope_theta: float = Field(10000.0, gt=0.0, description="Rotary base (position_encoding=rotary).")
-    rope_scaling: Optional[RopeScaling] = Field(None, description="Llama 3 rotary frequency scaling (position_encoding=rotary).")
-    dropout: float = Field(0.0, ge=0.0, lt=1.0, description="Dropout rate in training (0 with training.recompute or sharded training).")
+    rope_scaling: Optional[RopeScaling] = Field(
+        None, description="Llama 3 rotary frequency scaling (position_encoding=rotary)."
+    )
+    dropout: float = Field(
+        0.0, ge=0.0, lt=1.0, description="Dropout rate in training (0 with training.recompute or sharded training)."
+    )
     checkpoint: Optional[str] = Field(
-        None, description="A Hugging Face checkpoint directory or URI (config.json, safetensors weights, tokenizer files) "
-                          "to fine-tune; the model's shape then comes from its config.json (issue 22)."
+        None,
+        description="A Hugging Face checkpoint directory or URI (config.json, safetensors weights, tokenizer files) "
+        "to fine-tune; the model's shape then comes from its config.json (issue 22).",
     )
 
     @model_validator(mode="before")
@@ -101,9 +142,13 @@ class ModelOptions(Options):
         if self.checkpoint and not {"model_dim", "num_heads"} <= self.model_fields_set:
             return self  # the shape comes from config.json; checked once resolved (checkpoint_model_options)
         if self.model_dim % self.num_heads:
-            raise ValueError(f"model.model_dim ({self.model_dim}) must be divisible by model.num_heads ({self.num_heads})")
+            raise ValueError(
+                f"model.model_dim ({self.model_dim}) must be divisible by model.num_heads ({self.num_heads})"
+            )
         if self.num_heads % self.kv_heads:
-            raise ValueError(f"model.num_heads ({self.num_heads}) must be divisible by model.num_kv_heads ({self.kv_heads})")
+            raise ValueError(
+                f"model.num_heads ({self.num_heads}) must be divisible by model.num_kv_heads ({self.kv_heads})"
+            )
         if self.position_encoding == "rotary" and (self.model_dim // self.num_heads) % 2:
             raise ValueError("rotary positions need an even head size (model.model_dim / model.num_heads)")
         return self
@@ -125,15 +170,19 @@ class LoraOptions(Options):
     rank: int = Field(0, ge=0, description="Rank of the adapters; 0 = LoRA off (full training).")
     alpha: float = Field(16.0, gt=0.0, description="Scale of the update: alpha / rank.")
     targets: List[Literal["attention", "mlp"]] = Field(
-        ["attention"], min_length=1,
-        description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).")
+        ["attention"],
+        min_length=1,
+        description="Projections that get adapters: attention (fused query/key/value and output), mlp (every MLP projection).",
+    )
     frozen_dtype: Literal["auto", "bfloat16", "float32"] = Field(
-        "auto", description="How the frozen weights (embeddings, projection kernels and biases) are stored under "
-                            "mixed_bfloat16 precision, which reads them as bfloat16 in every matmul anyway: auto = "
-                            "bfloat16 when that loses nothing (a bfloat16 model.checkpoint, no training.warm_start), "
-                            "half their float32 memory; bfloat16 = always, rounding float32 values once (training "
-                            "computes the same, but the float32 exports then hold the rounded values); float32 = never. "
-                            "Other precisions keep float32. Adapters and norms are float32 either way.")
+        "auto",
+        description="How the frozen weights (embeddings, projection kernels and biases) are stored under "
+        "mixed_bfloat16 precision, which reads them as bfloat16 in every matmul anyway: auto = "
+        "bfloat16 when that loses nothing (a bfloat16 model.checkpoint, no training.warm_start), "
+        "half their float32 memory; bfloat16 = always, rounding float32 values once (training "
+        "computes the same, but the float32 exports then hold the rounded values); float32 = never. "
+        "Other precisions keep float32. Adapters and norms are float32 either way.",
+    )
 
 
 RECOMPUTE_MODES = ("off", "attention", "block")
@@ -145,8 +194,10 @@ def check_recompute(mode: str, model: ModelOptions) -> None:
     if mode not in RECOMPUTE_MODES:
         raise ValueError(f"training.recompute must be one of {', '.join(RECOMPUTE_MODES)}, not {mode!r}")
     if mode != "off" and model.dropout > 0:
-        raise ValueError(f"training.recompute={mode} needs model.dropout=0 (a recomputed dropout draws another mask), "
-                         f"not {model.dropout}")
+        raise ValueError(
+            f"training.recompute={mode} needs model.dropout=0 (a recomputed dropout draws another mask), "
+            f"not {model.dropout}"
+        )
 
 
 class ShardingOptions(Options):
@@ -157,10 +208,14 @@ class ShardingOptions(Options):
     GPUs, logical CPU devices) instead of a tf.distribute strategy, and exports the gathered,
     ordinary model. `check_sharding` lists the settings it cannot be combined with."""
 
-    batch: int = Field(1, ge=1, description="Mesh devices along the batch axis (data parallelism: batch rows split over them).")
+    batch: int = Field(
+        1, ge=1, description="Mesh devices along the batch axis (data parallelism: batch rows split over them)."
+    )
     model: int = Field(
-        1, ge=1, description="Mesh devices along the model axis (tensor parallelism: embeddings, attention and MLP "
-                             "matrices and their optimizer slots split over them); must divide model_dim and mlp_dim."
+        1,
+        ge=1,
+        description="Mesh devices along the model axis (tensor parallelism: embeddings, attention and MLP "
+        "matrices and their optimizer slots split over them); must divide model_dim and mlp_dim.",
     )
 
     @property
@@ -180,72 +235,98 @@ class TrainingOptions(Options):
     train_steps: int = Field(300, ge=1, description="Optimizer steps in total (a resumed run finishes the remainder).")
     batch_size: int = Field(32, ge=1, description="Sequences per global batch (across all replicas and micro-batches).")
     global_batch_tokens: Optional[int] = Field(
-        None, ge=8, description="Tokens per global batch; when set, replaces batch_size (must be a multiple of the context length)."
+        None,
+        ge=8,
+        description="Tokens per global batch; when set, replaces batch_size (must be a multiple of the context length).",
     )
     gradient_accumulation_steps: int = Field(
         1, ge=1, description="Micro-batches per optimizer step; the global batch is split into this many."
     )
-    learning_rate: float = Field(3e-3, gt=0.0, description="Peak AdamW learning rate (cosine decay to 10% after the warm-up); unless set, 5e-5 when fine-tuning model.checkpoint, 2e-4 with LoRA.")
+    learning_rate: float = Field(
+        3e-3,
+        gt=0.0,
+        description="Peak AdamW learning rate (cosine decay to 10% after the warm-up); unless set, 5e-5 when fine-tuning model.checkpoint, 2e-4 with LoRA.",
+    )
     warmup_steps: int = Field(30, ge=0, description="Steps of linear learning-rate warm-up.")
     weight_decay: float = Field(0.01, ge=0.0, description="AdamW weight decay (not applied to norms and biases).")
     clip_norm: float = Field(1.0, gt=0.0, description="Global gradient-norm clipping threshold.")
     shuffle_buffer: int = Field(2048, ge=1, description="Packed training blocks held in the shuffle buffer.")
     seed: int = Field(42, description="Seed of weight initialisation and shuffling.")
     precision: Literal["auto", "float32", "mixed_bfloat16", "mixed_float16"] = Field(
-        "auto", description="Keras mixed-precision policy; auto = mixed_float16 on GPU, mixed_bfloat16 on TPU and on a CPU "
-                            "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/training/precision.py)."
+        "auto",
+        description="Keras mixed-precision policy; auto = mixed_float16 on GPU, mixed_bfloat16 on TPU and on a CPU "
+        "with native bfloat16 (AMX-BF16/AVX512-BF16), else float32 (components/trainer/training/precision.py).",
     )
     jit_compile: Literal["auto", "on", "off"] = Field(
-        "auto", description="Compile the forward/backward step with XLA; auto = on, except on a CPU under "
-                            "mixed_bfloat16 (XLA's CPU backend cannot compile every bfloat16 dot), and graph mode with "
-                            "a warning where XLA cannot compile the step; on = XLA or an error (precision.py)."
+        "auto",
+        description="Compile the forward/backward step with XLA; auto = on, except on a CPU under "
+        "mixed_bfloat16 (XLA's CPU backend cannot compile every bfloat16 dot), and graph mode with "
+        "a warning where XLA cannot compile the step; on = XLA or an error (precision.py).",
     )
-    steps_per_call: int = Field(10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips).")
+    steps_per_call: int = Field(
+        10, ge=1, description="Train steps run inside one tf.function call (fewer Python round trips)."
+    )
     distribution: Literal["auto", "default", "mirrored", "multi_worker", "parameter_server", "tpu"] = Field(
-        "auto", description="tf.distribute strategy; auto picks TPU, parameter_server (TF_CONFIG with ps tasks), "
-                            "multi-worker (TF_CONFIG), mirrored (>1 GPU) or default."
+        "auto",
+        description="tf.distribute strategy; auto picks TPU, parameter_server (TF_CONFIG with ps tasks), "
+        "multi-worker (TF_CONFIG), mirrored (>1 GPU) or default.",
     )
-    tpu: str = Field("", description="TPU name or grpc:// address for TPUStrategy (empty: the TPU_NAME environment variable or local).")
+    tpu: str = Field(
+        "",
+        description="TPU name or grpc:// address for TPUStrategy (empty: the TPU_NAME environment variable or local).",
+    )
     log_every: int = Field(30, ge=1, description="Steps between progress lines and TensorBoard summaries.")
     eval_batches: int = Field(8, ge=0, description="Eval-split batches measured at each progress line (0 disables).")
-    checkpoint_every: int = Field(100, ge=1, description="Steps between checkpoints in the ModelRun directory (resume points).")
+    checkpoint_every: int = Field(
+        100, ge=1, description="Steps between checkpoints in the ModelRun directory (resume points)."
+    )
     keep_best_eval: bool = Field(
-        True, description="Export the weights of the lowest eval loss measured (at each progress line) rather than the "
-                          "last step's, when a later step did worse (a small corpus memorised); needs eval_batches > 0."
+        True,
+        description="Export the weights of the lowest eval loss measured (at each progress line) rather than the "
+        "last step's, when a later step did worse (a small corpus memorised); needs eval_batches > 0.",
     )
     early_stopping_patience: int = Field(
-        3, ge=0, description="Stop training after this many progress-line eval measurements in a row without a lower "
-                             "eval loss (0: always train train_steps steps); needs eval_batches > 0."
+        3,
+        ge=0,
+        description="Stop training after this many progress-line eval measurements in a row without a lower "
+        "eval loss (0: always train train_steps steps); needs eval_batches > 0.",
     )
     recompute: Literal["off", "attention", "block"] = Field(
-        "off", description="Activation recomputation: off keeps every activation for the backward pass; attention "
-                           "recomputes the attention scores and softmax in the backward pass, in query chunks (their "
-                           "memory grows with the square of the context; little extra time); block keeps only each "
-                           "Transformer block's input and recomputes the whole block (least memory, about one more "
-                           "forward pass of time). Both need model.dropout=0 (model/recompute.py)."
+        "off",
+        description="Activation recomputation: off keeps every activation for the backward pass; attention "
+        "recomputes the attention scores and softmax in the backward pass, in query chunks (their "
+        "memory grows with the square of the context; little extra time); block keeps only each "
+        "Transformer block's input and recomputes the whole block (least memory, about one more "
+        "forward pass of time). Both need model.dropout=0 (model/recompute.py).",
     )
     lora: LoraOptions = Field(default_factory=LoraOptions, description="Low-rank adaptation; base weights frozen.")
     sharding: ShardingOptions = Field(
-        default_factory=ShardingOptions, description="Sharded (DTensor) training over a batch x model mesh of this "
-                                                     "host's devices; on when batch x model > 1 (training/sharded_loop.py)."
+        default_factory=ShardingOptions,
+        description="Sharded (DTensor) training over a batch x model mesh of this "
+        "host's devices; on when batch x model > 1 (training/sharded_loop.py).",
     )
     loss_on: Literal["assistant", "all"] = Field(
-        "assistant", description="Conversation data only: which tokens the loss is taken on: assistant (the replies "
-                                 "and their end-of-turn token, as TRL, torchtune and axolotl train by default) or all "
-                                 "(every token of the rendered conversation, the template's own included)."
+        "assistant",
+        description="Conversation data only: which tokens the loss is taken on: assistant (the replies "
+        "and their end-of-turn token, as TRL, torchtune and axolotl train by default) or all "
+        "(every token of the rendered conversation, the template's own included).",
     )
     warm_start: bool = Field(
-        False, description="Initialise from the model the registry serves as production when its tokenizer (sha256) "
-                           "and weights (names and shapes) match; with training.lora its merged weights are the frozen "
-                           "base and new adapters train on top.")
+        False,
+        description="Initialise from the model the registry serves as production when its tokenizer (sha256) "
+        "and weights (names and shapes) match; with training.lora its merged weights are the frozen "
+        "base and new adapters train on top.",
+    )
     peak_flops: Optional[float] = Field(
         None, gt=0.0, description="Device peak FLOP/s for MFU; measured with a matmul at start when unset."
     )
     export_process: Literal["auto", "child", "inline"] = Field(
-        "auto", description="Where the serving and Hugging Face exports run: child (a separate process, so the memory "
-                            "TensorFlow keeps after an export, about 4 bytes a parameter each, goes back to the system "
-                            "before the Evaluator), inline (the Trainer's process) or auto (child from 250M parameters "
-                            "when the Trainer is one process: default or mirrored distribution, no sharding).")
+        "auto",
+        description="Where the serving and Hugging Face exports run: child (a separate process, so the memory "
+        "TensorFlow keeps after an export, about 4 bytes a parameter each, goes back to the system "
+        "before the Evaluator), inline (the Trainer's process) or auto (child from 250M parameters "
+        "when the Trainer is one process: default or mirrored distribution, no sharding).",
+    )
 
     @field_validator("jit_compile", mode="before")
     @classmethod
@@ -275,8 +356,9 @@ def check_shardable(model: ModelOptions, sharding: ShardingOptions) -> None:
     width = 2 * model.mlp_dim if model.mlp == "swiglu" else model.mlp_dim
     for name, size in (("model.model_dim", model.model_dim), ("model.mlp_dim", width)):
         if size % sharding.model:
-            raise ValueError(f"{name} ({size}) must be divisible by the mesh's model axis "
-                             f"(training.sharding.model={sharding.model})")
+            raise ValueError(
+                f"{name} ({size}) must be divisible by the mesh's model axis (training.sharding.model={sharding.model})"
+            )
 
 
 def check_sharding(training: TrainingOptions, model: ModelOptions) -> None:
@@ -295,20 +377,43 @@ def check_sharding(training: TrainingOptions, model: ModelOptions) -> None:
         return
     mesh = f"training.sharding (batch={sharding.batch} x model={sharding.model})"
     refused = [
-        (training.distribution != "auto", f"training.distribution={training.distribution}",
-         "the mesh replaces tf.distribute strategies and multi-client DTensor is not supported; leave it auto"),
-        (training.jit_compile == "on", "training.jit_compile=on", "XLA is not supported with sharding; use auto or off"),
-        (training.precision.startswith("mixed_"), f"training.precision={training.precision}",
-         "mixed precision is not supported with sharding; use auto (float32 there) or float32"),
-        (training.lora.rank > 0, f"training.lora.rank={training.lora.rank}", "LoRA adapters are not supported with sharding"),
-        (training.recompute != "off", f"training.recompute={training.recompute}",
-         "activation recomputation is not supported with sharding"),
-        (training.gradient_accumulation_steps > 1, f"training.gradient_accumulation_steps={training.gradient_accumulation_steps}",
-         "gradient accumulation is not supported with sharding; raise training.sharding.batch instead"),
+        (
+            training.distribution != "auto",
+            f"training.distribution={training.distribution}",
+            "the mesh replaces tf.distribute strategies and multi-client DTensor is not supported; leave it auto",
+        ),
+        (
+            training.jit_compile == "on",
+            "training.jit_compile=on",
+            "XLA is not supported with sharding; use auto or off",
+        ),
+        (
+            training.precision.startswith("mixed_"),
+            f"training.precision={training.precision}",
+            "mixed precision is not supported with sharding; use auto (float32 there) or float32",
+        ),
+        (
+            training.lora.rank > 0,
+            f"training.lora.rank={training.lora.rank}",
+            "LoRA adapters are not supported with sharding",
+        ),
+        (
+            training.recompute != "off",
+            f"training.recompute={training.recompute}",
+            "activation recomputation is not supported with sharding",
+        ),
+        (
+            training.gradient_accumulation_steps > 1,
+            f"training.gradient_accumulation_steps={training.gradient_accumulation_steps}",
+            "gradient accumulation is not supported with sharding; raise training.sharding.batch instead",
+        ),
         (training.warm_start, "training.warm_start=true", "the sharded model is built from scratch"),
         (bool(model.checkpoint), "model.checkpoint", "the sharded model is built from scratch, not from a checkpoint"),
-        (model.dropout > 0, f"model.dropout={model.dropout}",
-         "dropout under sharding is not verified (each device draws its own mask); set model.dropout=0"),
+        (
+            model.dropout > 0,
+            f"model.dropout={model.dropout}",
+            "dropout under sharding is not verified (each device draws its own mask); set model.dropout=0",
+        ),
     ]
     for bad, setting, reason in refused:
         if bad:
@@ -316,7 +421,9 @@ def check_sharding(training: TrainingOptions, model: ModelOptions) -> None:
     check_shardable(model, sharding)
     batch = training.resolved_batch_size(model.context_length)
     if batch % sharding.batch:
-        raise ValueError(f"the global batch ({batch} sequences) must be divisible by training.sharding.batch ({sharding.batch})")
+        raise ValueError(
+            f"the global batch ({batch} sequences) must be divisible by training.sharding.batch ({sharding.batch})"
+        )
 
 
 class GenerationOptions(Options):
@@ -338,37 +445,50 @@ class GenerationOptions(Options):
     chat_prompts_file: str = Field(
         bundled("data/chat_prompts.txt"),
         description="Sample user messages a model tuned on conversations answers after a local run (through its chat "
-                    "template; one per line, as prompts_file).")
+        "template; one per line, as prompts_file).",
+    )
     num_samples: int = Field(3, ge=0, description="How many sample prompts to generate from after a run.")
 
 
 class TFJobOptions(Options):
     """Distributed training as a Kubeflow Training Operator TFJob (chief + workers, TF_CONFIG set by the operator)."""
 
-    enabled: bool = Field(False, description="Launch the Trainer's training as a TFJob instead of in the Trainer's pod.")
+    enabled: bool = Field(
+        False, description="Launch the Trainer's training as a TFJob instead of in the Trainer's pod."
+    )
     workers: int = Field(2, ge=0, description="Worker replicas besides the chief.")
     parameter_servers: int = Field(
-        0, ge=0, description="PS replicas; more than 0 makes it a parameter-server TFJob (the chief coordinates, "
-                             "workers and parameter servers serve; set training.distribution=parameter_server or auto)."
+        0,
+        ge=0,
+        description="PS replicas; more than 0 makes it a parameter-server TFJob (the chief coordinates, "
+        "workers and parameter servers serve; set training.distribution=parameter_server or auto).",
     )
     worker_restarts: int = Field(
-        3, ge=0, description="Parameter-server TFJobs only: how many times in all Worker pods killed by a signal "
-                             "(exit code >= 128: OOM kill, preemption, SIGTERM) are recreated while training goes on; "
-                             "one more fails the Trainer. 0 = a lost worker fails the job. Chief and PS never restart."
+        3,
+        ge=0,
+        description="Parameter-server TFJobs only: how many times in all Worker pods killed by a signal "
+        "(exit code >= 128: OOM kill, preemption, SIGTERM) are recreated while training goes on; "
+        "one more fails the Trainer. 0 = a lost worker fails the job. Chief and PS never restart.",
     )
     image: str = Field("", description="Replica image; empty = kubeflow.image.")
     cpu: str = Field("4", description="CPU request/limit per replica.")
     memory: str = Field("16Gi", description="Memory request/limit per replica.")
     gpus: int = Field(0, ge=0, description="nvidia.com/gpu per replica.")
     service_account: str = Field("", description="Kubernetes service account of the replicas (object-store access).")
-    poll_seconds: float = Field(10.0, gt=0, description="How often the Trainer reads the TFJob's status while it waits.")
-    timeout_seconds: float = Field(24 * 3600.0, gt=0, description="Fail the Trainer if the TFJob has not finished by then.")
+    poll_seconds: float = Field(
+        10.0, gt=0, description="How often the Trainer reads the TFJob's status while it waits."
+    )
+    timeout_seconds: float = Field(
+        24 * 3600.0, gt=0, description="Fail the Trainer if the TFJob has not finished by then."
+    )
 
     @model_validator(mode="after")
     def _parameter_servers_need_workers(self) -> "TFJobOptions":
         if self.parameter_servers and not self.workers:
-            raise ValueError(f"parameter_servers={self.parameter_servers} needs workers >= 1 (the workers run the steps; "
-                             "the parameter servers only hold the variables)")
+            raise ValueError(
+                f"parameter_servers={self.parameter_servers} needs workers >= 1 (the workers run the steps; "
+                "the parameter servers only hold the variables)"
+            )
         return self
 
 
@@ -387,8 +507,10 @@ class TrainerSettings(NamedTuple):
 
 def trainer_custom_config(settings: TrainerSettings) -> Dict[str, Any]:
     """The stock Trainer's `custom_config`: each options object as its JSON text, locations as strings."""
-    return {name: value.to_parameter() if isinstance(value, Options) else value
-            for name, value in settings._asdict().items()}
+    return {
+        name: value.to_parameter() if isinstance(value, Options) else value
+        for name, value in settings._asdict().items()
+    }
 
 
 def read_trainer_custom_config(custom_config: Dict[str, Any]) -> TrainerSettings:

@@ -9,6 +9,7 @@ then copies the tokenizer's files into the transform graph (`transform_fn/assets
 whatever reads the transform graph (the Trainer, which exports it with the model) finds the
 tokenizer beside the graph that embeds it.
 """
+
 import json
 from typing import Any, Dict, List
 
@@ -33,8 +34,12 @@ class TokenizingTransformSpec(standard_component_specs.TransformSpec):
 class TokenizingTransformExecutor(StockTransformExecutor):
     """The stock Transform executor, told where the tokenizer model is (see module docstring)."""
 
-    def Do(self, input_dict: Dict[str, List[types.Artifact]], output_dict: Dict[str, List[types.Artifact]],
-           exec_properties: Dict[str, Any]) -> None:
+    def Do(
+        self,
+        input_dict: Dict[str, List[types.Artifact]],
+        output_dict: Dict[str, List[types.Artifact]],
+        exec_properties: Dict[str, Any],
+    ) -> None:
         input_dict = dict(input_dict)  # the stock executor gets Transform's own inputs only
         tokenizer = artifact_utils.get_single_instance(input_dict.pop(TOKENIZER_KEY))
         model = loaded.load(tokenizer.uri)  # checks the files before Beam starts
@@ -56,5 +61,8 @@ class TokenizingTransform(base_beam_component.BaseBeamComponent):
         # Let the stock component validate the arguments and build its spec, then add the input.
         stock = Transform(**transform_args).spec
         outputs = {name: types.Channel(type=channel.type) for name, channel in stock.outputs.items()}
-        super().__init__(spec=TokenizingTransformSpec(
-            **stock.exec_properties, **stock.inputs, **outputs, **{TOKENIZER_KEY: tokenizer}))
+        super().__init__(
+            spec=TokenizingTransformSpec(
+                **stock.exec_properties, **stock.inputs, **outputs, **{TOKENIZER_KEY: tokenizer}
+            )
+        )

@@ -28,6 +28,7 @@ conversation the outputs are instead:
     template_accepted   int64          1, or 0 when the template refuses the order of roles (its mask is 0)
     special_tokens      int64          as above, not counting the ids the chat template places itself
 """
+
 from typing import Any, Dict, Optional
 
 import tensorflow as tf
@@ -47,11 +48,15 @@ ROLES_KEY, CONTENTS_KEY = "roles", "contents"  # raw conversation features (Exam
 TOKENIZER_MODEL_KEY = "tokenizer_model"  # custom_config key: a tokenizer directory or learned model file
 
 
-def preprocessing_fn(inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[str, Any]] = None) -> Dict[str, tf.Tensor]:
+def preprocessing_fn(
+    inputs: Dict[str, tf.Tensor], custom_config: Optional[Dict[str, Any]] = None
+) -> Dict[str, tf.Tensor]:
     """Tokenizes `text` with the configured tokenizer (see module docstring)."""
     if not custom_config or not custom_config.get(TOKENIZER_MODEL_KEY):
-        raise ValueError(f"preprocessing_fn needs custom_config['{TOKENIZER_MODEL_KEY}'], the tokenizer directory "
-                         "or model file (the tokenizing Transform component sets it from its `tokenizer` input)")
+        raise ValueError(
+            f"preprocessing_fn needs custom_config['{TOKENIZER_MODEL_KEY}'], the tokenizer directory "
+            "or model file (the tokenizing Transform component sets it from its `tokenizer` input)"
+        )
     loaded_tokenizer = loaded.load(custom_config[TOKENIZER_MODEL_KEY])
     tokenizer = loaded_tokenizer.graph()
     if ROLES_KEY in inputs:
@@ -88,17 +93,22 @@ def _dense_strings(feature) -> tf.Tensor:
     return feature
 
 
-def _conversation_features(inputs: Dict[str, tf.Tensor], loaded_tokenizer: loaded.Tokenizer, tokenizer) -> Dict[str, tf.Tensor]:
+def _conversation_features(
+    inputs: Dict[str, tf.Tensor], loaded_tokenizer: loaded.Tokenizer, tokenizer
+) -> Dict[str, tf.Tensor]:
     """Renders, tokenizes and masks each conversation (module docstring)."""
     from components.tokenizer.chat_graph import ChatGraph
 
     chat = loaded_tokenizer.chat()
     if chat is None:
-        raise ValueError(f"conversation data needs a chat template, and the tokenizer at {loaded_tokenizer.source} has "
-                         "none (the Tokenizer stage adds one when the examples are conversations)")
+        raise ValueError(
+            f"conversation data needs a chat template, and the tokenizer at {loaded_tokenizer.source} has "
+            "none (the Tokenizer stage adds one when the examples are conversations)"
+        )
     roles, contents = _dense_strings(inputs[ROLES_KEY]), _dense_strings(inputs[CONTENTS_KEY])
     token_ids, loss_mask, accepted = ChatGraph(chat.grammar, chat.special_ids, tokenizer.tokenize).training_example(
-        roles, contents)
+        roles, contents
+    )
     num_tokens = token_ids.row_lengths()
     safe_count = tf.maximum(tf.cast(num_tokens, tf.float32), 1.0)
     byte_tokens = tf.reduce_sum(tf.cast(_is_byte_token(token_ids, loaded_tokenizer), tf.float32), axis=1)
@@ -112,7 +122,8 @@ def _conversation_features(inputs: Dict[str, tf.Tensor], loaded_tokenizer: loade
         BYTE_TOKEN_FRACTION_KEY: byte_tokens / safe_count,
         BYTES_PER_TOKEN_KEY: tf.cast(content_bytes, tf.float32) / safe_count,
         SPECIAL_TOKENS_KEY: count_forbidden(
-            token_ids, set(loaded_tokenizer.document_forbidden_ids()) - set(chat.special_ids.values())),
+            token_ids, set(loaded_tokenizer.document_forbidden_ids()) - set(chat.special_ids.values())
+        ),
     }
 
 

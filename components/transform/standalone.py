@@ -4,6 +4,7 @@ Used by tests and benchmarks to produce the same transform graph that the tokeni
 component writes (the tokenizer embedded, and its files copied into its assets), from an
 in-memory list of documents and a tokenizer (a SentencePiece model file or tokenizer directory).
 """
+
 import functools
 import os
 from typing import Optional, Sequence
@@ -33,7 +34,9 @@ def analyze_and_transform(
     raw_metadata = tft.DatasetMetadata.from_feature_spec({RAW_TEXT_KEY: tf.io.FixedLenFeature([1], tf.string)})
     raw_data = [{RAW_TEXT_KEY: [document.encode("utf-8")]} for document in documents]
     fn = functools.partial(preprocessing_fn, custom_config={TOKENIZER_MODEL_KEY: tokenizer_model})
-    options = beam.options.pipeline_options.PipelineOptions(["--direct_running_mode=in_memory", "--direct_num_workers=1"])
+    options = beam.options.pipeline_options.PipelineOptions(
+        ["--direct_running_mode=in_memory", "--direct_num_workers=1"]
+    )
     with beam.Pipeline(options=options) as pipeline, tft_beam.Context(temp_dir=os.path.join(output_dir, "tmp")):
         raw = pipeline | "Documents" >> beam.Create(raw_data, reshuffle=False)
         (transformed, transformed_metadata), transform_fn = (raw, raw_metadata) | tft_beam.AnalyzeAndTransformDataset(
@@ -45,8 +48,11 @@ def analyze_and_transform(
             _ = (
                 transformed
                 | "Encode" >> beam.Map(coder.encode)
-                | "Write" >> beam.io.WriteToTFRecord(
-                    transformed_examples_prefix, file_name_suffix=".gz", num_shards=1,
+                | "Write"
+                >> beam.io.WriteToTFRecord(
+                    transformed_examples_prefix,
+                    file_name_suffix=".gz",
+                    num_shards=1,
                     compression_type=beam.io.filesystem.CompressionTypes.GZIP,
                 )
             )

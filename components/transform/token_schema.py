@@ -18,6 +18,7 @@ token, down to 0.5 for a one-byte document. Its minimum is CHECKPOINT_MIN_BYTES_
 well a checkpoint's vocabulary covers the corpus is `byte_token_fraction`'s to show, not a reason
 to stop the run.
 """
+
 import os
 
 import tensorflow as tf
@@ -51,7 +52,11 @@ def schema_for_tokenizer(curated: schema_pb2.Schema, tokenizer: loaded.Tokenizer
     ids.int_domain.min = 0
     ids.int_domain.max = tokenizer.vocab_size - 1
     compression = features.get(BYTES_PER_TOKEN_KEY)
-    if tokenizer.kind != loaded.LEARNED_SENTENCEPIECE and compression is not None and compression.HasField("float_domain"):
+    if (
+        tokenizer.kind != loaded.LEARNED_SENTENCEPIECE
+        and compression is not None
+        and compression.HasField("float_domain")
+    ):
         compression.float_domain.min = min(compression.float_domain.min, CHECKPOINT_MIN_BYTES_PER_TOKEN)
     return schema
 

@@ -14,6 +14,7 @@ statistic (`components/evaluator/association.py`).
 Deterministic: run `python data/bias/make_placebos.py` to rebuild the committed file after
 changing `groups.json`; the seed is below.
 """
+
 import json
 import os
 import random
@@ -32,7 +33,7 @@ def _english_word(length: int, rng: random.Random) -> str:
     word = ""
     while len(word) < length:
         word += rng.choice(ONSETS) + rng.choice(VOWELS)
-    return word[:max(length, 3)]
+    return word[: max(length, 3)]
 
 
 def _english_placebo(term: str, rng: random.Random) -> str:
@@ -61,9 +62,11 @@ def placebos(groups: Dict[str, Dict[str, List[str]]], seed: int = SEED) -> Dict[
         chosen: List[str] = []
         for term in terms:
             while len(chosen) < (terms.index(term) + 1) * PER_TERM:
-                placebo = (_english_placebo(term, rng) if language == "en" else _chinese_placebo(term, rng, alphabet))
+                placebo = _english_placebo(term, rng) if language == "en" else _chinese_placebo(term, rng, alphabet)
                 words = set(placebo.lower().split())
-                if placebo not in chosen and not any(words & set(t.lower().split()) - {"a", "an", "person"} for t in terms):
+                if placebo not in chosen and not any(
+                    words & set(t.lower().split()) - {"a", "an", "person"} for t in terms
+                ):
                     chosen.append(placebo)
         result[language] = chosen
     return result

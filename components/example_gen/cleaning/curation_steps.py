@@ -15,6 +15,7 @@ REMOVED_TAG output, from which a few per rule are kept in the quarantine for rev
 document also emits `languages:<code>`, so the report has the language mix of what was read, and
 `exempt:quality_<rule>` for each enabled quality rule not made for its language (`quality.check`).
 """
+
 from typing import Iterator, List, Tuple
 
 import apache_beam as beam

@@ -6,6 +6,7 @@ is one n-gram of its own length. A document is contaminated when any of its n-gr
 lengths is in the set. The sets are built once at pipeline construction and shipped to the
 workers (strings, not Python hashes: those differ between worker processes).
 """
+
 import json
 import os
 from typing import Dict, FrozenSet, Iterable, Iterator, List, Sequence
@@ -23,7 +24,7 @@ _SEPARATOR = " "
 
 
 def _grams(words: Sequence[str], n: int) -> Iterator[str]:
-    return (_SEPARATOR.join(words[i:i + n]) for i in range(len(words) - n + 1))
+    return (_SEPARATOR.join(words[i : i + n]) for i in range(len(words) - n + 1))
 
 
 def _strings(value) -> Iterator[str]:

@@ -4,6 +4,7 @@ document, however many of a conversation's turns it changed).
 
 A conversation is cleaned turn by turn (a placeholder or a normalisation never crosses a turn
 boundary, and the roles stay as they are); the length filter measures its flattened text."""
+
 from typing import Iterator, List, Tuple
 
 import apache_beam as beam

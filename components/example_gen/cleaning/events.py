@@ -3,6 +3,7 @@
 An event is a `(kind, location)` pair emitted on a tagged side output; kinds are
 'quarantined:<reason>', 'repaired:<what>' or 'removed:<why>'.
 """
+
 import apache_beam as beam
 
 EVENTS_TAG = "events"

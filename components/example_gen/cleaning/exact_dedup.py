@@ -7,6 +7,7 @@ The dedup is a combiner, so Beam lifts it before the shuffle: each worker keeps 
 content hash and only the (source, line) keys of the duplicates it saw, instead of shipping
 every duplicate's text through the GroupByKey.
 """
+
 import hashlib
 from typing import Iterable, Iterator, List, Optional, Tuple
 

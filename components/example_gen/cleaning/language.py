@@ -6,6 +6,7 @@ Scoring uses only the model rows of the byte n-gram features a document has: py3
 matrix-vector product that dominated its time on short documents: benchmarks/README.md,
 "Curation filters"); the sparse product gives the same log-probabilities.
 """
+
 from typing import NamedTuple, Optional
 
 import numpy as np

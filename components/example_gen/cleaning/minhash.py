@@ -2,6 +2,7 @@
 
 `near_dedup.py` runs these inside Beam; keeping the maths here makes it testable on its own.
 """
+
 import re
 import zlib
 from typing import List, Tuple
@@ -20,8 +21,10 @@ def shingles(text: str, words_per_shingle: int) -> np.ndarray:
     if len(words) <= words_per_shingle:
         grams = [" ".join(words)]
     else:
-        grams = [" ".join(words[i:i + words_per_shingle]) for i in range(len(words) - words_per_shingle + 1)]
-    return np.unique(np.fromiter((zlib.crc32(gram.encode("utf-8")) for gram in grams), dtype=np.uint64, count=len(grams)))
+        grams = [" ".join(words[i : i + words_per_shingle]) for i in range(len(words) - words_per_shingle + 1)]
+    return np.unique(
+        np.fromiter((zlib.crc32(gram.encode("utf-8")) for gram in grams), dtype=np.uint64, count=len(grams))
+    )
 
 
 def jaccard(first: np.ndarray, second: np.ndarray) -> float:
@@ -46,7 +49,7 @@ def signature(shingle_hashes: np.ndarray, coefficients: Tuple[np.ndarray, np.nda
     result = np.full(len(a), np.iinfo(np.uint64).max, dtype=np.uint64)
     values = shingle_hashes % _PRIME
     for start in range(0, len(values), _BLOCK):
-        block = values[start:start + _BLOCK]
+        block = values[start : start + _BLOCK]
         hashed = (a[:, None] * block[None, :] + b[:, None]) % _PRIME
         np.minimum(result, hashed.min(axis=1), out=result)
     return result
@@ -55,4 +58,4 @@ def signature(shingle_hashes: np.ndarray, coefficients: Tuple[np.ndarray, np.nda
 def band_keys(minhash: np.ndarray, bands: int) -> List[Tuple[int, bytes]]:
     """One (band index, band bytes) key per band: documents sharing any key are candidates."""
     rows = len(minhash) // bands
-    return [(band, minhash[band * rows:(band + 1) * rows].tobytes()) for band in range(bands)]
+    return [(band, minhash[band * rows : (band + 1) * rows].tobytes()) for band in range(bands)]

@@ -15,6 +15,7 @@ near-duplicate pairs, not the corpus size. Band buckets larger than `MAX_BUCKET_
 (e.g. boilerplate shared by thousands of documents) pair each member with the bucket's first
 member only, which keeps candidate generation linear.
 """
+
 import itertools
 from typing import Dict, Iterable, Iterator, List, Tuple
 
@@ -113,7 +114,8 @@ def _drop_near_duplicates(document: Document, representative_of: Dict[Key, Key])
 def RemoveNearDuplicates(documents: beam.PCollection, options: CleaningOptions) -> beam.pvalue.DoOutputsTuple:
     """Returns outputs with the kept documents as main output and EVENTS_TAG events."""
     shingles = documents | "Shingles" >> beam.Map(
-        lambda doc: (doc.sort_key(), minhash.shingles(doc.text, options.shingle_words)))
+        lambda doc: (doc.sort_key(), minhash.shingles(doc.text, options.shingle_words))
+    )
     candidates = (
         shingles
         | "LshBands" >> beam.ParDo(_BandKeys(options))

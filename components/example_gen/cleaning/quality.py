@@ -19,6 +19,7 @@ A document whose letters are mostly CJK characters (`cjk_min_fraction`; Korean H
 which `units` splits into syllables) counts as written without spaces whatever its language;
 without language identification any other document counts as English.
 """
+
 import collections
 import re
 from typing import Callable, Dict, FrozenSet, List, NamedTuple, Optional, Sequence, Tuple, Union
@@ -31,16 +32,35 @@ BULLETS = ("\u2022", "\u25cf", "\u25cb", "\u25aa", "\u25ab", "-", "*", "\u2013",
 ELLIPSES = ("...", "\u2026")
 TERMINAL_PUNCTUATION = tuple(".!?\"'\u201d\u2019)\u3002\uff01\uff1f\u300d\u300f\uff09:;\u2026")
 # Every rule name `failed_rule` can return, in the order the rules run.
-RULES = ("lorem_ipsum", "too_few_words", "too_many_words", "mean_word_length", "symbol_word_ratio", "alpha_words",
-         "stop_words", "bullet_lines", "ellipsis_lines", "punctuated_lines", "short_lines", "duplicate_lines",
-         "duplicate_paragraphs", "duplicate_line_chars", "duplicate_paragraph_chars", "top_2gram", "top_3gram",
-         "top_4gram") + tuple(f"duplicate_{n}gram" for n in range(5, 11))
+RULES = (
+    "lorem_ipsum",
+    "too_few_words",
+    "too_many_words",
+    "mean_word_length",
+    "symbol_word_ratio",
+    "alpha_words",
+    "stop_words",
+    "bullet_lines",
+    "ellipsis_lines",
+    "punctuated_lines",
+    "short_lines",
+    "duplicate_lines",
+    "duplicate_paragraphs",
+    "duplicate_line_chars",
+    "duplicate_paragraph_chars",
+    "top_2gram",
+    "top_3gram",
+    "top_4gram",
+) + tuple(f"duplicate_{n}gram" for n in range(5, 11))
 # Languages written without spaces between words (ISO 639-1, as language identification labels them).
 NO_SPACE_LANGUAGES = frozenset(("zh", "ja", "th", "lo", "km", "my", "bo"))
 SPACED = "spaced"  # RULE_LANGUAGES value: every language written with spaces between words
 # The rules made for some languages only (the others apply to every language).
 RULE_LANGUAGES: Dict[str, Union[str, FrozenSet[str]]] = {
-    "too_few_words": SPACED, "too_many_words": SPACED, "mean_word_length": SPACED, "short_lines": SPACED,
+    "too_few_words": SPACED,
+    "too_many_words": SPACED,
+    "mean_word_length": SPACED,
+    "short_lines": SPACED,
     "stop_words": frozenset(("en",)),
 }
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n")
@@ -61,16 +81,23 @@ def enabled_rules(options: QualityOptions) -> Tuple[str, ...]:
         return ()
     ngram_limits = _duplicate_ngram_limits(options)
     on = {
-        "lorem_ipsum": options.reject_lorem_ipsum, "too_few_words": options.min_words, "too_many_words": options.max_words,
+        "lorem_ipsum": options.reject_lorem_ipsum,
+        "too_few_words": options.min_words,
+        "too_many_words": options.max_words,
         "mean_word_length": options.min_mean_word_length or options.max_mean_word_length,
-        "symbol_word_ratio": options.max_symbol_word_ratio, "alpha_words": options.min_alpha_words_fraction,
-        "stop_words": options.min_stop_words, "bullet_lines": options.max_bullet_lines_fraction,
-        "ellipsis_lines": options.max_ellipsis_lines_fraction, "punctuated_lines": options.min_punctuated_lines_fraction,
-        "short_lines": options.max_short_lines_fraction, "duplicate_lines": options.max_duplicate_lines_fraction,
+        "symbol_word_ratio": options.max_symbol_word_ratio,
+        "alpha_words": options.min_alpha_words_fraction,
+        "stop_words": options.min_stop_words,
+        "bullet_lines": options.max_bullet_lines_fraction,
+        "ellipsis_lines": options.max_ellipsis_lines_fraction,
+        "punctuated_lines": options.min_punctuated_lines_fraction,
+        "short_lines": options.max_short_lines_fraction,
+        "duplicate_lines": options.max_duplicate_lines_fraction,
         "duplicate_paragraphs": options.max_duplicate_paragraphs_fraction,
         "duplicate_line_chars": options.max_duplicate_line_chars_fraction,
         "duplicate_paragraph_chars": options.max_duplicate_paragraph_chars_fraction,
-        "top_2gram": options.max_top_2gram_chars_fraction, "top_3gram": options.max_top_3gram_chars_fraction,
+        "top_2gram": options.max_top_2gram_chars_fraction,
+        "top_3gram": options.max_top_3gram_chars_fraction,
         "top_4gram": options.max_top_4gram_chars_fraction,
         **{f"duplicate_{n}gram": limit for n, limit in ngram_limits.items()},
     }
@@ -114,7 +141,7 @@ def _top_ngram_chars_fraction(words: List[str], n: int) -> float:
     """Characters in the occurrences of the most frequent word n-gram over all word characters."""
     if len(words) < n:
         return 0.0
-    counts = collections.Counter(tuple(words[i:i + n]) for i in range(len(words) - n + 1))
+    counts = collections.Counter(tuple(words[i : i + n]) for i in range(len(words) - n + 1))
     gram, count = counts.most_common(1)[0]
     if count < 2:
         return 0.0
@@ -128,12 +155,12 @@ def _duplicate_ngram_chars_fraction(words: List[str], n: int) -> float:
         return 0.0
     starts = collections.defaultdict(list)
     for i in range(len(words) - n + 1):
-        starts[tuple(words[i:i + n])].append(i)
+        starts[tuple(words[i : i + n])].append(i)
     covered = bytearray(len(words))
     for positions in starts.values():
         if len(positions) > 1:
             for start in positions:
-                covered[start:start + n] = b"\x01" * n
+                covered[start : start + n] = b"\x01" * n
     total = sum(len(word) for word in words)
     return sum(len(word) for word, flag in zip(words, covered) if flag) / total if total else 0.0
 
@@ -153,7 +180,8 @@ def _word_rules(doc: _Document, options: QualityOptions) -> Optional[str]:
     if doc.applies("mean_word_length"):
         mean_length = sum(len(word) for word in words) / len(words) if words else 0.0
         if (options.min_mean_word_length and mean_length < options.min_mean_word_length) or (
-                options.max_mean_word_length and mean_length > options.max_mean_word_length):
+            options.max_mean_word_length and mean_length > options.max_mean_word_length
+        ):
             return "mean_word_length"
     symbols = doc.text.count("#") + sum(doc.text.count(ellipsis) for ellipsis in ELLIPSES)
     if options.max_symbol_word_ratio and words and symbols / len(words) > options.max_symbol_word_ratio:
@@ -162,7 +190,11 @@ def _word_rules(doc: _Document, options: QualityOptions) -> Optional[str]:
     alpha = sum(1 for token in tokens if any(char.isalpha() for char in token))
     if options.min_alpha_words_fraction and tokens and alpha / len(tokens) < options.min_alpha_words_fraction:
         return "alpha_words"
-    if doc.applies("stop_words") and options.min_stop_words and sum(w in STOP_WORDS for w in doc.lower_words) < options.min_stop_words:
+    if (
+        doc.applies("stop_words")
+        and options.min_stop_words
+        and sum(w in STOP_WORDS for w in doc.lower_words) < options.min_stop_words
+    ):
         return "stop_words"
     return None
 
@@ -174,13 +206,22 @@ def _line_rules(doc: _Document, options: QualityOptions) -> Optional[str]:
     share = lambda test: sum(1 for line in lines if test(line)) / len(lines)  # noqa: E731
     if options.max_bullet_lines_fraction and share(lambda l: l.startswith(BULLETS)) > options.max_bullet_lines_fraction:
         return "bullet_lines"
-    if options.max_ellipsis_lines_fraction and share(lambda l: l.endswith(ELLIPSES)) > options.max_ellipsis_lines_fraction:
+    if (
+        options.max_ellipsis_lines_fraction
+        and share(lambda l: l.endswith(ELLIPSES)) > options.max_ellipsis_lines_fraction
+    ):
         return "ellipsis_lines"
-    if options.min_punctuated_lines_fraction and share(
-            lambda l: l.endswith(TERMINAL_PUNCTUATION)) < options.min_punctuated_lines_fraction:
+    if (
+        options.min_punctuated_lines_fraction
+        and share(lambda l: l.endswith(TERMINAL_PUNCTUATION)) < options.min_punctuated_lines_fraction
+    ):
         return "punctuated_lines"
-    if doc.applies("short_lines") and options.max_short_lines_fraction and len(lines) > 1 and share(
-            lambda l: len(l) <= options.short_line_chars) > options.max_short_lines_fraction:
+    if (
+        doc.applies("short_lines")
+        and options.max_short_lines_fraction
+        and len(lines) > 1
+        and share(lambda l: len(l) <= options.short_line_chars) > options.max_short_lines_fraction
+    ):
         return "short_lines"
     return None
 

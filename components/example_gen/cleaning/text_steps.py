@@ -2,6 +2,7 @@
 
 Each is small and independent so the Beam transform can switch it on or off and count it.
 """
+
 import re
 import unicodedata
 from typing import Tuple
@@ -66,8 +67,12 @@ def scrub_pii(text: str) -> Tuple[str, Tuple[str, ...]]:
     placeholders, in that order, so an ID is not taken for a phone or card number; returns the
     text and the kinds of PII found ('email', 'national_id', 'card', 'phone')."""
     found = []
-    for kind, replace in (("email", lambda t: _EMAIL.sub(EMAIL_PLACEHOLDER, t)), ("national_id", _replace_national_ids),
-                          ("card", lambda t: CARD_NUMBER.sub(_replace_cards, t)), ("phone", lambda t: _PHONE.sub(_replace_phones, t))):
+    for kind, replace in (
+        ("email", lambda t: _EMAIL.sub(EMAIL_PLACEHOLDER, t)),
+        ("national_id", _replace_national_ids),
+        ("card", lambda t: CARD_NUMBER.sub(_replace_cards, t)),
+        ("phone", lambda t: _PHONE.sub(_replace_phones, t)),
+    ):
         scrubbed = replace(text)
         if scrubbed != text:
             found.append(kind)

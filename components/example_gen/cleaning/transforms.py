@@ -3,6 +3,7 @@
 Runs inside the ExampleGen executor (so cleaning scales with the same runner and its counts land
 on the Examples artifact), and is usable on its own on any PCollection of `Document`s.
 """
+
 from typing import Tuple
 
 import apache_beam as beam
@@ -59,16 +60,25 @@ class CleanDocuments(beam.PTransform):
     def expand(self, documents):
         events = []
         cleaned = documents | "EachDocument" >> beam.ParDo(CleanEachDocument(self._options)).with_outputs(
-            EVENTS_TAG, main="documents")
-        curated = cleaned.documents | "Curate" >> beam.ParDo(CurateEachDocument(self._options, self._suite)).with_outputs(
-            EVENTS_TAG, REMOVED_TAG, main="documents")
-        documents, events, removed = curated.documents, [cleaned[EVENTS_TAG], curated[EVENTS_TAG]], [curated[REMOVED_TAG]]
+            EVENTS_TAG, main="documents"
+        )
+        curated = cleaned.documents | "Curate" >> beam.ParDo(
+            CurateEachDocument(self._options, self._suite)
+        ).with_outputs(EVENTS_TAG, REMOVED_TAG, main="documents")
+        documents, events, removed = (
+            curated.documents,
+            [cleaned[EVENTS_TAG], curated[EVENTS_TAG]],
+            [curated[REMOVED_TAG]],
+        )
         if self._options.toxicity_threshold:
             screened = (
                 documents
-                | "BatchForToxicity" >> beam.BatchElements(min_batch_size=TOXICITY_MIN_BATCH, max_batch_size=TOXICITY_MAX_BATCH)
-                | "RemoveToxic" >> beam.ParDo(RemoveToxicDocuments(self._options.toxicity_threshold)).with_outputs(
-                    EVENTS_TAG, REMOVED_TAG, main="documents")
+                | "BatchForToxicity"
+                >> beam.BatchElements(min_batch_size=TOXICITY_MIN_BATCH, max_batch_size=TOXICITY_MAX_BATCH)
+                | "RemoveToxic"
+                >> beam.ParDo(RemoveToxicDocuments(self._options.toxicity_threshold)).with_outputs(
+                    EVENTS_TAG, REMOVED_TAG, main="documents"
+                )
             )
             documents = screened.documents
             events.append(screened[EVENTS_TAG])
@@ -76,8 +86,10 @@ class CleanDocuments(beam.PTransform):
         samples = (
             tuple(removed)
             | "AllRemoved" >> beam.Flatten()
-            | "FirstRemovedPerRule" >> beam.combiners.Top.PerKey(
-                self._options.removed_samples_per_rule, key=lambda document: document.sort_key(), reverse=True)
+            | "FirstRemovedPerRule"
+            >> beam.combiners.Top.PerKey(
+                self._options.removed_samples_per_rule, key=lambda document: document.sort_key(), reverse=True
+            )
             | "RemovedSamples" >> beam.FlatMap(_first_by_position)
         )
         if self._options.exact_dedup:
@@ -88,5 +100,8 @@ class CleanDocuments(beam.PTransform):
             distinct = documents | "NearDedup" >> RemoveNearDuplicates(self._options)
             documents = distinct.documents
             events.append(distinct[EVENTS_TAG])
-        return {"documents": documents, "events": tuple(events) | "AllEvents" >> beam.Flatten(),
-                "removed_samples": samples}
+        return {
+            "documents": documents,
+            "events": tuple(events) | "AllEvents" >> beam.Flatten(),
+            "removed_samples": samples,
+        }

@@ -3,6 +3,7 @@
 Chinese and Japanese are written without spaces, so a CJK run is not a word: the quality rules and
 decontamination count characters there instead (the usual practice for CJK n-gram overlap).
 """
+
 import re
 from typing import List
 

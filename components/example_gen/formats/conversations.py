@@ -30,14 +30,24 @@ naming the format and the problem: no turns (an empty messages list), a turn tha
 object, a missing or non-string role or content, an unknown role, no assistant turn, or an
 assistant turn with no visible character.
 """
+
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from components.example_gen.formats.fields import METADATA_NOT_UNICODE, encodable_metadata, record_to_outcome
 from components.example_gen.formats.lines import Outcome
 from components.example_gen.options import AUTO_FORMAT, TEXT_FORMAT, ReadOptions
 from components.example_gen.records import (
-    ASSISTANT, INVALID_CONVERSATION, INVALID_UTF8, MISSING_TEXT_FIELD, ROLES, SYSTEM, TURN_SEPARATOR, USER,
-    Document, Rejection, Turn,
+    ASSISTANT,
+    INVALID_CONVERSATION,
+    INVALID_UTF8,
+    MISSING_TEXT_FIELD,
+    ROLES,
+    SYSTEM,
+    TURN_SEPARATOR,
+    USER,
+    Document,
+    Rejection,
+    Turn,
 )
 from components.example_gen.utf8 import ensure_encodable
 
@@ -111,10 +121,14 @@ def prompt_completion_turns(record: Dict[str, Any]) -> List[Turn]:
         replies = _message_turns(completion, "'completion'", "completion turn")
         for number, (role, _) in enumerate(replies, 1):
             if role != ASSISTANT:
-                raise InvalidConversation(f"completion turn {number} has role '{role}': a completion holds assistant turns only")
+                raise InvalidConversation(
+                    f"completion turn {number} has role '{role}': a completion holds assistant turns only"
+                )
         return _message_turns(prompt, "'prompt'", "prompt turn") + replies
-    raise InvalidConversation(f"'prompt' is {_kind(prompt)} and 'completion' is {_kind(completion)}: both must be "
-                              "strings, or both lists of messages")
+    raise InvalidConversation(
+        f"'prompt' is {_kind(prompt)} and 'completion' is {_kind(completion)}: both must be "
+        "strings, or both lists of messages"
+    )
 
 
 def alpaca_turns(record: Dict[str, Any]) -> List[Turn]:
@@ -157,8 +171,11 @@ def nemo_turns(record: Dict[str, Any]) -> List[Turn]:
 
 
 PARSERS: Dict[str, Callable[[Dict[str, Any]], List[Turn]]] = {
-    "messages": messages_turns, "prompt_completion": prompt_completion_turns, "alpaca": alpaca_turns,
-    "vertex": vertex_turns, "nemo": nemo_turns,
+    "messages": messages_turns,
+    "prompt_completion": prompt_completion_turns,
+    "alpaca": alpaca_turns,
+    "vertex": vertex_turns,
+    "nemo": nemo_turns,
 }
 
 
@@ -200,8 +217,9 @@ def _signature_listing() -> str:
     return ", ".join("+".join(fields) for _, fields in SIGNATURES)
 
 
-def conversation_outcome(record: Dict[str, Any], format_name: str, source: str, line: int, raw: bytes,
-                         options: ReadOptions) -> Outcome:
+def conversation_outcome(
+    record: Dict[str, Any], format_name: str, source: str, line: int, raw: bytes, options: ReadOptions
+) -> Outcome:
     """A conversation Document from `record` read as `format_name`, or a Rejection naming what is wrong."""
     sample, size = raw[: options.quarantine_sample_bytes], len(raw)
     try:
@@ -230,7 +248,11 @@ def record_outcome(record: Dict[str, Any], source: str, line: int, raw: bytes, o
     if format_name != TEXT_FORMAT:
         return conversation_outcome(record, format_name, source, line, raw, options)
     outcome = record_to_outcome(record, options.jsonl_text_field, source, line, raw, options)
-    if options.conversation_format == AUTO_FORMAT and isinstance(outcome, Rejection) and outcome.reason == MISSING_TEXT_FIELD:
+    if (
+        options.conversation_format == AUTO_FORMAT
+        and isinstance(outcome, Rejection)
+        and outcome.reason == MISSING_TEXT_FIELD
+    ):
         return outcome._replace(detail=f"{outcome.detail}, nor the fields of a conversation ({_signature_listing()})")
     return outcome
 

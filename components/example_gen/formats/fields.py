@@ -1,4 +1,5 @@
 """Turning a parsed record's fields (JSON object, CSV row, tf.Example) into a Document."""
+
 import json
 from typing import Any, Dict, Optional, Tuple
 
@@ -28,16 +29,23 @@ def encodable_metadata(record: Dict[str, Any], fields: Tuple[str, ...]) -> Optio
     return metadata
 
 
-def record_to_outcome(record: Dict[str, Any], text_field: str, source: str, line: int, raw: bytes,
-                      options: ReadOptions) -> Outcome:
+def record_to_outcome(
+    record: Dict[str, Any], text_field: str, source: str, line: int, raw: bytes, options: ReadOptions
+) -> Outcome:
     """A Document from `record[text_field]`, or a Rejection naming what is wrong with the record."""
     sample = raw[: options.quarantine_sample_bytes]
     text = record.get(text_field)
     if text is None:
         return Rejection(MISSING_TEXT_FIELD, source, line, sample, len(raw), f"no field '{text_field}'")
     if not isinstance(text, str):
-        return Rejection(MALFORMED_RECORD, source, line, sample, len(raw),
-                         f"field '{text_field}' must be a string, got {type(text).__name__}")
+        return Rejection(
+            MALFORMED_RECORD,
+            source,
+            line,
+            sample,
+            len(raw),
+            f"field '{text_field}' must be a string, got {type(text).__name__}",
+        )
     text, repairs = ensure_encodable(text, options.invalid_utf8, f"{source}:{line}")
     if text is None:
         return Rejection(INVALID_UTF8, source, line, sample, len(raw), f"field '{text_field}' is not valid Unicode")

@@ -1,5 +1,6 @@
 """JSON Lines: one JSON object per line; the document is the configured text field, or the
 record is a conversation in one of the instruction-data formats (`conversations`)."""
+
 import json
 from typing import Iterator
 
@@ -8,7 +9,14 @@ from components.example_gen.utf8 import decode_utf8
 from components.example_gen.formats.conversations import record_outcome
 from components.example_gen.formats.lines import Outcome, line_format_reader
 from components.example_gen.options import ReadOptions
-from components.example_gen.records import INVALID_UTF8, MALFORMED_RECORD, NUL_BYTES, RECORD_TOO_LARGE, Document, Rejection
+from components.example_gen.records import (
+    INVALID_UTF8,
+    MALFORMED_RECORD,
+    NUL_BYTES,
+    RECORD_TOO_LARGE,
+    Document,
+    Rejection,
+)
 
 
 def parse_jsonl_lines(lines: Iterator[Line], source: str, options: ReadOptions) -> Iterator[Outcome]:
@@ -16,8 +24,14 @@ def parse_jsonl_lines(lines: Iterator[Line], source: str, options: ReadOptions) 
     for line in lines:
         sample = line.data[: options.quarantine_sample_bytes]
         if line.oversized:
-            yield Rejection(RECORD_TOO_LARGE, source, line.number, sample, line.size,
-                            f"line exceeds max_record_bytes={options.max_record_bytes}")
+            yield Rejection(
+                RECORD_TOO_LARGE,
+                source,
+                line.number,
+                sample,
+                line.size,
+                f"line exceeds max_record_bytes={options.max_record_bytes}",
+            )
             continue
         if not line.data.strip():
             continue
@@ -31,13 +45,22 @@ def parse_jsonl_lines(lines: Iterator[Line], source: str, options: ReadOptions) 
         try:
             record = json.loads(text)
         except (json.JSONDecodeError, RecursionError) as exc:
-            detail = f"malformed JSON ({exc.msg} at column {exc.colno})" if isinstance(exc, json.JSONDecodeError) \
+            detail = (
+                f"malformed JSON ({exc.msg} at column {exc.colno})"
+                if isinstance(exc, json.JSONDecodeError)
                 else "JSON nested too deeply"
+            )
             yield Rejection(MALFORMED_RECORD, source, line.number, sample, line.size, detail)
             continue
         if not isinstance(record, dict):
-            yield Rejection(MALFORMED_RECORD, source, line.number, sample, line.size,
-                            f"expected a JSON object, got {type(record).__name__}")
+            yield Rejection(
+                MALFORMED_RECORD,
+                source,
+                line.number,
+                sample,
+                line.size,
+                f"expected a JSON object, got {type(record).__name__}",
+            )
             continue
         outcome = record_outcome(record, source, line.number, line.data, options)
         if line_repairs and isinstance(outcome, Document):

@@ -1,4 +1,5 @@
 """Shared front end of the line-based formats (.txt, .jsonl, .csv/.tsv): open, sniff, split lines."""
+
 from typing import BinaryIO, Callable, Iterator, Union
 
 from components.example_gen import byte_stream
@@ -29,11 +30,18 @@ def line_format_reader(parse_lines: LineParser) -> Callable[[str, str, ReadOptio
         with byte_stream.open_binary(path) as stream:
             head = stream.read(byte_stream.SNIFF_BYTES)
             if byte_stream.looks_binary(head):
-                yield Rejection(BINARY_FILE, source, 0, head[: options.quarantine_sample_bytes], len(head),
-                                "NUL and control bytes in the first 8 KiB: not a text file")
+                yield Rejection(
+                    BINARY_FILE,
+                    source,
+                    0,
+                    head[: options.quarantine_sample_bytes],
+                    len(head),
+                    "NUL and control bytes in the first 8 KiB: not a text file",
+                )
                 return
-            lines = byte_stream.bounded_lines(_PrefixedStream(head, stream), options.max_record_bytes,
-                                              options.quarantine_sample_bytes)
+            lines = byte_stream.bounded_lines(
+                _PrefixedStream(head, stream), options.max_record_bytes, options.quarantine_sample_bytes
+            )
             yield from parse_lines(lines, source, options)
 
     read.__doc__ = parse_lines.__doc__

@@ -5,6 +5,7 @@ TensorFlow cannot read BZIP2 TFRecords, so those are first streamed into a local
 A corrupt or truncated file ends with one quarantined entry at the record where reading failed;
 every record before it is kept.
 """
+
 import bz2
 import contextlib
 import os
@@ -21,7 +22,12 @@ from components.example_gen.formats.fields import record_to_outcome
 from components.example_gen.formats.lines import Outcome
 from components.example_gen.options import ReadOptions
 from components.example_gen.records import (
-    CORRUPT_TFRECORD, INVALID_UTF8, MALFORMED_RECORD, RECORD_TOO_LARGE, Document, Rejection,
+    CORRUPT_TFRECORD,
+    INVALID_UTF8,
+    MALFORMED_RECORD,
+    RECORD_TOO_LARGE,
+    Document,
+    Rejection,
 )
 
 
@@ -57,8 +63,14 @@ def read_tfrecord(path: str, source: str, options: ReadOptions) -> Iterator[Outc
             except StopIteration:
                 return
             except (tf.errors.DataLossError, tf.errors.OutOfRangeError, tf.errors.InvalidArgumentError) as exc:
-                yield Rejection(CORRUPT_TFRECORD, source, number, b"", 0,
-                                f"unreadable from record {number} on: {exc.message.splitlines()[0]}")
+                yield Rejection(
+                    CORRUPT_TFRECORD,
+                    source,
+                    number,
+                    b"",
+                    0,
+                    f"unreadable from record {number} on: {exc.message.splitlines()[0]}",
+                )
                 return
             yield _example_to_outcome(raw, source, number, options)
 
@@ -66,8 +78,14 @@ def read_tfrecord(path: str, source: str, options: ReadOptions) -> Iterator[Outc
 def _example_to_outcome(raw: bytes, source: str, number: int, options: ReadOptions) -> Outcome:
     sample = raw[: options.quarantine_sample_bytes]
     if len(raw) > options.max_record_bytes:
-        return Rejection(RECORD_TOO_LARGE, source, number, sample, len(raw),
-                         f"record exceeds max_record_bytes={options.max_record_bytes}")
+        return Rejection(
+            RECORD_TOO_LARGE,
+            source,
+            number,
+            sample,
+            len(raw),
+            f"record exceeds max_record_bytes={options.max_record_bytes}",
+        )
     try:
         example = tf.train.Example.FromString(raw)
     except DecodeError:

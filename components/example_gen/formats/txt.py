@@ -5,6 +5,7 @@ the common case (no NUL byte, valid UTF-8) costs one check and one decode per do
 document that fails that fast check is examined line by line, which names the first bad line
 exactly as a per-line reader would.
 """
+
 from typing import Iterator, List, Optional
 
 from components.example_gen.byte_stream import Line
@@ -32,8 +33,12 @@ class _Paragraph:
             return
         if line.oversized or self.size > options.max_record_bytes:
             self._check_lines(source, options)  # a bad line before this one is the first problem
-            self._reject(RECORD_TOO_LARGE, line, f"document exceeds max_record_bytes={options.max_record_bytes} "
-                                                 f"(line {line.number} alone is {line.size} bytes)")
+            self._reject(
+                RECORD_TOO_LARGE,
+                line,
+                f"document exceeds max_record_bytes={options.max_record_bytes} "
+                f"(line {line.number} alone is {line.size} bytes)",
+            )
             return
         self.lines.append(line)
 

@@ -5,6 +5,7 @@ TinyLlama, SmolLM, Mistral without a sliding window). Anything else in the confi
 change the network's maths (another model_type or activation, a sliding window, mixture of
 experts, another rope scaling) is a `CheckpointError` naming config.json and the field.
 """
+
 import json
 import logging
 import posixpath
@@ -57,16 +58,29 @@ def _gpt2_architecture(config: Dict[str, Any], path: str) -> Dict[str, Any]:
     activation = _field(config, path, "activation_function", "gelu_new")
     if activation not in _GPT2_ACTIVATIONS:
         raise _unsupported(path, "activation_function", activation, f"supported: {', '.join(_GPT2_ACTIVATIONS)}")
-    for name, supported in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False), ("add_cross_attention", False)):
+    for name, supported in (
+        ("scale_attn_weights", True),
+        ("scale_attn_by_inverse_layer_idx", False),
+        ("add_cross_attention", False),
+    ):
         if config.get(name, supported) != supported:
             raise _unsupported(path, name, config[name], f"only {json.dumps(supported)} is")
     width = _field(config, path, "n_embd")
     return dict(
-        num_layers=_field(config, path, "n_layer"), num_heads=_field(config, path, "n_head"), num_kv_heads=None,
-        model_dim=width, mlp_dim=_field(config, path, "n_inner", 4 * width), position_encoding="learned", norm="layer",
-        norm_epsilon=float(_field(config, path, "layer_norm_epsilon", 1e-5)), mlp=_GPT2_ACTIVATIONS[activation],
-        attention_bias=True, mlp_bias=True, tie_embeddings=bool(config.get("tie_word_embeddings", True)),
-        rope_theta=10000.0, rope_scaling=None,
+        num_layers=_field(config, path, "n_layer"),
+        num_heads=_field(config, path, "n_head"),
+        num_kv_heads=None,
+        model_dim=width,
+        mlp_dim=_field(config, path, "n_inner", 4 * width),
+        position_encoding="learned",
+        norm="layer",
+        norm_epsilon=float(_field(config, path, "layer_norm_epsilon", 1e-5)),
+        mlp=_GPT2_ACTIVATIONS[activation],
+        attention_bias=True,
+        mlp_bias=True,
+        tie_embeddings=bool(config.get("tie_word_embeddings", True)),
+        rope_theta=10000.0,
+        rope_scaling=None,
     )
 
 
@@ -82,7 +96,9 @@ def _rope_scaling(config: Dict[str, Any], path: str) -> Optional[RopeScaling]:
     try:
         return RopeScaling(**{name: scaling[name] for name in RopeScaling.model_fields})
     except (KeyError, ValueError) as error:
-        raise _unsupported(path, "rope_scaling", scaling, f"incomplete or invalid llama3 scaling: {str(error).splitlines()[0]}") from None
+        raise _unsupported(
+            path, "rope_scaling", scaling, f"incomplete or invalid llama3 scaling: {str(error).splitlines()[0]}"
+        ) from None
 
 
 def _llama_architecture(config: Dict[str, Any], path: str) -> Dict[str, Any]:
@@ -98,15 +114,27 @@ def _llama_architecture(config: Dict[str, Any], path: str) -> Dict[str, Any]:
     width, heads = _field(config, path, "hidden_size"), _field(config, path, "num_attention_heads")
     head_dim = config.get("head_dim")
     if head_dim is not None and head_dim * heads != width:
-        raise _unsupported(path, "head_dim", head_dim, f"the backbone's head size is hidden_size / num_attention_heads = {width // heads}")
+        raise _unsupported(
+            path,
+            "head_dim",
+            head_dim,
+            f"the backbone's head size is hidden_size / num_attention_heads = {width // heads}",
+        )
     return dict(
-        num_layers=_field(config, path, "num_hidden_layers"), num_heads=heads,
-        num_kv_heads=_field(config, path, "num_key_value_heads", heads), model_dim=width,
-        mlp_dim=_field(config, path, "intermediate_size"), position_encoding="rotary", norm="rms",
-        norm_epsilon=float(_field(config, path, "rms_norm_eps", 1e-6)), mlp="swiglu",
-        attention_bias=bool(config.get("attention_bias", False)), mlp_bias=bool(config.get("mlp_bias", False)),
+        num_layers=_field(config, path, "num_hidden_layers"),
+        num_heads=heads,
+        num_kv_heads=_field(config, path, "num_key_value_heads", heads),
+        model_dim=width,
+        mlp_dim=_field(config, path, "intermediate_size"),
+        position_encoding="rotary",
+        norm="rms",
+        norm_epsilon=float(_field(config, path, "rms_norm_eps", 1e-6)),
+        mlp="swiglu",
+        attention_bias=bool(config.get("attention_bias", False)),
+        mlp_bias=bool(config.get("mlp_bias", False)),
         tie_embeddings=bool(config.get("tie_word_embeddings", False)),
-        rope_theta=float(_field(config, path, "rope_theta", 10000.0)), rope_scaling=_rope_scaling(config, path),
+        rope_theta=float(_field(config, path, "rope_theta", 10000.0)),
+        rope_scaling=_rope_scaling(config, path),
     )
 
 
@@ -128,9 +156,14 @@ def read_config(checkpoint_dir: str) -> CheckpointConfig:
     else:
         raise _unsupported(path, "model_type", model_type, f"supported: {', '.join(GPT2_TYPES + LLAMA_TYPES)}")
     return CheckpointConfig(
-        path=path, model_type=model_type, architecture=architecture, max_positions=int(max_positions),
-        vocab_size=int(_field(config, path, "vocab_size")), bos_token_id=_first_id(config.get("bos_token_id")),
-        eos_token_id=_first_id(config.get("eos_token_id")), pad_token_id=_first_id(config.get("pad_token_id")),
+        path=path,
+        model_type=model_type,
+        architecture=architecture,
+        max_positions=int(max_positions),
+        vocab_size=int(_field(config, path, "vocab_size")),
+        bos_token_id=_first_id(config.get("bos_token_id")),
+        eos_token_id=_first_id(config.get("eos_token_id")),
+        pad_token_id=_first_id(config.get("pad_token_id")),
     )
 
 
@@ -158,9 +191,19 @@ def checkpoint_model_options(options: ModelOptions, checkpoint: CheckpointConfig
     logging.info(
         "Model architecture from %s (%s): %d layers, %d heads (%d key/value), width %d, MLP %d (%s), %s norm, "
         "%s positions, context %d, %s head; vocabulary %d",
-        checkpoint.path, checkpoint.model_type, resolved.num_layers, resolved.num_heads, resolved.kv_heads,
-        resolved.model_dim, resolved.mlp_dim, resolved.mlp, resolved.norm, resolved.position_encoding,
-        resolved.context_length, "tied" if resolved.tie_embeddings else "untied", checkpoint.vocab_size,
+        checkpoint.path,
+        checkpoint.model_type,
+        resolved.num_layers,
+        resolved.num_heads,
+        resolved.kv_heads,
+        resolved.model_dim,
+        resolved.mlp_dim,
+        resolved.mlp,
+        resolved.norm,
+        resolved.position_encoding,
+        resolved.context_length,
+        "tied" if resolved.tie_embeddings else "untied",
+        checkpoint.vocab_size,
     )
     return resolved
 

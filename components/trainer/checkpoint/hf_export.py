@@ -18,6 +18,7 @@ it beside the trained model, more than 24 GiB.
 Only models fine-tuned from a Hugging Face checkpoint are exported: the architecture must be one
 a config.json describes, and the tokenizer must be the checkpoint's.
 """
+
 import json
 import os
 import posixpath
@@ -55,8 +56,10 @@ def _tensors(assignment: Assignment) -> Dict[str, np.ndarray]:
     value = np.asarray(assignment.variable.numpy(), np.float32)
     widths = [source.shape[0] if source.linear else source.shape[-1] for source in assignment.sources]
     parts = np.split(value, np.cumsum(widths)[:-1], axis=-1) if len(widths) > 1 else [value]
-    return {source.name: np.ascontiguousarray(part.T if source.linear else part)
-            for source, part in zip(assignment.sources, parts)}
+    return {
+        source.name: np.ascontiguousarray(part.T if source.linear else part)
+        for source, part in zip(assignment.sources, parts)
+    }
 
 
 def export_hugging_face(backbone: GPTBackbone, checkpoint_dir: str, output_dir: str, chat=None) -> str:
@@ -69,8 +72,11 @@ def export_hugging_face(backbone: GPTBackbone, checkpoint_dir: str, output_dir: 
     checkpoint = read_config(checkpoint_dir)
     family = "gpt2" if checkpoint.model_type in GPT2_TYPES else "llama"
     model = _plain(backbone)
-    named_tensors = (item for assignment in assignments(model, checkpoint, [_EMBEDDING_NAMES[family]], output_dir)
-                     for item in _tensors(assignment).items())
+    named_tensors = (
+        item
+        for assignment in assignments(model, checkpoint, [_EMBEDDING_NAMES[family]], output_dir)
+        for item in _tensors(assignment).items()
+    )
     with tf.io.gfile.GFile(posixpath.join(checkpoint_dir, CONFIG_FILE)) as handle:
         config = json.load(handle)
     config["torch_dtype"] = "float32"
@@ -106,8 +112,9 @@ def _shard_groups(named_tensors: Iterable[Tuple[str, np.ndarray]], max_bytes: in
         yield shard
 
 
-def write_weights(named_tensors: Iterable[Tuple[str, np.ndarray]], output_dir: str,
-                  max_shard_bytes: Optional[int] = None) -> List[str]:
+def write_weights(
+    named_tensors: Iterable[Tuple[str, np.ndarray]], output_dir: str, max_shard_bytes: Optional[int] = None
+) -> List[str]:
     """Writes (name, tensor) pairs to `output_dir` (any tf.io.gfile filesystem) as one
     `model.safetensors`, or as shards and their index when they exceed `max_shard_bytes`; each
     shard is written to a local staging file and dropped from memory before the next is built.
@@ -126,8 +133,11 @@ def write_weights(named_tensors: Iterable[Tuple[str, np.ndarray]], output_dir: s
             shards.append((path, list(shard)))
             total += sum(tensor.nbytes for tensor in shard.values())
             del shard
-        names = [WEIGHTS_FILE] if len(shards) == 1 else [
-            f"model-{index:05d}-of-{len(shards):05d}.safetensors" for index in range(1, len(shards) + 1)]
+        names = (
+            [WEIGHTS_FILE]
+            if len(shards) == 1
+            else [f"model-{index:05d}-of-{len(shards):05d}.safetensors" for index in range(1, len(shards) + 1)]
+        )
         for (path, _), name in zip(shards, names):
             tf.io.gfile.copy(path, posixpath.join(output_dir, name), overwrite=True)
             os.remove(path)

@@ -14,6 +14,7 @@ through `preflight`). Every variable must get a tensor of exactly the expected s
 tensor must be used (apart from buffers that hold no weights, and a tied head's copy of the
 embedding): anything else is a `CheckpointError` naming the tensor and its file.
 """
+
 import logging
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
@@ -84,20 +85,39 @@ def _gpt2_plan(config: ModelOptions, vocab_size: int, prefix: str, max_positions
     width, inner = config.model_dim, config.mlp_dim
     attention_bias, mlp_bias = config.attention_bias, config.mlp_bias
     yield Planned("token_embedding.embeddings", [Source(prefix + "wte.weight", (vocab_size, width))])
-    yield Planned("position_embedding.embeddings", [Source(prefix + "wpe.weight", (max_positions, width))],
-                  rows=config.context_length)
+    yield Planned(
+        "position_embedding.embeddings",
+        [Source(prefix + "wpe.weight", (max_positions, width))],
+        rows=config.context_length,
+    )
     for index in range(config.num_layers):
         name, block = f"{prefix}h.{index}.", f"blocks.{index}."
         yield from _norm(config, block + "attention_norm", name + "ln_1")
-        yield from _dense(block + "attention.qkv", attention_bias, [Source(name + "attn.c_attn.weight", (width, 3 * width))],
-                          [Source(name + "attn.c_attn.bias", (3 * width,))])
-        yield from _dense(block + "attention.output_projection", attention_bias,
-                          [Source(name + "attn.c_proj.weight", (width, width))], [Source(name + "attn.c_proj.bias", (width,))])
+        yield from _dense(
+            block + "attention.qkv",
+            attention_bias,
+            [Source(name + "attn.c_attn.weight", (width, 3 * width))],
+            [Source(name + "attn.c_attn.bias", (3 * width,))],
+        )
+        yield from _dense(
+            block + "attention.output_projection",
+            attention_bias,
+            [Source(name + "attn.c_proj.weight", (width, width))],
+            [Source(name + "attn.c_proj.bias", (width,))],
+        )
         yield from _norm(config, block + "mlp_norm", name + "ln_2")
-        yield from _dense(block + "mlp_in", mlp_bias, [Source(name + "mlp.c_fc.weight", (width, inner))],
-                          [Source(name + "mlp.c_fc.bias", (inner,))])
-        yield from _dense(block + "mlp_out", mlp_bias, [Source(name + "mlp.c_proj.weight", (inner, width))],
-                          [Source(name + "mlp.c_proj.bias", (width,))])
+        yield from _dense(
+            block + "mlp_in",
+            mlp_bias,
+            [Source(name + "mlp.c_fc.weight", (width, inner))],
+            [Source(name + "mlp.c_fc.bias", (inner,))],
+        )
+        yield from _dense(
+            block + "mlp_out",
+            mlp_bias,
+            [Source(name + "mlp.c_proj.weight", (inner, width))],
+            [Source(name + "mlp.c_proj.bias", (width,))],
+        )
     yield from _norm(config, "final_norm", prefix + "ln_f")
 
 
@@ -112,26 +132,36 @@ def _llama_plan(config: ModelOptions, vocab_size: int, prefix: str) -> Iterator[
         yield from _norm(config, block + "attention_norm", name + "input_layernorm")
         projections = [("q_proj", query), ("k_proj", key_value), ("v_proj", key_value)]
         yield from _dense(
-            block + "attention.qkv", attention_bias,
+            block + "attention.qkv",
+            attention_bias,
             [Source(f"{name}self_attn.{part}.weight", (size, width), linear=True) for part, size in projections],
             [Source(f"{name}self_attn.{part}.bias", (size,)) for part, size in projections],
         )
-        yield from _dense(block + "attention.output_projection", attention_bias,
-                          [Source(name + "self_attn.o_proj.weight", (width, query), linear=True)],
-                          [Source(name + "self_attn.o_proj.bias", (width,))])
+        yield from _dense(
+            block + "attention.output_projection",
+            attention_bias,
+            [Source(name + "self_attn.o_proj.weight", (width, query), linear=True)],
+            [Source(name + "self_attn.o_proj.bias", (width,))],
+        )
         yield from _norm(config, block + "mlp_norm", name + "post_attention_layernorm")
         yield from _dense(
-            block + "mlp_in", mlp_bias,
+            block + "mlp_in",
+            mlp_bias,
             [Source(f"{name}mlp.{part}.weight", (inner, width), linear=True) for part in ("gate_proj", "up_proj")],
             [Source(f"{name}mlp.{part}.bias", (inner,)) for part in ("gate_proj", "up_proj")],
         )
-        yield from _dense(block + "mlp_out", mlp_bias, [Source(name + "mlp.down_proj.weight", (width, inner), linear=True)],
-                          [Source(name + "mlp.down_proj.bias", (width,))])
+        yield from _dense(
+            block + "mlp_out",
+            mlp_bias,
+            [Source(name + "mlp.down_proj.weight", (width, inner), linear=True)],
+            [Source(name + "mlp.down_proj.bias", (width,))],
+        )
     yield from _norm(config, "final_norm", prefix + "norm")
 
 
-def tensor_plan(config: ModelOptions, vocab_size: int, checkpoint: CheckpointConfig, names: List[str],
-                source: str) -> List[Planned]:
+def tensor_plan(
+    config: ModelOptions, vocab_size: int, checkpoint: CheckpointConfig, names: List[str], source: str
+) -> List[Planned]:
     """Every variable of a backbone of architecture `config` and `vocab_size` tokens with the
     checkpoint tensors that fill it (`names`: the checkpoint's tensor names, which tell the prefix;
     `source`: the file named when the token embedding is missing)."""
@@ -154,8 +184,10 @@ def _resolve(backbone: GPTBackbone, target: str) -> tf.Variable:
 
 def assignments(backbone: GPTBackbone, checkpoint: CheckpointConfig, names: List[str], source: str) -> List[Assignment]:
     """`tensor_plan` for `backbone`, each entry with its variable (also the plan of `hf_export`)."""
-    return [Assignment(_resolve(backbone, planned.target), planned.sources, planned.rows)
-            for planned in tensor_plan(backbone.architecture, backbone.vocab_size, checkpoint, names, source)]
+    return [
+        Assignment(_resolve(backbone, planned.target), planned.sources, planned.rows)
+        for planned in tensor_plan(backbone.architecture, backbone.vocab_size, checkpoint, names, source)
+    ]
 
 
 def check_tensors(files: SafetensorsCheckpoint, planned: List[Planned], checkpoint: CheckpointConfig) -> int:
@@ -167,14 +199,19 @@ def check_tensors(files: SafetensorsCheckpoint, planned: List[Planned], checkpoi
         for source in entry.sources:
             info = files.tensors.get(source.name)
             if info is None:
-                raise CheckpointError(f"{files.source}: tensor {source.name} is missing (needed for the backbone's "
-                                      f"{entry.target})")
+                raise CheckpointError(
+                    f"{files.source}: tensor {source.name} is missing (needed for the backbone's {entry.target})"
+                )
             if info.shape != source.shape:
-                raise CheckpointError(f"{files.file_of(source.name)}: tensor {source.name} has shape {list(info.shape)}, "
-                                      f"expected {list(source.shape)} from {checkpoint.path}")
+                raise CheckpointError(
+                    f"{files.file_of(source.name)}: tensor {source.name} has shape {list(info.shape)}, "
+                    f"expected {list(source.shape)} from {checkpoint.path}"
+                )
             if info.dtype not in SUPPORTED_DTYPES:
-                raise CheckpointError(f"{files.file_of(source.name)}: tensor {source.name} has dtype {info.dtype} "
-                                      f"(supported: {', '.join(SUPPORTED_DTYPES)})")
+                raise CheckpointError(
+                    f"{files.file_of(source.name)}: tensor {source.name} has dtype {info.dtype} "
+                    f"(supported: {', '.join(SUPPORTED_DTYPES)})"
+                )
     used = {source.name for entry in planned for source in entry.sources}
     read = len(used)
     if all(entry.target != "output_embedding.embeddings" for entry in planned):

@@ -16,6 +16,7 @@ kilobytes per file, local or remote, so the check runs where it stops a run earl
 The Trainer's import (hf_weights.load_weights) runs the same tensor check again before it assigns
 a weight, for a checkpoint changed in between.
 """
+
 import os
 from typing import NamedTuple, Optional
 
@@ -23,14 +24,23 @@ import tensorflow as tf
 
 from components.tokenizer import hf_files, loaded, model_file
 from components.trainer.checkpoint.errors import CheckpointError
-from components.trainer.checkpoint.hf_config import (CheckpointConfig, check_vocabulary, checkpoint_model_options,
-                                                     read_config)
+from components.trainer.checkpoint.hf_config import (
+    CheckpointConfig,
+    check_vocabulary,
+    checkpoint_model_options,
+    read_config,
+)
 from components.trainer.checkpoint.hf_weights import check_tensors, tensor_plan
 from components.trainer.checkpoint.safetensors_files import SafetensorsCheckpoint
 from components.trainer.options import ModelOptions
 
 # The file that defines each tokenizer kind (named in messages).
-_DEFINING_FILES = (hf_files.TOKENIZER_JSON, hf_files.SENTENCEPIECE_FILE, hf_files.VOCAB_JSON, model_file.MODEL_FILE_NAME)
+_DEFINING_FILES = (
+    hf_files.TOKENIZER_JSON,
+    hf_files.SENTENCEPIECE_FILE,
+    hf_files.VOCAB_JSON,
+    model_file.MODEL_FILE_NAME,
+)
 
 
 class CheckedCheckpoint(NamedTuple):
@@ -63,8 +73,9 @@ def checkpoint_tokenizer(directory: str) -> loaded.Tokenizer:
         raise CheckpointError(str(error)) from None
 
 
-def check_checkpoint(directory: str, model: Optional[ModelOptions] = None,
-                     tokenizer: Optional[loaded.Tokenizer] = None) -> CheckedCheckpoint:
+def check_checkpoint(
+    directory: str, model: Optional[ModelOptions] = None, tokenizer: Optional[loaded.Tokenizer] = None
+) -> CheckedCheckpoint:
     """Checks the checkpoint at `directory` as the module docstring says: its architecture against
     the run's `model` options (when given), its weights' headers against config.json, and the
     run's `tokenizer` (when given) against its embedding. A missing directory is a
@@ -73,7 +84,9 @@ def check_checkpoint(directory: str, model: Optional[ModelOptions] = None,
     config = read_config(directory)
     resolved = checkpoint_model_options(model or ModelOptions(checkpoint=directory), config)
     with SafetensorsCheckpoint(directory) as files:
-        tensors = check_tensors(files, tensor_plan(resolved, config.vocab_size, config, files.names(), files.source), config)
+        tensors = check_tensors(
+            files, tensor_plan(resolved, config.vocab_size, config, files.names(), files.source), config
+        )
     if tokenizer is not None:
         check_vocabulary(config, tokenizer.vocab_size, tokenizer_file(tokenizer))
     return CheckedCheckpoint(resolved, config, tensors)

@@ -20,6 +20,7 @@ Reading a tensor needs a local file: safetensors opens local paths only, so a fi
 filesystem (gs://, s3:// where registered) is copied to a local temporary directory on its first
 read (removed on `close`); the headers alone never copy anything.
 """
+
 import json
 import os
 import posixpath
@@ -39,8 +40,23 @@ INDEX_FILE = "model.safetensors.index.json"
 _NUMPY_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64}
 SUPPORTED_DTYPES = ("F32", "F16", "BF16", "F64")  # the dtypes `read` reads (anything else is refused by name)
 # Bytes per element of every dtype safetensors defines (to check each entry's byte range).
-_ITEM_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+_ITEM_BYTES = {
+    "BOOL": 1,
+    "U8": 1,
+    "I8": 1,
+    "F8_E5M2": 1,
+    "F8_E4M3": 1,
+    "I16": 2,
+    "U16": 2,
+    "F16": 2,
+    "BF16": 2,
+    "I32": 4,
+    "U32": 4,
+    "F32": 4,
+    "I64": 8,
+    "U64": 8,
+    "F64": 8,
+}
 _HEADER_LENGTH_BYTES = 8
 _MAX_HEADER_BYTES = 100 << 20  # safetensors' own limit
 BFLOAT16 = tf.bfloat16.as_numpy_dtype
@@ -61,12 +77,14 @@ def _is_local(path: str) -> bool:
 
 
 def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
+    return path[len("file://") :] if path.startswith("file://") else path
 
 
 def _truncated(path: str, needed: int, size: int, what: str) -> CheckpointError:
-    return CheckpointError(f"{path}: truncated: the file has {size:,} bytes, but {what} ends at byte {needed:,} "
-                           "(an interrupted copy or download? fetch the file again)")
+    return CheckpointError(
+        f"{path}: truncated: the file has {size:,} bytes, but {what} ends at byte {needed:,} "
+        "(an interrupted copy or download? fetch the file again)"
+    )
 
 
 def _entry(path: str, file_name: str, name: str, entry) -> TensorInfo:
@@ -79,8 +97,10 @@ def _entry(path: str, file_name: str, name: str, entry) -> TensorInfo:
         raise CheckpointError(f"{path}: tensor {name} has unknown dtype {dtype}")
     expected = _ITEM_BYTES[dtype] * int(np.prod(shape, dtype=np.int64))
     if not 0 <= begin <= end or end - begin != expected:
-        raise CheckpointError(f"{path}: tensor {name} ({dtype} {list(shape)}) has {end - begin} bytes at offsets "
-                              f"[{begin}, {end}], expected {expected}: a damaged file")
+        raise CheckpointError(
+            f"{path}: tensor {name} ({dtype} {list(shape)}) has {end - begin} bytes at offsets "
+            f"[{begin}, {end}], expected {expected}: a damaged file"
+        )
     return TensorInfo(file_name, dtype, shape, int(begin), int(end))
 
 
@@ -129,7 +149,9 @@ class SafetensorsCheckpoint:
             self.source = single_path
             files = [SINGLE_FILE]
         else:
-            raise CheckpointError(f"{single_path}: no such file (nor {INDEX_FILE}): the checkpoint has no safetensors weights")
+            raise CheckpointError(
+                f"{single_path}: no such file (nor {INDEX_FILE}): the checkpoint has no safetensors weights"
+            )
         self.tensors: Dict[str, TensorInfo] = {}
         for file_name in files:
             path = posixpath.join(directory, file_name)
@@ -181,8 +203,9 @@ class SafetensorsCheckpoint:
                 return halves.view(BFLOAT16)
             return (halves.astype(np.uint32) << 16).view(np.float32).astype(dtype, copy=False)
         if info.dtype not in _NUMPY_DTYPES:
-            raise CheckpointError(f"{self.file_of(name)}: tensor {name} has dtype {info.dtype} "
-                                  f"(supported: {', '.join(SUPPORTED_DTYPES)})")
+            raise CheckpointError(
+                f"{self.file_of(name)}: tensor {name} has dtype {info.dtype} (supported: {', '.join(SUPPORTED_DTYPES)})"
+            )
         with safe_open(path, framework="np") as handle:
             return handle.get_tensor(name).astype(dtype, copy=False)
 

@@ -15,6 +15,7 @@ Written for speed and for every execution mode the trainer uses:
 - mixed precision: layers compute in the global Keras policy's dtype (bfloat16 or float16);
   attention softmax and the output logits are float32, so the loss is stable.
 """
+
 import math
 from typing import NamedTuple, Optional, Union
 
@@ -30,7 +31,9 @@ from components.trainer.options import LoraOptions, ModelOptions, RopeScaling, c
 _NEG_INF = -1e9  # additive mask value; finite so fully masked rows stay NaN-free
 
 
-def rotary_inverse_frequency(head_dim: int, theta: float = 10000.0, scaling: Optional[RopeScaling] = None) -> np.ndarray:
+def rotary_inverse_frequency(
+    head_dim: int, theta: float = 10000.0, scaling: Optional[RopeScaling] = None
+) -> np.ndarray:
     """The rotation speed of each dimension pair i < head_dim/2: theta^(-2i/head_dim) radians per position.
 
     With Llama 3's `scaling`, a pair whose wavelength (2 pi / speed) is longer than
@@ -44,11 +47,17 @@ def rotary_inverse_frequency(head_dim: int, theta: float = 10000.0, scaling: Opt
     original = scaling.original_max_position_embeddings
     wavelength = 2.0 * math.pi / frequency
     # 0 at the long-wavelength edge (slowed by `factor`), 1 at the short one (kept).
-    blend = np.clip((original / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor), 0.0, 1.0)
+    blend = np.clip(
+        (original / wavelength - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor),
+        0.0,
+        1.0,
+    )
     return ((1.0 - blend) * frequency / scaling.factor + blend * frequency).astype(np.float32)
 
 
-def rotate_positions(heads: tf.Tensor, positions: tf.Tensor, inverse_frequency: Optional[np.ndarray] = None) -> tf.Tensor:
+def rotate_positions(
+    heads: tf.Tensor, positions: tf.Tensor, inverse_frequency: Optional[np.ndarray] = None
+) -> tf.Tensor:
     """Rotary position embedding of `heads` [batch, heads, length, head_dim] at `positions`.
 
     `positions` is [length] or [batch, length] (int). Each pair of dimensions (i, i + head_dim/2)
@@ -103,7 +112,9 @@ def decode_slots(cache: tf.Tensor, positions: tf.Tensor, in_place: bool) -> Deco
     shape = tf.shape(cache)
     batch, heads, length = shape[0], cache.shape[1] or shape[1], shape[2]
     if in_place:
-        rows = (tf.range(batch)[:, tf.newaxis] * heads + tf.range(heads)[tf.newaxis, :]) * length + positions[:, tf.newaxis]
+        rows = (tf.range(batch)[:, tf.newaxis] * heads + tf.range(heads)[tf.newaxis, :]) * length + positions[
+            :, tf.newaxis
+        ]
         write_at = tf.reshape(rows, [-1])
     else:
         rows, head_ids = tf.meshgrid(tf.range(batch), tf.range(heads), indexing="ij")
@@ -119,7 +130,9 @@ def write_cache_position(cache: tf.Tensor, slots: DecodeSlots, new: tf.Tensor) -
     if not slots.in_place:
         return tf.tensor_scatter_nd_update(cache, slots.write_at, new)
     head_dim = cache.shape[3] or tf.shape(cache)[3]
-    flat = tf.raw_ops.InplaceUpdate(x=tf.reshape(cache, [-1, head_dim]), i=slots.write_at, v=tf.reshape(new, [-1, head_dim]))
+    flat = tf.raw_ops.InplaceUpdate(
+        x=tf.reshape(cache, [-1, head_dim]), i=slots.write_at, v=tf.reshape(new, [-1, head_dim])
+    )
     return tf.reshape(flat, tf.shape(cache))
 
 
@@ -161,9 +174,15 @@ def normalize_rows(norm: Norm, hidden: tf.Tensor) -> tf.Tensor:
     if isinstance(norm, RMSNormalization):
         return norm.call(hidden)
     compute_dtype = hidden.dtype
-    rows = tf.cast(hidden, tf.float32) if compute_dtype in (tf.float16, tf.bfloat16) and norm.dtype == "float32" else hidden
+    rows = (
+        tf.cast(hidden, tf.float32)
+        if compute_dtype in (tf.float16, tf.bfloat16) and norm.dtype == "float32"
+        else hidden
+    )
     mean, variance = tf.nn.moments(rows, [-1], keepdims=True)
-    normalized = tf.nn.batch_normalization(rows, mean, variance, offset=norm.beta, scale=norm.gamma, variance_epsilon=norm.epsilon)
+    normalized = tf.nn.batch_normalization(
+        rows, mean, variance, offset=norm.beta, scale=norm.gamma, variance_epsilon=norm.epsilon
+    )
     return tf.cast(normalized, compute_dtype)
 
 
@@ -176,8 +195,14 @@ class CausalSelfAttention(keras.layers.Layer):
     backward pass (`training.recompute`, model/recompute.py).
     """
 
-    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, recompute_core: bool = False,
-                 frozen_dtype: Optional[str] = None, **kwargs):
+    def __init__(
+        self,
+        config: ModelOptions,
+        lora_options: Optional[LoraOptions] = None,
+        recompute_core: bool = False,
+        frozen_dtype: Optional[str] = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.recompute_core = recompute_core
         self.context_length = config.context_length
@@ -187,12 +212,16 @@ class CausalSelfAttention(keras.layers.Layer):
         self.head_dim = config.model_dim // config.num_heads
         self.inverse_frequency = (
             rotary_inverse_frequency(self.head_dim, config.rope_theta, config.rope_scaling)
-            if config.position_encoding == "rotary" else None
+            if config.position_encoding == "rotary"
+            else None
         )
         width = (config.num_heads + 2 * config.kv_heads) * self.head_dim
-        self.qkv = lora.projection(width, "qkv", lora.ATTENTION, lora_options, frozen_dtype, use_bias=config.attention_bias)
-        self.output_projection = lora.projection(config.model_dim, "output", lora.ATTENTION, lora_options, frozen_dtype,
-                                                 use_bias=config.attention_bias)
+        self.qkv = lora.projection(
+            width, "qkv", lora.ATTENTION, lora_options, frozen_dtype, use_bias=config.attention_bias
+        )
+        self.output_projection = lora.projection(
+            config.model_dim, "output", lora.ATTENTION, lora_options, frozen_dtype, use_bias=config.attention_bias
+        )
         self.attention_dropout = keras.layers.Dropout(config.dropout)
 
     def _split_heads(self, qkv: tf.Tensor) -> tuple:
@@ -212,13 +241,16 @@ class CausalSelfAttention(keras.layers.Layer):
             query, key = self._rotate(query, positions), self._rotate(key, positions)
         return query, key, value
 
-    def attend(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor, training: bool = False) -> tf.Tensor:
+    def attend(
+        self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor, training: bool = False
+    ) -> tf.Tensor:
         """Scaled dot-product attention and the output projection; `mask` (bool, broadcastable to
         [batch, heads, q_len, k_len]) marks the key positions each query may see. Returns [batch, q_len, model_dim]."""
         return self.output_projection(self.weigh_values(query, key, value, mask, training))
 
-    def weigh_values(self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor,
-                     training: bool = False) -> tf.Tensor:
+    def weigh_values(
+        self, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor, mask: tf.Tensor, training: bool = False
+    ) -> tf.Tensor:
         """The attention core: softmax of the masked, scaled query-key scores, times the values.
         Returns [batch, q_len, heads * head_dim] (before the output projection)."""
         # Explicit lengths in the reshapes: an empty sequence (length 0) leaves -1 undetermined.
@@ -249,17 +281,21 @@ class CausalSelfAttention(keras.layers.Layer):
         values = write_cache_position(cache[1], slots, value)
         grouped = tf.reshape(query, [-1, self.kv_heads, self.groups, self.head_dim])
         scores = tf.einsum("bkgd,bkld->bkgl", grouped, keys) * tf.cast(1.0 / math.sqrt(self.head_dim), query.dtype)
-        weights = tf.cast(tf.nn.softmax(tf.cast(scores, tf.float32) + slots.mask[:, :, tf.newaxis], axis=-1), values.dtype)
+        weights = tf.cast(
+            tf.nn.softmax(tf.cast(scores, tf.float32) + slots.mask[:, :, tf.newaxis], axis=-1), values.dtype
+        )
         attended = tf.einsum("bkgl,bkld->bkgd", weights, values)
         return self.output_projection(tf.reshape(attended, [-1, self.num_heads * self.head_dim])), (keys, values)
 
-    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False,
-             segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
+    def call(
+        self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False, segment_ids: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
         """`segment_ids` [batch, length]: attention stays inside each packed example's segment."""
         query, key, value = self.project_qkv(hidden, positions)
         if training and self.recompute_core:  # dropout is 0 here (options.check_recompute)
-            attended = causal_attention_in_chunks(self.weigh_values, query, key, value, self.context_length,
-                                                  segment_ids=segment_ids)
+            attended = causal_attention_in_chunks(
+                self.weigh_values, query, key, value, self.context_length, segment_ids=segment_ids
+            )
             return self.output_projection(attended)
         mask = causal_mask(tf.shape(hidden)[1]) if segment_ids is None else segment_causal_mask(segment_ids)
         return self.attend(query, key, value, mask, training=training)
@@ -284,20 +320,32 @@ class DecoderBlock(keras.layers.Layer):
     `mlp_in` (a Dense with activation="gelu", as the project's models always had it).
     """
 
-    def __init__(self, config: ModelOptions, lora_options: Optional[LoraOptions] = None, recompute_core: bool = False,
-                 frozen_dtype: Optional[str] = None, **kwargs):
+    def __init__(
+        self,
+        config: ModelOptions,
+        lora_options: Optional[LoraOptions] = None,
+        recompute_core: bool = False,
+        frozen_dtype: Optional[str] = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.attention_norm = make_norm(config, "attention_norm")
         self.attention = CausalSelfAttention(config, lora_options, recompute_core, frozen_dtype, name="attention")
         self.mlp_norm = make_norm(config, "mlp_norm")
         fused = 2 if config.mlp == "swiglu" else 1
         self.mlp_in = lora.projection(
-            fused * config.mlp_dim, "mlp_in", lora.MLP, lora_options, frozen_dtype,
-            activation="gelu" if config.mlp == "gelu" else None, use_bias=config.mlp_bias,
+            fused * config.mlp_dim,
+            "mlp_in",
+            lora.MLP,
+            lora_options,
+            frozen_dtype,
+            activation="gelu" if config.mlp == "gelu" else None,
+            use_bias=config.mlp_bias,
         )
         self.mlp_activation = {"gelu": None, "gelu_tanh": gelu_tanh, "swiglu": swiglu}[config.mlp]
-        self.mlp_out = lora.projection(config.model_dim, "mlp_out", lora.MLP, lora_options, frozen_dtype,
-                                       use_bias=config.mlp_bias)
+        self.mlp_out = lora.projection(
+            config.model_dim, "mlp_out", lora.MLP, lora_options, frozen_dtype, use_bias=config.mlp_bias
+        )
         self.dropout = keras.layers.Dropout(config.dropout)
 
     def feed_forward(self, normalized: tf.Tensor) -> tf.Tensor:
@@ -309,8 +357,9 @@ class DecoderBlock(keras.layers.Layer):
         """The residual MLP half of the block."""
         return hidden + self.dropout(self.feed_forward(self.mlp_norm(hidden)), training=training)
 
-    def call(self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False,
-             segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
+    def call(
+        self, hidden: tf.Tensor, positions: tf.Tensor, training: bool = False, segment_ids: Optional[tf.Tensor] = None
+    ) -> tf.Tensor:
         attended = self.attention(self.attention_norm(hidden), positions, training=training, segment_ids=segment_ids)
         return self.mlp(hidden + self.dropout(attended, training=training), training=training)
 
@@ -351,8 +400,15 @@ class OutputEmbedding(keras.layers.Layer):
 class GPTBackbone(keras.Model):
     """Token ids [batch, length] -> float32 logits [batch, length, vocab_size] (length <= context_length)."""
 
-    def __init__(self, config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None,
-                 recompute: str = "off", frozen_dtype: Optional[str] = None, **kwargs):
+    def __init__(
+        self,
+        config: ModelOptions,
+        vocab_size: int,
+        lora_options: Optional[LoraOptions] = None,
+        recompute: str = "off",
+        frozen_dtype: Optional[str] = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         check_recompute(recompute, config)
         self.architecture = config
@@ -367,15 +423,21 @@ class GPTBackbone(keras.Model):
         rotary = config.position_encoding == "rotary"
         self.token_embedding = keras.layers.Embedding(vocab_size, config.model_dim, name="token_embedding", **frozen)
         self.position_embedding = (
-            None if rotary else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding",
-                                                       **frozen)
+            None
+            if rotary
+            else keras.layers.Embedding(config.context_length, config.model_dim, name="position_embedding", **frozen)
         )
-        self.blocks = [DecoderBlock(config, self.lora, recompute != "off", self.frozen_dtype, name=f"block_{index}")
-                       for index in range(config.num_layers)]
+        self.blocks = [
+            DecoderBlock(config, self.lora, recompute != "off", self.frozen_dtype, name=f"block_{index}")
+            for index in range(config.num_layers)
+        ]
         self.final_norm = make_norm(config, "final_norm")
         # Created last, so a tied model's variables keep their order and names.
-        self.output_embedding = None if config.tie_embeddings else OutputEmbedding(vocab_size, config.model_dim,
-                                                                                   name="output_embedding", **frozen)
+        self.output_embedding = (
+            None
+            if config.tie_embeddings
+            else OutputEmbedding(vocab_size, config.model_dim, name="output_embedding", **frozen)
+        )
         self.embedding_dropout = keras.layers.Dropout(config.dropout)
         # Set only on serving copies (serving/weights.py): a separate output projection
         # (pre-transposed, optionally int8) computing the same logits as `output_matrix`.
@@ -409,8 +471,13 @@ class GPTBackbone(keras.Model):
         embeddings = tf.cast(self.token_embedding.embeddings, hidden.dtype)
         return tf.cast(tf.matmul(hidden, embeddings, transpose_b=True), tf.float32)
 
-    def call(self, token_ids: tf.Tensor, training: bool = False, positions: Optional[tf.Tensor] = None,
-             segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
+    def call(
+        self,
+        token_ids: tf.Tensor,
+        training: bool = False,
+        positions: Optional[tf.Tensor] = None,
+        segment_ids: Optional[tf.Tensor] = None,
+    ) -> tf.Tensor:
         """`positions` ([length] or [batch, length]; default 0..length-1) and `segment_ids`
         ([batch, length]: packed examples, each attending only within its own segment)."""
         if positions is None:
@@ -418,8 +485,12 @@ class GPTBackbone(keras.Model):
         hidden = self.embed(token_ids, positions, training=training)
         for block in self.blocks:
             if training and self.recompute == "block":  # only this block's input is kept for the backward pass
-                run_block = lambda block_input, block=block: block(block_input, positions, training=True,  # noqa: E731
-                                                                   segment_ids=segment_ids)
+                run_block = lambda block_input, block=block: block(
+                    block_input,
+                    positions,
+                    training=True,  # noqa: E731
+                    segment_ids=segment_ids,
+                )
                 hidden = recompute_in_backward(run_block)(hidden)
             else:
                 hidden = block(hidden, positions, training=training, segment_ids=segment_ids)
@@ -452,8 +523,13 @@ class GPTBackbone(keras.Model):
         return self.logits(hidden), tuple(new_cache)
 
 
-def build_backbone(config: ModelOptions, vocab_size: int, lora_options: Optional[LoraOptions] = None,
-                   recompute: str = "off", frozen_dtype: Optional[str] = None) -> GPTBackbone:
+def build_backbone(
+    config: ModelOptions,
+    vocab_size: int,
+    lora_options: Optional[LoraOptions] = None,
+    recompute: str = "off",
+    frozen_dtype: Optional[str] = None,
+) -> GPTBackbone:
     """Creates the backbone and its weights (by calling it once on a one-token batch: no weight's
     shape depends on the length, and a full-context call would allocate [context, vocab] logits and
     [heads, context, context] scores just to be thrown away, which a large checkpoint's import feels).

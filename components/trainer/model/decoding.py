@@ -31,6 +31,7 @@ row whose length reaches the context length stops, which `num_generated_tokens` 
 `generate_tokens_without_cache` recomputes the whole prefix every step (sliding window of the last
 `context_length` tokens); it is kept as the reference the cache is tested and benchmarked against.
 """
+
 import functools
 from typing import Sequence
 
@@ -43,8 +44,9 @@ MIN_BUCKET = 16
 CACHE_GROWTH = 64  # graph mode: positions the key/value cache grows by (see decode_with_cache)
 
 
-def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens=None, special: SpecialTokens = LEARNED
-                    ) -> tf.RaggedTensor:
+def prepare_context(
+    prompt_ids: tf.RaggedTensor, max_prompt_tokens=None, special: SpecialTokens = LEARNED
+) -> tf.RaggedTensor:
     """Each prompt framed as the tokenizer frames a text (prompt_prefix + at most its last
     `max_prompt_tokens` tokens (None: all) + prompt_suffix), or [bos] where that is empty."""
     prompt_ids = tf.cast(prompt_ids, tf.int64)
@@ -58,9 +60,12 @@ def prepare_context(prompt_ids: tf.RaggedTensor, max_prompt_tokens=None, special
     parts = [_tiled(special.prompt_prefix, rows), kept, _tiled(special.prompt_suffix, rows)]
     if not special.prompt_prefix and not special.prompt_suffix:
         empty = tf.equal(lengths, 0)
-        parts.append(tf.RaggedTensor.from_row_lengths(
-            tf.fill([tf.reduce_sum(tf.cast(empty, tf.int64))], tf.constant(special.bos_id, tf.int64)),
-            tf.cast(empty, tf.int64)))
+        parts.append(
+            tf.RaggedTensor.from_row_lengths(
+                tf.fill([tf.reduce_sum(tf.cast(empty, tf.int64))], tf.constant(special.bos_id, tf.int64)),
+                tf.cast(empty, tf.int64),
+            )
+        )
     return tf.concat(parts, axis=1)
 
 
@@ -103,8 +108,20 @@ def is_stop(next_ids: tf.Tensor, eos_id: int, stop_ids: Sequence[int] = ()) -> t
 
 
 def decode_with_cache(
-    backbone, prompt_tokens, buffer, lengths, done, max_new_tokens, temperature, top_k, top_p, seed, grow_cache=True,
-    eos_id=LEARNED.eos_id, pad_id=LEARNED.pad_id, stop_ids=(),
+    backbone,
+    prompt_tokens,
+    buffer,
+    lengths,
+    done,
+    max_new_tokens,
+    temperature,
+    top_k,
+    top_p,
+    seed,
+    grow_cache=True,
+    eos_id=LEARNED.eos_id,
+    pad_id=LEARNED.pad_id,
+    stop_ids=(),
 ):
     """The prefill + cached `tf.while_loop`; every shape comes from the inputs' (static) shapes.
 
@@ -138,7 +155,9 @@ def decode_with_cache(
         buffer = tf.tensor_scatter_nd_update(buffer, tf.stack([rows, write_at], axis=1), next_ids)
         lengths = lengths + tf.cast(tf.logical_not(done), tf.int32)
         done = done | is_stop(next_ids, eos_id, stop_ids) | (lengths >= cache_length)
-        next_logits, cache = backbone.decode_step(next_ids, tf.minimum(lengths - 1, cache_length - 1), cache, grow_cache)
+        next_logits, cache = backbone.decode_step(
+            next_ids, tf.minimum(lengths - 1, cache_length - 1), cache, grow_cache
+        )
         return step + 1, buffer, lengths, done, next_logits, cache
 
     loop_vars = (tf.constant(0, tf.int32), buffer, lengths, done, next_logits, cache)
@@ -160,7 +179,9 @@ def decode_with_cache(
         return tf.while_loop(cache_has_room, one_token, (step, buffer, lengths, done, next_logits, cache))
 
     invariants = tf.nest.map_structure(lambda tensor: tensor.shape, loop_vars[:-1]) + (
-        tf.nest.map_structure(lambda tensor: tf.TensorShape([tensor.shape[0], tensor.shape[1], None, tensor.shape[3]]), cache),
+        tf.nest.map_structure(
+            lambda tensor: tf.TensorShape([tensor.shape[0], tensor.shape[1], None, tensor.shape[3]]), cache
+        ),
     )
     _, buffer, lengths, _, _, _ = tf.while_loop(keep_going, grow_then_decode, loop_vars, shape_invariants=invariants)
     return buffer, lengths
@@ -213,9 +234,19 @@ def generate_tokens(
     done = tf.range(padded_batch) >= batch_size
     decode = _decode_xla if jit_compile else _decode_graph
     buffer, new_lengths = decode(
-        backbone, prompt_tokens, buffer, padded_lengths, done, max_new_tokens,
-        tf.cast(temperature, tf.float32), tf.cast(top_k, tf.int32), tf.cast(top_p, tf.float32), tf.cast(seed, tf.int64),
-        eos_id=special.eos_id, pad_id=pad_id, stop_ids=tuple(stop_ids),
+        backbone,
+        prompt_tokens,
+        buffer,
+        padded_lengths,
+        done,
+        max_new_tokens,
+        tf.cast(temperature, tf.float32),
+        tf.cast(top_k, tf.int32),
+        tf.cast(top_p, tf.float32),
+        tf.cast(seed, tf.int64),
+        eos_id=special.eos_id,
+        pad_id=pad_id,
+        stop_ids=tuple(stop_ids),
     )
     buffer, new_lengths = buffer[:batch_size], new_lengths[:batch_size]
     return _new_tokens(buffer, lengths, new_lengths)
@@ -261,7 +292,9 @@ def generate_tokens_without_cache(
     def one_token(step, buffer, lengths, done):
         # Each row's window ends at its last token; positions after it are masked by causality.
         window_starts = tf.maximum(lengths - window_width, 0)
-        window_positions = tf.minimum(window_starts[:, tf.newaxis] + tf.range(window_width)[tf.newaxis, :], total_length - 1)
+        window_positions = tf.minimum(
+            window_starts[:, tf.newaxis] + tf.range(window_width)[tf.newaxis, :], total_length - 1
+        )
         logits = backbone(tf.gather(buffer, window_positions, batch_dims=1), training=False)
         last_logits = tf.gather(logits, lengths - 1 - window_starts, batch_dims=1)
         step_seed = tf.stack([seed, tf.cast(step, tf.int64)])
@@ -274,7 +307,14 @@ def generate_tokens_without_cache(
 
     done = tf.zeros_like(prompt_lengths, tf.bool)
     _, buffer, lengths, _ = tf.while_loop(
-        keep_going, one_token, (tf.constant(0, tf.int32), buffer, prompt_lengths, done),
-        shape_invariants=(tf.TensorShape([]), tf.TensorShape([None, None]), tf.TensorShape([None]), tf.TensorShape([None])),
+        keep_going,
+        one_token,
+        (tf.constant(0, tf.int32), buffer, prompt_lengths, done),
+        shape_invariants=(
+            tf.TensorShape([]),
+            tf.TensorShape([None, None]),
+            tf.TensorShape([None]),
+            tf.TensorShape([None]),
+        ),
     )
     return _new_tokens(buffer, prompt_lengths, lengths)

@@ -18,6 +18,7 @@ The backbone asks `projection()` for each of its Dense projections; which ones g
 `mlp`: every projection of the MLP). A fused query/key/value projection gets one adapter, which
 is the same as separate adapters on query, key and value that share `A`.
 """
+
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -27,6 +28,8 @@ import tf_keras as keras
 from components.trainer.options import LoraOptions
 
 ATTENTION, MLP = "attention", "mlp"
+
+
 class LoraDense(keras.layers.Dense):
     """A Dense layer whose kernel and bias are frozen and which adds a trainable low-rank update.
 
@@ -48,12 +51,19 @@ class LoraDense(keras.layers.Dense):
         input_dim = int(input_shape[-1])
         frozen = self.frozen_dtype or self.dtype
         self.kernel = self.add_weight(
-            "kernel", shape=[input_dim, self.units], initializer=self.kernel_initializer, dtype=frozen, trainable=False)
-        self.bias = (self.add_weight("bias", shape=[self.units], initializer=self.bias_initializer, dtype=frozen,
-                                     trainable=False) if self.use_bias else None)
+            "kernel", shape=[input_dim, self.units], initializer=self.kernel_initializer, dtype=frozen, trainable=False
+        )
+        self.bias = (
+            self.add_weight(
+                "bias", shape=[self.units], initializer=self.bias_initializer, dtype=frozen, trainable=False
+            )
+            if self.use_bias
+            else None
+        )
         # A random, B zero: the update starts at zero, so step 0 is the pretrained model.
         self.lora_a = self.add_weight(
-            "lora_a", shape=[input_dim, self.rank], initializer=keras.initializers.HeUniform(seed=0), dtype=self.dtype)
+            "lora_a", shape=[input_dim, self.rank], initializer=keras.initializers.HeUniform(seed=0), dtype=self.dtype
+        )
         self.lora_b = self.add_weight("lora_b", shape=[self.rank, self.units], initializer="zeros", dtype=self.dtype)
         self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: input_dim})
         self.built = True
@@ -81,8 +91,9 @@ def _matmul_last_axis(inputs: tf.Tensor, kernel: tf.Tensor) -> tf.Tensor:
     return tf.tensordot(inputs, kernel, [[inputs.shape.rank - 1], [0]])
 
 
-def projection(units: int, name: str, target: str, lora: Optional[LoraOptions], frozen_dtype: Optional[str] = None,
-               **dense_kwargs) -> keras.layers.Dense:
+def projection(
+    units: int, name: str, target: str, lora: Optional[LoraOptions], frozen_dtype: Optional[str] = None, **dense_kwargs
+) -> keras.layers.Dense:
     """The Dense projection `name` of kind `target` (ATTENTION or MLP): a LoraDense when `lora` is
     enabled for that kind, else a plain Dense, which under LoRA is frozen whole and so stored in
     `frozen_dtype` (when given). Used by the backbone for every block projection."""
@@ -119,8 +130,11 @@ def merged_weights(model: keras.Model) -> Dict[str, np.ndarray]:
     """`model`'s weights by variable name, with the adapters merged into their kernels and left
     out: the weights of the same backbone built without LoRA (see `copy_merged_weights`)."""
     merged = {id(layer.kernel): layer.merged_kernel() for layer in adapter_layers(model)}
-    return {weight.name: merged[id(weight)] if id(weight) in merged else weight.numpy()
-            for weight in model.weights if not is_adapter_variable(weight)}
+    return {
+        weight.name: merged[id(weight)] if id(weight) in merged else weight.numpy()
+        for weight in model.weights
+        if not is_adapter_variable(weight)
+    }
 
 
 def copy_merged_weights(source: keras.Model, target: keras.Model) -> None:
@@ -131,6 +145,8 @@ def copy_merged_weights(source: keras.Model, target: keras.Model) -> None:
     missing = [weight.name for weight in target.weights if weight.name not in weights]
     if missing or len(weights) != len(target.weights):
         extra = sorted(set(weights) - {weight.name for weight in target.weights})
-        raise ValueError(f"cannot copy weights between different architectures: missing {missing[:3]}, extra {extra[:3]}")
+        raise ValueError(
+            f"cannot copy weights between different architectures: missing {missing[:3]}, extra {extra[:3]}"
+        )
     for weight in target.weights:
         weight.assign(tf.cast(weights[weight.name], weight.dtype))

@@ -11,6 +11,7 @@ adapters' own matmuls, rank r against width d, add about 3r/d of that: under 2% 
 width 2048, left out). Counting 6N there put a LoRA run's MFU at 1.5x its real value (113% on the
 1.1B benchmark, issue 37).
 """
+
 from components.trainer.options import ModelOptions
 
 
@@ -39,8 +40,13 @@ def parameter_count(config: ModelOptions, vocab_size: int) -> int:
     """All trainable parameters (the embedding counted once when the output projection is tied to it)."""
     positions = config.context_length * config.model_dim if config.position_encoding == "learned" else 0
     head = 0 if config.tie_embeddings else vocab_size * config.model_dim
-    return (vocab_size * config.model_dim + positions + config.num_layers * block_parameters(config)
-            + _norm_parameters(config) + head)
+    return (
+        vocab_size * config.model_dim
+        + positions
+        + config.num_layers * block_parameters(config)
+        + _norm_parameters(config)
+        + head
+    )
 
 
 def matmul_parameters(config: ModelOptions, vocab_size: int) -> int:

@@ -25,6 +25,7 @@ Only deterministic functions can be recomputed: dropout draws a new mask on ever
 recomputed activations would not be those of the forward pass and the gradients would be wrong;
 `options.check_recompute` refuses that combination.
 """
+
 from typing import Callable, List, Optional, Tuple
 
 import tensorflow as tf
@@ -50,7 +51,9 @@ def query_spans(length, longest: int, chunk: int) -> List[Tuple]:
     `longest` positions has a span, clamped to `length`, and those past it are empty)."""
     if isinstance(length, int):
         return [(start, min(start + chunk, length)) for start in range(0, length, chunk)] or [(0, 0)]
-    return [(tf.minimum(start, length), tf.minimum(start + chunk, length)) for start in range(0, max(longest, 1), chunk)]
+    return [
+        (tf.minimum(start, length), tf.minimum(start + chunk, length)) for start in range(0, max(longest, 1), chunk)
+    ]
 
 
 def causal_rows(start, end) -> tf.Tensor:
@@ -75,9 +78,15 @@ def chunk_mask(start, end, segment_ids: Optional[tf.Tensor]) -> tf.Tensor:
     return (same & causal[tf.newaxis])[:, tf.newaxis]
 
 
-def causal_attention_in_chunks(weigh_values: AttentionCore, query: tf.Tensor, key: tf.Tensor, value: tf.Tensor,
-                               longest: int, chunk: Optional[int] = None,
-                               segment_ids: Optional[tf.Tensor] = None) -> tf.Tensor:
+def causal_attention_in_chunks(
+    weigh_values: AttentionCore,
+    query: tf.Tensor,
+    key: tf.Tensor,
+    value: tf.Tensor,
+    longest: int,
+    chunk: Optional[int] = None,
+    segment_ids: Optional[tf.Tensor] = None,
+) -> tf.Tensor:
     """Causal self-attention (`weigh_values` on every query position, each seeing the keys up to its
     own, within its own segment when `segment_ids` [batch, length] are given) whose attention core
     is recomputed, chunk by chunk (`chunk` query positions, default ATTENTION_QUERY_CHUNK), in the
@@ -92,7 +101,9 @@ def causal_attention_in_chunks(weigh_values: AttentionCore, query: tf.Tensor, ke
         pieces = []
         for start, end in spans:
             query_chunk = query[:, :, start:end] if not pieces else after(query[:, :, start:end], pieces[-1])
-            pieces.append(weigh_values(query_chunk, key[:, :, :end], value[:, :, :end], chunk_mask(start, end, segment_ids)))
+            pieces.append(
+                weigh_values(query_chunk, key[:, :, :end], value[:, :, :end], chunk_mask(start, end, segment_ids))
+            )
 
         def gradient(d_attended):
             length = tf.shape(key)[2]
@@ -106,7 +117,9 @@ def causal_attention_in_chunks(weigh_values: AttentionCore, query: tf.Tensor, ke
                 with tf.GradientTape() as tape:
                     tape.watch([query_chunk, keys, values])
                     attended = weigh_values(query_chunk, keys, values, chunk_mask(start, end, segment_ids))
-                d_query, d_keys, d_values = tape.gradient(attended, [query_chunk, keys, values], output_gradients=d_chunk)
+                d_query, d_keys, d_values = tape.gradient(
+                    attended, [query_chunk, keys, values], output_gradients=d_chunk
+                )
                 padding = [[0, 0], [0, 0], [0, length - end], [0, 0]]
                 d_key += tf.pad(tf.cast(d_keys, tf.float32), padding)
                 d_value += tf.pad(tf.cast(d_values, tf.float32), padding)

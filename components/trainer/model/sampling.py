@@ -3,6 +3,7 @@
 Everything here is XLA-compilable: no op needs a value known only at run time as a shape (top-k
 is a threshold read from one descending sort, not `tf.math.top_k` with a tensor `k`).
 """
+
 import tensorflow as tf
 
 # Logit given to filtered-out tokens: exp() of it underflows to exactly 0 in float32.

@@ -5,6 +5,7 @@ whose tokenizer ops load but whose newer ops (trimmers such as RoundRobinTrim, u
 ByteSplitter) do not. A graph is serving-safe when every op is a core op or in the TF Text
 allow-list below.
 """
+
 import os
 from typing import Set
 
@@ -12,16 +13,18 @@ import tensorflow as tf
 from tensorflow.core.protobuf import saved_model_pb2
 
 # TF Text ops present in the TF Text 2.12.1 that stock TF Serving 2.12-2.19 embeds.
-SERVING_TF_TEXT_OPS = frozenset({
-    "RegexSplitWithOffsets",
-    "WordpieceTokenizeWithOffsets",
-    "FastWordpieceTokenizeWithOffsets",
-    "SentencepieceOp",
-    "SentencepieceTokenizeOp",
-    "SentencepieceDetokenizeOp",
-    "WhitespaceTokenizeWithOffsetsV2",
-    "UnicodeScriptTokenizeWithOffsets",
-})
+SERVING_TF_TEXT_OPS = frozenset(
+    {
+        "RegexSplitWithOffsets",
+        "WordpieceTokenizeWithOffsets",
+        "FastWordpieceTokenizeWithOffsets",
+        "SentencepieceOp",
+        "SentencepieceTokenizeOp",
+        "SentencepieceDetokenizeOp",
+        "WhitespaceTokenizeWithOffsetsV2",
+        "UnicodeScriptTokenizeWithOffsets",
+    }
+)
 
 
 def saved_model_op_types(saved_model_dir: str) -> Set[str]:

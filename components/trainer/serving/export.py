@@ -36,6 +36,7 @@ Serving on CPU then needs `--xla_cpu_compilation_enabled=true`. The default expo
 and loads in stock TF Serving. Warm-up requests are written to
 `assets.extra/tf_serving_warmup_requests`.
 """
+
 import os
 
 import tensorflow as tf
@@ -70,14 +71,19 @@ class TextGenerationModule(tf.Module):
         tokenizer = loaded.load(tokenizer_dir)
         if tokenizer.kind == loaded.LEARNED_SENTENCEPIECE:
             self.tokenizer_model = tf.saved_model.Asset(os.path.join(tokenizer_dir, model_file.MODEL_FILE_NAME))
-            self.tokenizer_files = [tf.saved_model.Asset(path) for path in tokenizer.file_paths(tokenizer_dir)
-                                    if os.path.basename(path) != model_file.MODEL_FILE_NAME]  # a chat template's
+            self.tokenizer_files = [
+                tf.saved_model.Asset(path)
+                for path in tokenizer.file_paths(tokenizer_dir)
+                if os.path.basename(path) != model_file.MODEL_FILE_NAME
+            ]  # a chat template's
         else:
             self.tokenizer_files = [tf.saved_model.Asset(path) for path in tokenizer.file_paths(tokenizer_dir)]
         self._special = tokenizer.special
         # score_tokens masks padding only where the pad id cannot be a real target (GPT-2 pads
         # with its <|endoftext|>, which packed blocks contain as the document separator).
-        framing = set(tokenizer.special.document_prefix) | set(tokenizer.special.document_suffix) | {tokenizer.special.eos_id}
+        framing = (
+            set(tokenizer.special.document_prefix) | set(tokenizer.special.document_suffix) | {tokenizer.special.eos_id}
+        )
         self._mask_padding = tokenizer.special.pad_id not in framing
         self._detokenizer = tokenizer.graph(name="detokenizer")
         chat_spec = tokenizer.chat()  # not kept on the module: only tensors belong in the SavedModel
@@ -86,7 +92,9 @@ class TextGenerationModule(tf.Module):
             self._text_tokenizer = tokenizer.graph(name="tokenizer")
             self._chat = ChatGraph(chat_spec.grammar, chat_spec.special_ids, self._text_tokenizer.tokenize)
         self._stop_ids = tuple(chat_spec.stop_token_ids) if self.has_chat else ()
-        self.context_length = tf.Variable(backbone.context_length, dtype=tf.int64, trainable=False, name="context_length")
+        self.context_length = tf.Variable(
+            backbone.context_length, dtype=tf.int64, trainable=False, name="context_length"
+        )
         self._defaults = generation
 
     def _tokenize(self, texts: tf.Tensor) -> tf.RaggedTensor:
@@ -99,8 +107,16 @@ class TextGenerationModule(tf.Module):
     def generate(self, prompts, max_new_tokens, temperature, top_k, top_p, seed):
         """Continues each prompt; see the module docstring."""
         new_ids, counts = decoding.generate_tokens(
-            self.backbone, self._tokenize(prompts), max_new_tokens, temperature, top_k, top_p, seed,
-            jit_compile=self._defaults.jit_compile, special=self._special, stop_ids=self._stop_ids,
+            self.backbone,
+            self._tokenize(prompts),
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            seed,
+            jit_compile=self._defaults.jit_compile,
+            special=self._special,
+            stop_ids=self._stop_ids,
         )
         return {"generations": self._detokenizer.detokenize(new_ids), "num_generated_tokens": counts}
 
@@ -114,13 +130,25 @@ class TextGenerationModule(tf.Module):
         prompt, accepted = rendered.token_ids, rendered.accepted
         unframed = self._special._replace(prompt_prefix=(), prompt_suffix=())  # the template frames the conversation
         new_ids, counts = decoding.generate_tokens(
-            self.backbone, prompt, max_new_tokens, temperature, top_k, top_p, seed,
-            jit_compile=self._defaults.jit_compile, special=unframed, stop_ids=self._stop_ids,
+            self.backbone,
+            prompt,
+            max_new_tokens,
+            temperature,
+            top_k,
+            top_p,
+            seed,
+            jit_compile=self._defaults.jit_compile,
+            special=unframed,
+            stop_ids=self._stop_ids,
         )
         stops = tf.constant(sorted({*self._stop_ids, self._special.eos_id}), tf.int64)
         ended = tf.reduce_any(tf.equal(_last_or(new_ids, -1)[:, tf.newaxis], stops[tf.newaxis, :]), axis=1)
-        return {"generations": tf.where(accepted, self._detokenizer.detokenize(new_ids), ""),
-                "num_generated_tokens": tf.where(accepted, counts, 0), "stopped": ended & accepted, "accepted": accepted}
+        return {
+            "generations": tf.where(accepted, self._detokenizer.detokenize(new_ids), ""),
+            "num_generated_tokens": tf.where(accepted, counts, 0),
+            "stopped": ended & accepted,
+            "accepted": accepted,
+        }
 
     def score_replies(self, roles, contents):
         """Summed NLL and count of the assistant turns' tokens (the loss mask Transform trains on),
@@ -136,8 +164,12 @@ class TextGenerationModule(tf.Module):
         weights = tf.cast(mask.to_tensor(default_value=0), tf.bool)[:, 1:]
         nll = _masked_token_nll(self.backbone, dense[:, :-1], dense[:, 1:], weights)
         replies = tf.where(tf.equal(roles, "assistant"), tf.strings.length(contents), 0)
-        return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(weights, tf.int64), axis=1),
-                "reply_bytes": tf.cast(tf.reduce_sum(replies, axis=1), tf.int64), "truncated": truncated}
+        return {
+            "nll_sum": tf.reduce_sum(nll, axis=1),
+            "num_tokens": tf.reduce_sum(tf.cast(weights, tf.int64), axis=1),
+            "reply_bytes": tf.cast(tf.reduce_sum(replies, axis=1), tf.int64),
+            "truncated": truncated,
+        }
 
     @tf.function(input_signature=signatures.input_signature(signatures.SERVING_DEFAULT))
     def generate_with_defaults(self, prompts):
@@ -201,8 +233,11 @@ class TextGenerationModule(tf.Module):
         targets = tf.gather(documents, positions + 1, batch_dims=1).to_tensor(default_value=pad_id)
         mask = scored.to_tensor(default_value=False)
         nll = _masked_token_nll(self.backbone, inputs, targets, mask)
-        return {"nll_sum": tf.reduce_sum(nll, axis=1), "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1),
-                "truncated": first > 0}
+        return {
+            "nll_sum": tf.reduce_sum(nll, axis=1),
+            "num_tokens": tf.reduce_sum(tf.cast(mask, tf.int64), axis=1),
+            "truncated": first > 0,
+        }
 
     @tf.function(input_signature=signatures.input_signature(signatures.SCORE_TOKENS))
     def score_tokens(self, blocks):
@@ -239,8 +274,11 @@ def export_serving_model(
         signatures.SCORE_CONTINUATION: module.score_continuation,
     }
     if module.has_chat:
-        functions[signatures.CHAT] = tf.function(module.chat, input_signature=signatures.input_signature(signatures.CHAT))
+        functions[signatures.CHAT] = tf.function(
+            module.chat, input_signature=signatures.input_signature(signatures.CHAT)
+        )
         functions[signatures.SCORE_REPLIES] = tf.function(
-            module.score_replies, input_signature=signatures.input_signature(signatures.SCORE_REPLIES))
+            module.score_replies, input_signature=signatures.input_signature(signatures.SCORE_REPLIES)
+        )
     tf.saved_model.save(module, export_dir, signatures=functions)
     predict_requests.write_warmup_file(export_dir, predict_requests.warmup_requests(generation))

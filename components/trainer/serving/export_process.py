@@ -30,6 +30,7 @@ live across processes or devices that a child cannot reach. Cost of a child: a T
 (about 5 s), the checkpoint write and read (2.2 GB at 1.1B in bf16: seconds on a local disk) and
 the temporary space for it.
 """
+
 import argparse
 import collections
 import dataclasses
@@ -56,6 +57,7 @@ _LOG_LINES_KEPT = 20
 class BackboneRecipe:
     """How the Trainer built its backbone: what a child process needs to build the same one (and so
     read its checkpoint). Option models are kept as their `model_dump()` dictionaries."""
+
     model: dict
     vocab_size: int
     lora: dict
@@ -70,14 +72,16 @@ class BackboneRecipe:
         from components.trainer.training.precision import keras_policy
 
         with keras_policy(self.policy):
-            return build_backbone(ModelOptions(**self.model), self.vocab_size, LoraOptions(**self.lora),
-                                  self.recompute, self.frozen_dtype)
+            return build_backbone(
+                ModelOptions(**self.model), self.vocab_size, LoraOptions(**self.lora), self.recompute, self.frozen_dtype
+            )
 
 
 @dataclasses.dataclass(frozen=True)
 class ExportJob:
     """One child's work: rebuild the backbone, read `weights`, write one export: the serving
     SavedModel to `export_dir`, or the Hugging Face export to `hugging_face_dir`."""
+
     recipe: BackboneRecipe
     weights: str  # the tf.train.Checkpoint prefix the Trainer wrote
     transform_output: str  # the Transform graph artifact's URI
@@ -96,7 +100,7 @@ class ExportJob:
 
 
 def resolve_export_process(choice: str, distribution: str, sharded: bool, parameters: int) -> str:
-    """"child" or "inline" for `training.export_process` (see the module docstring); `distribution` is
+    """ "child" or "inline" for `training.export_process` (see the module docstring); `distribution` is
     the resolved `training.distribution`. Raises ValueError for `child` where a child cannot export."""
     if choice not in EXPORT_PROCESSES:
         raise ValueError(f"training.export_process must be one of {EXPORT_PROCESSES}, not {choice!r}")
@@ -105,7 +109,8 @@ def resolve_export_process(choice: str, distribution: str, sharded: bool, parame
         raise ValueError(
             "training.export_process=child needs a Trainer that is one process (training.distribution default or "
             f"mirrored, no training.sharding); this run has distribution {distribution}"
-            f"{' with sharding' if sharded else ''}: use auto or inline")
+            f"{' with sharding' if sharded else ''}: use auto or inline"
+        )
     if choice == "auto":
         return "child" if single_process and parameters >= CHILD_EXPORT_MIN_PARAMETERS else "inline"
     return choice
@@ -117,7 +122,8 @@ def _child_environment() -> dict:
     environment = dict(os.environ)
     project_root = os.path.dirname(os.path.dirname(os.path.abspath(components.__file__)))
     environment["PYTHONPATH"] = os.pathsep.join(
-        path for path in (project_root, environment.get("PYTHONPATH", "")) if path)
+        path for path in (project_root, environment.get("PYTHONPATH", "")) if path
+    )
     environment["CUDA_VISIBLE_DEVICES"] = "-1"
     environment.setdefault("TF_USE_LEGACY_KERAS", "1")
     return environment
@@ -128,16 +134,20 @@ def _run_child(job_file: str) -> None:
     with its exit status and last lines when it fails."""
     command = [sys.executable, "-m", "components.trainer.serving.export_process", "--job", job_file]
     last_lines = collections.deque(maxlen=_LOG_LINES_KEPT)
-    with subprocess.Popen(command, env=_child_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True, errors="replace") as child:
+    with subprocess.Popen(
+        command, env=_child_environment(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as child:
         logging.info("Export: child process %d started", child.pid)
         for line in child.stdout:
             sys.stderr.write(line)
             last_lines.append(line.rstrip("\n"))
         code = child.wait()
     if code:
-        how = f"was killed by signal {-code}" + (" (out of memory?)" if code == -9 else "") if code < 0 \
+        how = (
+            f"was killed by signal {-code}" + (" (out of memory?)" if code == -9 else "")
+            if code < 0
             else f"exited with status {code}"
+        )
         raise RuntimeError(f"the export process {how}; its last lines:\n  " + "\n  ".join(last_lines))
 
 
@@ -150,8 +160,13 @@ class Exporter:
         self.generation = generation  # GenerationOptions.model_dump()
         self.recipe = recipe
 
-    def write(self, backbone, export_dir: str, hugging_face_checkpoint: Optional[str] = None,
-              hugging_face_dir: Optional[str] = None) -> None:
+    def write(
+        self,
+        backbone,
+        export_dir: str,
+        hugging_face_checkpoint: Optional[str] = None,
+        hugging_face_dir: Optional[str] = None,
+    ) -> None:
         """The serving SavedModel of `backbone` in `export_dir`; with both `hugging_face_*` arguments
         also the Hugging Face export of the model fine-tuned from that checkpoint."""
         if self.recipe is None:
@@ -164,8 +179,16 @@ class Exporter:
             # and the Hugging Face export's merged copy beside it peaked 7 GiB higher at 1.1B.
             jobs = [ExportJob(self.recipe, weights, self.transform_output, self.generation, export_dir=export_dir)]
             if hugging_face_dir:
-                jobs.append(ExportJob(self.recipe, weights, self.transform_output, self.generation,
-                                      hugging_face_checkpoint=hugging_face_checkpoint, hugging_face_dir=hugging_face_dir))
+                jobs.append(
+                    ExportJob(
+                        self.recipe,
+                        weights,
+                        self.transform_output,
+                        self.generation,
+                        hugging_face_checkpoint=hugging_face_checkpoint,
+                        hugging_face_dir=hugging_face_dir,
+                    )
+                )
             for number, job in enumerate(jobs):
                 job_file = os.path.join(scratch, f"job-{number}.json")
                 with open(job_file, "w", encoding="utf-8") as handle:
@@ -174,8 +197,13 @@ class Exporter:
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
 
-    def _write_here(self, backbone, export_dir: Optional[str], hugging_face_checkpoint: Optional[str],
-                    hugging_face_dir: Optional[str]) -> None:
+    def _write_here(
+        self,
+        backbone,
+        export_dir: Optional[str],
+        hugging_face_checkpoint: Optional[str],
+        hugging_face_dir: Optional[str],
+    ) -> None:
         import tensorflow_transform as tft
 
         from components.tokenizer import loaded
@@ -184,8 +212,9 @@ class Exporter:
         from components.trainer.serving.export import export_serving_model
 
         if export_dir:
-            export_serving_model(backbone, tft.TFTransformOutput(self.transform_output),
-                                 GenerationOptions(**self.generation), export_dir)
+            export_serving_model(
+                backbone, tft.TFTransformOutput(self.transform_output), GenerationOptions(**self.generation), export_dir
+            )
         if hugging_face_dir:
             chat = loaded.load(loaded.transform_graph_dir(self.transform_output)).chat()
             export_hugging_face(backbone, hugging_face_checkpoint, hugging_face_dir, chat=chat)
@@ -200,7 +229,8 @@ def run_job(job: ExportJob) -> None:
     logging.info("Export: read the Trainer's weights (%d variables)", len(backbone.variables))
     with keras_policy(job.recipe.policy):
         Exporter(job.transform_output, job.generation).write(
-            backbone, job.export_dir, job.hugging_face_checkpoint, job.hugging_face_dir)
+            backbone, job.export_dir, job.hugging_face_checkpoint, job.hugging_face_dir
+        )
     logging.info("Export: wrote %s", job.export_dir or job.hugging_face_dir)
 
 

@@ -7,6 +7,7 @@ client sends to `PredictionService/Predict`, `rest_request_body` the JSON body o
 (a TFRecord of `PredictionLog`s) when it loads a version, so the first user request does not pay
 for graph initialisation (or, with the XLA export, compilation) of the common shapes.
 """
+
 import os
 from typing import Any, Dict, Sequence
 
@@ -21,9 +22,7 @@ WARMUP_FILE = os.path.join("assets.extra", "tf_serving_warmup_requests")
 
 def predict_request(model_name: str, signature_name: str, **values: Any) -> predict_pb2.PredictRequest:
     """A PredictRequest for `signature_name` with every input of it (typed as `signatures` declares)."""
-    request = predict_pb2.PredictRequest(
-        model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name)
-    )
+    request = predict_pb2.PredictRequest(model_spec=model_pb2.ModelSpec(name=model_name, signature_name=signature_name))
     for key, value in signatures.typed_inputs(signature_name, values).items():
         request.inputs[key].CopyFrom(tf.make_tensor_proto(value))
     return request
@@ -60,8 +59,14 @@ def warmup_requests(generation, model_name: str = "textgen") -> list:
         predict_request(model_name, signatures.SERVING_DEFAULT, prompts=[prompt]),
         predict_request(model_name, signatures.SERVING_DEFAULT, prompts=[prompt] * 8),
         predict_request(
-            model_name, signatures.GENERATE, prompts=[prompt], max_new_tokens=generation.max_new_tokens,
-            temperature=max(generation.temperature, 0.7), top_k=generation.top_k, top_p=generation.top_p, seed=0,
+            model_name,
+            signatures.GENERATE,
+            prompts=[prompt],
+            max_new_tokens=generation.max_new_tokens,
+            temperature=max(generation.temperature, 0.7),
+            top_k=generation.top_k,
+            top_p=generation.top_p,
+            seed=0,
         ),
         predict_request(model_name, signatures.SCORE, texts=[prompt]),
     ]

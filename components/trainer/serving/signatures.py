@@ -24,6 +24,7 @@ REST bodies from it (`predict_requests.py`).
 
 What each signature computes is documented in `export.py`.
 """
+
 from typing import Any, Collection, Dict, List, Mapping, NamedTuple, Optional, Tuple
 
 import numpy as np
@@ -105,11 +106,15 @@ def _typed(spec: Input, value: Any) -> np.ndarray:
     else:
         array = np.asarray(value, dtype=spec.dtype.as_numpy_dtype)
     if array.ndim != len(spec.shape):
-        raise ValueError(f"input {spec.name!r} must have rank {len(spec.shape)} (shape {spec.shape}), not {array.shape}")
+        raise ValueError(
+            f"input {spec.name!r} must have rank {len(spec.shape)} (shape {spec.shape}), not {array.shape}"
+        )
     return array
 
 
-def typed_inputs(signature: str, values: Mapping[str, Any], accepted: Optional[Collection[str]] = None) -> Dict[str, np.ndarray]:
+def typed_inputs(
+    signature: str, values: Mapping[str, Any], accepted: Optional[Collection[str]] = None
+) -> Dict[str, np.ndarray]:
     """`values` as numpy arrays of the dtypes and ranks `signature` declares (text is UTF-8 encoded).
 
     Every input must be given and no other. `accepted`, when given, is the set of input names the
@@ -120,11 +125,16 @@ def typed_inputs(signature: str, values: Mapping[str, Any], accepted: Optional[C
     unknown = set(values) - {spec.name for spec in specs}
     missing = [spec.name for spec in specs if spec.name not in values]
     if unknown or missing:
-        raise ValueError(f"signature {signature!r} takes {[spec.name for spec in specs]}; "
-                         f"missing {missing}, unknown {sorted(unknown)}")
+        raise ValueError(
+            f"signature {signature!r} takes {[spec.name for spec in specs]}; "
+            f"missing {missing}, unknown {sorted(unknown)}"
+        )
     return {spec.name: _typed(spec, values[spec.name]) for spec in specs if accepted is None or spec.name in accepted}
 
 
 def decode_texts(values) -> List[str]:
     """A string output (`generations`) as Python text, invalid UTF-8 replaced."""
-    return [text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text) for text in np.asarray(values).tolist()]
+    return [
+        text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+        for text in np.asarray(values).tolist()
+    ]

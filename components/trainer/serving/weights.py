@@ -20,6 +20,7 @@ a mixed_bfloat16 model (the CPU default where bfloat16 is native, see training/p
 served in float32: its variables are float32 either way, and a bfloat16 graph would cast every
 weight again on every decoding step.
 """
+
 from typing import Optional, Tuple
 
 import tensorflow as tf
@@ -84,7 +85,9 @@ class QuantizedDense(keras.layers.Layer):
         quantized, scale = quantize_per_channel(dense.kernel)
         self.kernel = tf.Variable(quantized, trainable=False, name="kernel_int8")
         self.scale = tf.Variable(scale, trainable=False, name="kernel_scale")
-        self.bias = None if dense.bias is None else tf.Variable(tf.cast(dense.bias, tf.float32), trainable=False, name="bias")
+        self.bias = (
+            None if dense.bias is None else tf.Variable(tf.cast(dense.bias, tf.float32), trainable=False, name="bias")
+        )
         self.activation = dense.activation
 
     def call(self, inputs: tf.Tensor) -> tf.Tensor:

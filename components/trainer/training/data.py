@@ -14,6 +14,7 @@ document follows which, and what it predicts at the start of a document depends 
 before it in the fixed packing (the bias gate's planted-association test measured this as noise
 in an association-free model; tests/bias_corpus.py).
 """
+
 from typing import Any, Dict, Optional
 
 import tensorflow as tf
@@ -25,8 +26,9 @@ from components.transform.preprocessing import TOKEN_IDS_KEY
 _PARSE_BATCH = 256  # serialized examples parsed per call; larger batches amortise op overhead
 
 
-def framed_documents(file_patterns: FilePatterns, feature_spec: Dict[str, Any],
-                     special: SpecialTokens = LEARNED) -> tf.data.Dataset:
+def framed_documents(
+    file_patterns: FilePatterns, feature_spec: Dict[str, Any], special: SpecialTokens = LEARNED
+) -> tf.data.Dataset:
     """The transformed examples matching `file_patterns` as batches of documents (ragged
     [documents, (tokens)] int64), each framed by `special`'s document prefix and suffix.
 
@@ -54,8 +56,9 @@ def _one_tensor_per_document(documents: tf.RaggedTensor) -> tf.data.Dataset:
     return tf.data.Dataset.from_tensor_slices(bounds).map(lambda start, limit: tokens[start:limit])
 
 
-def token_stream(file_patterns: FilePatterns, feature_spec: Dict[str, Any],
-                 special: SpecialTokens = LEARNED) -> tf.data.Dataset:
+def token_stream(
+    file_patterns: FilePatterns, feature_spec: Dict[str, Any], special: SpecialTokens = LEARNED
+) -> tf.data.Dataset:
     """All tokens of the transformed examples matching `file_patterns`, in file order, each document
     framed by `special`'s document prefix and suffix (see `framed_documents`)."""
     return framed_documents(file_patterns, feature_spec, special).map(lambda documents: documents.flat_values).unbatch()
@@ -70,8 +73,9 @@ def frame_documents(token_ids: tf.RaggedTensor, special: SpecialTokens) -> tf.Ra
     return tf.concat([prefix, token_ids, suffix], axis=1)
 
 
-def holds_one_block(file_patterns: FilePatterns, feature_spec: Dict[str, Any], context_length: int,
-                    special: SpecialTokens = LEARNED) -> bool:
+def holds_one_block(
+    file_patterns: FilePatterns, feature_spec: Dict[str, Any], context_length: int, special: SpecialTokens = LEARNED
+) -> bool:
     """Whether the examples hold at least one full training block (context_length + 1 tokens)."""
     stream = token_stream(file_patterns, feature_spec, special).batch(context_length + 1, drop_remainder=True)
     return any(True for _ in stream.take(1))

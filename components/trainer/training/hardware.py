@@ -1,5 +1,6 @@
 """What the training hardware does: measured peak matmul throughput (the denominator of model
 FLOPs utilisation, MFU) and peak memory in use."""
+
 import resource
 import time
 from typing import Tuple

@@ -14,6 +14,7 @@ Model selection (selection.py): each progress line measures the eval loss on the
 batches; the weights of the lowest one are kept and put back at the end, and training stops early
 when it stops improving (`keep_best`, `early_stopping_patience`).
 """
+
 import dataclasses
 import logging
 import time
@@ -130,8 +131,11 @@ class LanguageModelTrainer:
         self._eval_steps = tf.function(self._eval_steps_fn)
         with strategy.scope():
             optimizer.build(model.trainable_variables)
-        self.selection = EvalSelection(model.trainable_variables, settings.keep_best and settings.eval_batches > 0,
-                                       settings.early_stopping_patience if settings.eval_batches else 0)
+        self.selection = EvalSelection(
+            model.trainable_variables,
+            settings.keep_best and settings.eval_batches > 0,
+            settings.early_stopping_patience if settings.eval_batches else 0,
+        )
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer, selection=self.selection.state())
         self.best_step_restored: Optional[int] = None
 
@@ -193,7 +197,9 @@ class LanguageModelTrainer:
         gradient_norm = tf.constant(0.0)
         for _ in tf.range(num_steps):
             per_replica = self.strategy.run(self._replica_step, args=as_step_arguments(next(iterator)))
-            loss, gradient_norm = (self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for value in per_replica)
+            loss, gradient_norm = (
+                self.strategy.reduce(tf.distribute.ReduceOp.MEAN, value, axis=None) for value in per_replica
+            )
             loss_total += loss
         return loss_total / tf.cast(num_steps, tf.float32), gradient_norm
 
@@ -266,7 +272,9 @@ class LanguageModelTrainer:
                 step = self.step
                 if step % settings.log_every == 0 or step >= settings.total_steps:
                     elapsed = time.perf_counter() - interval_start
-                    report = self._report(step, losses, float(gradient_norm.numpy()), elapsed, step - interval_step, eval_iterators)
+                    report = self._report(
+                        step, losses, float(gradient_norm.numpy()), elapsed, step - interval_step, eval_iterators
+                    )
                     self._write_summaries(writer, report)
                     logging.info("%s", report.line(settings.total_steps))
                     self.selection.observe(step, report.eval_loss)
@@ -313,7 +321,9 @@ class LanguageModelTrainer:
             self._compile_train_steps(False)
             return self._train_steps(iterator, tf.constant(num_steps))
 
-    def _report(self, step: int, losses: list, gradient_norm: float, elapsed: float, steps: int, eval_iterators) -> StepReport:
+    def _report(
+        self, step: int, losses: list, gradient_norm: float, elapsed: float, steps: int, eval_iterators
+    ) -> StepReport:
         settings = self.settings
         tokens_per_sec = steps * settings.tokens_per_step / max(elapsed, 1e-9)
         mfu = tokens_per_sec * settings.flops_per_token / settings.peak_flops if settings.peak_flops else 0.0

@@ -1,4 +1,5 @@
 """The language-modelling task's optimiser: AdamW with warm-up and cosine decay."""
+
 from typing import Optional
 
 import tensorflow as tf
@@ -61,7 +62,9 @@ def make_optimizer(
     """
     optimizer_class = keras.optimizers.AdamW if mesh is None else DataflowAdamW
     optimizer = optimizer_class(
-        learning_rate=learning_rate_schedule(config), weight_decay=config.weight_decay, beta_2=0.95,
+        learning_rate=learning_rate_schedule(config),
+        weight_decay=config.weight_decay,
+        beta_2=0.95,
         **({"mesh": mesh} if mesh is not None else {}),
     )
     optimizer.exclude_from_weight_decay(var_names=["bias", "norm"])

@@ -19,6 +19,7 @@ Batches are dicts: inputs, targets ([batch, context] int64), weights ([batch, co
 segments and positions ([batch, context] int32). The training loop's loss is the weighted sum of
 token losses divided by the sum of the weights over the global batch.
 """
+
 from typing import Any, Dict, NamedTuple, Optional
 
 import tensorflow as tf
@@ -47,7 +48,8 @@ def conversations(file_patterns: FilePatterns, feature_spec: Dict[str, Any], row
         ids, mask = tf.ragged.boolean_mask(ids, keep), tf.ragged.boolean_mask(mask, keep)
         bounds = (ids.row_starts(), ids.row_limits())
         return tf.data.Dataset.from_tensor_slices(bounds).map(
-            lambda start, limit: (ids.flat_values[start:limit], mask.flat_values[start:limit]))
+            lambda start, limit: (ids.flat_values[start:limit], mask.flat_values[start:limit])
+        )
 
     return tf.data.TFRecordDataset(files, compression_type="GZIP").batch(256).flat_map(rows)
 
@@ -60,8 +62,14 @@ def pack(conversations_dataset: tf.data.Dataset, row_tokens: int) -> tf.data.Dat
     padded_to = row_tokens
 
     def empty_row():
-        return (tf.zeros([padded_to], tf.int64), tf.zeros([padded_to], tf.int64), tf.zeros([padded_to], tf.int32),
-                tf.zeros([padded_to], tf.int32), tf.constant(0, tf.int32), tf.constant(0, tf.int32))
+        return (
+            tf.zeros([padded_to], tf.int64),
+            tf.zeros([padded_to], tf.int64),
+            tf.zeros([padded_to], tf.int32),
+            tf.zeros([padded_to], tf.int32),
+            tf.constant(0, tf.int32),
+            tf.constant(0, tf.int32),
+        )
 
     def place(state, conversation):
         tokens, mask, segments, positions, fill, count = state
@@ -72,7 +80,9 @@ def pack(conversations_dataset: tf.data.Dataset, row_tokens: int) -> tf.data.Dat
         emit = full & (fill > 0)
         row = {"tokens": tokens, "mask": mask, "segments": segments, "positions": positions}
         base_tokens, base_mask, base_segments, base_positions, base_fill, base_count = [
-            tf.where(full, fresh, kept) for fresh, kept in zip(empty_row(), (tokens, mask, segments, positions, fill, count))]
+            tf.where(full, fresh, kept)
+            for fresh, kept in zip(empty_row(), (tokens, mask, segments, positions, fill, count))
+        ]
         length = tf.where(is_flush, 0, length)
         ids, weights = ids[:length], weights[:length]
         span = tf.range(base_fill, base_fill + length)[:, tf.newaxis]
@@ -80,8 +90,14 @@ def pack(conversations_dataset: tf.data.Dataset, row_tokens: int) -> tf.data.Dat
         new_mask = tf.tensor_scatter_nd_update(base_mask, span, weights)
         new_segments = tf.tensor_scatter_nd_update(base_segments, span, tf.fill([length], base_count + 1))
         new_positions = tf.tensor_scatter_nd_update(base_positions, span, tf.range(length))
-        new_state = (new_tokens, new_mask, new_segments, new_positions, base_fill + length,
-                     base_count + tf.minimum(length, 1))
+        new_state = (
+            new_tokens,
+            new_mask,
+            new_segments,
+            new_positions,
+            base_fill + length,
+            base_count + tf.minimum(length, 1),
+        )
         return new_state, (emit, row)
 
     packed = conversations_dataset.concatenate(flush).scan(empty_row(), place)
@@ -103,13 +119,25 @@ def _shifted(row: Dict[str, tf.Tensor], loss_on: str = "assistant") -> Dict[str,
     same_segment = tf.equal(segments[..., 1:], segments[..., :-1]) & (segments[..., 1:] > 0)
     mask = row["mask"][..., 1:] if loss_on == "assistant" else tf.ones_like(row["mask"][..., 1:])
     weights = tf.cast(mask, tf.float32) * tf.cast(same_segment, tf.float32)
-    return {"inputs": row["tokens"][..., :-1], "targets": row["tokens"][..., 1:], "weights": weights,
-            "segments": segments[..., :-1], "positions": row["positions"][..., :-1]}
+    return {
+        "inputs": row["tokens"][..., :-1],
+        "targets": row["tokens"][..., 1:],
+        "weights": weights,
+        "segments": segments[..., :-1],
+        "positions": row["positions"][..., :-1],
+    }
 
 
-def packed_batches(file_patterns: FilePatterns, feature_spec: Dict[str, Any], context_length: int, batch_size: int,
-                   shuffle_buffer: Optional[int] = None, seed: Optional[int] = None, repeat: bool = False,
-                   loss_on: str = "assistant") -> tf.data.Dataset:
+def packed_batches(
+    file_patterns: FilePatterns,
+    feature_spec: Dict[str, Any],
+    context_length: int,
+    batch_size: int,
+    shuffle_buffer: Optional[int] = None,
+    seed: Optional[int] = None,
+    repeat: bool = False,
+    loss_on: str = "assistant",
+) -> tf.data.Dataset:
     """Batches of packed conversations (module docstring), like data.packed_blocks for text:
     conversations shuffled before packing (anew each pass) when `shuffle_buffer`, repeated
     before packing when `repeat`; `loss_on` is `training.loss_on`."""
@@ -122,8 +150,11 @@ def packed_batches(file_patterns: FilePatterns, feature_spec: Dict[str, Any], co
     rows = pack(source, row_tokens)
     if shuffle_buffer:
         rows = rows.shuffle(shuffle_buffer, seed=None if seed is None else seed + 1, reshuffle_each_iteration=True)
-    return rows.batch(batch_size, drop_remainder=repeat).map(
-        lambda row: _shifted(row, loss_on), num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+    return (
+        rows.batch(batch_size, drop_remainder=repeat)
+        .map(lambda row: _shifted(row, loss_on), num_parallel_calls=tf.data.AUTOTUNE)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 class PackingStats(NamedTuple):
@@ -146,8 +177,11 @@ class PackingStats(NamedTuple):
         return self.supervised_tokens / max(self.rows * (self.row_tokens - 1), 1)
 
     def to_dict(self) -> dict:
-        return dict(self._asdict(), real_fraction=round(self.real_fraction, 4),
-                    supervised_fraction=round(self.supervised_fraction, 4))
+        return dict(
+            self._asdict(),
+            real_fraction=round(self.real_fraction, 4),
+            supervised_fraction=round(self.supervised_fraction, 4),
+        )
 
 
 def packing_stats(file_patterns: FilePatterns, feature_spec: Dict[str, Any], context_length: int) -> PackingStats:

@@ -24,6 +24,7 @@ weight to bfloat16 before reading it, so a weight that never trains needs no flo
 exports (float32) hold the same values as before only when the stored values were bfloat16
 already: a bfloat16 checkpoint, without a warm start from a float32 export.
 """
+
 import contextlib
 from typing import AbstractSet, Iterator, Optional
 
@@ -89,9 +90,10 @@ def keras_policy(policy_name: str) -> Iterator[None]:
         mixed_precision.set_global_policy(previous)
 
 
-def frozen_weight_dtype(lora: Optional[LoraOptions], policy_name: str, checkpoint_dtypes: AbstractSet[str],
-                        warm_start: bool) -> Optional[str]:
-    """"bfloat16" when a LoRA run's frozen weights are stored as bfloat16 (`training.lora.frozen_dtype`),
+def frozen_weight_dtype(
+    lora: Optional[LoraOptions], policy_name: str, checkpoint_dtypes: AbstractSet[str], warm_start: bool
+) -> Optional[str]:
+    """ "bfloat16" when a LoRA run's frozen weights are stored as bfloat16 (`training.lora.frozen_dtype`),
     else None (float32, the policy's variable dtype). `checkpoint_dtypes`: the safetensors dtypes of
     `model.checkpoint`'s weights (empty without one); `warm_start`: `training.warm_start`.
 

@@ -28,6 +28,7 @@ interrupted that way may already have applied some of its updates, so the step c
 little past a boundary ("a function may be executed more than once"). A ps task that fails raises
 UnavailableError from `join`: the chief must then be restarted, and resumes from the checkpoint.
 """
+
 import contextlib
 from typing import Callable
 
@@ -62,12 +63,16 @@ def check_parameter_server_settings(policy_name: str, jit_compile: str) -> None:
     training.jit_compile=auto means off here.
     """
     if policy_name == "mixed_float16":
-        raise ValueError("training.precision resolves to mixed_float16, which does not work with "
-                         "training.distribution=parameter_server (Keras' loss scaling needs replicated variables): "
-                         "set training.precision=mixed_bfloat16 or float32")
+        raise ValueError(
+            "training.precision resolves to mixed_float16, which does not work with "
+            "training.distribution=parameter_server (Keras' loss scaling needs replicated variables): "
+            "set training.precision=mixed_bfloat16 or float32"
+        )
     if jit_compile == "on":
-        raise ValueError("training.jit_compile=on does not work with training.distribution=parameter_server "
-                         "(XLA cannot read variables held on ps tasks): use auto or off")
+        raise ValueError(
+            "training.jit_compile=on does not work with training.distribution=parameter_server "
+            "(XLA cannot read variables held on ps tasks): use auto or off"
+        )
 
 
 class ParameterServerTrainer(LanguageModelTrainer):
@@ -107,5 +112,7 @@ class ParameterServerTrainer(LanguageModelTrainer):
         return tf.constant(mean_loss), tf.constant(float(fetched[-1][1]))
 
     def _evaluate(self, eval_iterator) -> float:
-        result = self.coordinator.schedule(self._eval_steps, args=(eval_iterator, tf.constant(self.settings.eval_batches)))
+        result = self.coordinator.schedule(
+            self._eval_steps, args=(eval_iterator, tf.constant(self.settings.eval_batches))
+        )
         return float(result.fetch())

@@ -15,6 +15,7 @@
 The Pusher reads it (components/pusher/model_card.py); a model exported before this file existed
 simply has no training section in its card.
 """
+
 import dataclasses
 import json
 import os

@@ -21,6 +21,7 @@ not need to import TFX for its FnArgs class.
 `training.distribution=mirrored` has N replicas on a machine without GPUs (the TFJob does not pass
 it).
 """
+
 import argparse
 import logging
 import sys
@@ -33,8 +34,12 @@ from components.trainer.training import tfjob
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description="Run the Trainer's run_fn inside a TFJob replica.")
     parser.add_argument("--fn-args", required=True, help="FnArgs JSON written by the launcher.")
-    parser.add_argument("--logical-cpus", type=int, default=0,
-                        help="Split the CPU into this many logical devices (MirroredStrategy without GPUs).")
+    parser.add_argument(
+        "--logical-cpus",
+        type=int,
+        default=0,
+        help="Split the CPU into this many logical devices (MirroredStrategy without GPUs).",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(levelname)s %(message)s", force=True)
     import tensorflow as tf

@@ -16,6 +16,7 @@ are written: with LoRA that is the adapters, with full training the whole model,
 improving measurement (raise `training.log_every` or turn `keep_best` off when that is too much
 I/O for a large model).
 """
+
 import logging
 import math
 import os
@@ -50,7 +51,9 @@ class EvalSelection:
     def attach(self, checkpoint_root: str) -> None:
         """Writes best weights under `checkpoint_root` (the chief's checkpoint dir or a worker's temp dir)."""
         if self.keep_best:
-            self._manager = tf.train.CheckpointManager(self._weights, os.path.join(checkpoint_root, BEST_SUBDIR), max_to_keep=1)
+            self._manager = tf.train.CheckpointManager(
+                self._weights, os.path.join(checkpoint_root, BEST_SUBDIR), max_to_keep=1
+            )
 
     @property
     def should_stop(self) -> bool:
@@ -69,9 +72,14 @@ class EvalSelection:
         else:
             self.stale.assign_add(1)
             if self.should_stop:
-                logging.info("Stopping early at step %d: eval loss has not improved on %.4f (step %d) for %d "
-                             "measurements (training.early_stopping_patience)", step, float(self.best_loss.numpy()),
-                             int(self.best_step.numpy()), self.patience)
+                logging.info(
+                    "Stopping early at step %d: eval loss has not improved on %.4f (step %d) for %d "
+                    "measurements (training.early_stopping_patience)",
+                    step,
+                    float(self.best_loss.numpy()),
+                    int(self.best_step.numpy()),
+                    self.patience,
+                )
 
     def restore_best(self, final_step: int) -> Optional[int]:
         """Puts back the best weights when a later step did worse; returns the step restored (or None)."""
@@ -80,10 +88,18 @@ class EvalSelection:
             return None
         latest = self._manager.latest_checkpoint
         if latest is None:
-            logging.warning("The best eval loss was at step %d but its weights are not in %s; keeping step %d's",
-                            best_step, self._manager.directory, final_step)
+            logging.warning(
+                "The best eval loss was at step %d but its weights are not in %s; keeping step %d's",
+                best_step,
+                self._manager.directory,
+                final_step,
+            )
             return None
         self._weights.restore(latest).assert_existing_objects_matched()
-        logging.info("Restored the weights of step %d (eval loss %.4f, the lowest measured; training ran to step %d)",
-                     best_step, float(self.best_loss.numpy()), final_step)
+        logging.info(
+            "Restored the weights of step %d (eval loss %.4f, the lowest measured; training ran to step %d)",
+            best_step,
+            float(self.best_loss.numpy()),
+            final_step,
+        )
         return best_step

@@ -21,6 +21,7 @@ and checks its logits against the sharded model's on a probe batch before the us
 Single client only: one process drives the whole mesh. Multi-client DTensor (a mesh across nodes)
 is not supported, so a TF_CONFIG cluster or a TPU is refused (`check_single_client`).
 """
+
 import logging
 from typing import Optional, Tuple
 
@@ -84,18 +85,26 @@ def resolve_sharded_precision(precision: str) -> str:
     """The Keras policy for `training.precision` under sharding: float32, which auto means there
     (mixed precision is not supported: `options.check_sharding`)."""
     if precision not in ("auto", "float32"):
-        raise ValueError(f"training.precision={precision} cannot be combined with training.sharding; use auto or float32")
+        raise ValueError(
+            f"training.precision={precision} cannot be combined with training.sharding; use auto or float32"
+        )
     return "float32"
 
 
-def build(model: ModelOptions, vocab_size: int, training: TrainingOptions, policy_name: str,
-          device_type: str) -> Tuple[dtensor.Mesh, GPTBackbone, keras.optimizers.Optimizer]:
+def build(
+    model: ModelOptions, vocab_size: int, training: TrainingOptions, policy_name: str, device_type: str
+) -> Tuple[dtensor.Mesh, GPTBackbone, keras.optimizers.Optimizer]:
     """The mesh, the sharded backbone and its AdamW (build under the Keras policy `policy_name`)."""
     mesh = sharding.make_mesh(training.sharding, device_type)
     backbone = sharding.build_sharded_backbone(model, vocab_size, mesh)
     optimizer = make_optimizer(training, policy_name, mesh=mesh)
-    logging.info("Sharded training on a %d-device %s mesh (batch=%d, model=%d)", training.sharding.devices,
-                 device_type, training.sharding.batch, training.sharding.model)
+    logging.info(
+        "Sharded training on a %d-device %s mesh (batch=%d, model=%d)",
+        training.sharding.devices,
+        device_type,
+        training.sharding.batch,
+        training.sharding.model,
+    )
     return mesh, backbone, optimizer
 
 
@@ -103,8 +112,15 @@ class ShardedTrainer(LanguageModelTrainer):
     """LanguageModelTrainer whose steps are DTensor steps on `mesh`; the iterators it takes yield
     ordinary global batches (inputs, targets) of data.packed_blocks."""
 
-    def __init__(self, model: GPTBackbone, optimizer: keras.optimizers.Optimizer, mesh: dtensor.Mesh,
-                 settings: LoopSettings, checkpoint_dir: str, summary_dir: Optional[str] = None):
+    def __init__(
+        self,
+        model: GPTBackbone,
+        optimizer: keras.optimizers.Optimizer,
+        mesh: dtensor.Mesh,
+        settings: LoopSettings,
+        checkpoint_dir: str,
+        summary_dir: Optional[str] = None,
+    ):
         if settings.accumulation != 1 or settings.jit_compile:
             raise ValueError("the sharded loop runs one micro-batch per step, without XLA")
         self.mesh = mesh
@@ -113,9 +129,16 @@ class ShardedTrainer(LanguageModelTrainer):
     def _compile_train_steps(self, jit_compile: bool) -> None:
         self.jit_compile = False
         self._sharded_step = sharding.ShardedTrainStep(
-            self.model, self.optimizer, self.settings.global_batch_size, self.settings.context_length,
-            self.settings.clip_norm, self.mesh)
-        self._sharded_loss_sum = tf.function(lambda inputs, targets: _token_loss_sum(self.model, inputs, targets, training=False))
+            self.model,
+            self.optimizer,
+            self.settings.global_batch_size,
+            self.settings.context_length,
+            self.settings.clip_norm,
+            self.mesh,
+        )
+        self._sharded_loss_sum = tf.function(
+            lambda inputs, targets: _token_loss_sum(self.model, inputs, targets, training=False)
+        )
 
     def _round_steps(self) -> int:
         # Steps run one per call from Python; a round ends only at a progress line or a checkpoint.
@@ -136,7 +159,9 @@ class ShardedTrainer(LanguageModelTrainer):
         total = 0.0
         for _ in range(self.settings.eval_batches):
             inputs, targets = next(eval_iterator)
-            loss_sum = self._sharded_loss_sum(sharding.to_batch(inputs, self.mesh), sharding.to_batch(targets, self.mesh))
+            loss_sum = self._sharded_loss_sum(
+                sharding.to_batch(inputs, self.mesh), sharding.to_batch(targets, self.mesh)
+            )
             total += float(sharding.to_host(loss_sum).numpy())
         return total / (self.settings.eval_batches * self.settings.tokens_per_step)
 
@@ -149,9 +174,15 @@ class ShardedTrainer(LanguageModelTrainer):
         probe = np.random.default_rng(0).integers(0, vocab_size, size=(rows, min(_PROBE_LENGTH, config.context_length)))
         difference = sharding.gathered_logits_difference(self.model, gathered, self.mesh, probe)
         tolerance = GATHER_TOLERANCE
-        logging.info("Gathered the sharded weights into an ordinary backbone; largest logit difference on a probe "
-                     "batch: %.3g (tolerance %g)", difference, tolerance)
+        logging.info(
+            "Gathered the sharded weights into an ordinary backbone; largest logit difference on a probe "
+            "batch: %.3g (tolerance %g)",
+            difference,
+            tolerance,
+        )
         if not difference <= tolerance:
-            raise RuntimeError(f"the gathered backbone's logits differ from the sharded model's by {difference:.3g} "
-                               f"(more than {tolerance}): not exporting it")
+            raise RuntimeError(
+                f"the gathered backbone's logits differ from the sharded model's by {difference:.3g} "
+                f"(more than {tolerance}): not exporting it"
+            )
         return gathered

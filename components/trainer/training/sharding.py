@@ -46,6 +46,7 @@ What DTensor in TF 2.16 cannot do, and how this module avoids it:
 
 The Trainer trains with this module through training/sharded_loop.py (`training.sharding`).
 """
+
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -88,7 +89,9 @@ def make_mesh(sharding: ShardingOptions, device_type: Optional[str] = None) -> d
             f"but this host has {available} {device_type} device(s)"
         )
     devices = [f"{device_type}:{index}" for index in range(sharding.devices)]
-    return dtensor.create_mesh([(BATCH, sharding.batch), (MODEL, sharding.model)], devices=devices, device_type=device_type)
+    return dtensor.create_mesh(
+        [(BATCH, sharding.batch), (MODEL, sharding.model)], devices=devices, device_type=device_type
+    )
 
 
 def backbone_layouts(config: ModelOptions, mesh: dtensor.Mesh) -> Dict[str, dtensor.Layout]:
@@ -206,10 +209,19 @@ class ShardedTrainStep:
     the sharded run is compared with.
     """
 
-    def __init__(self, model: keras.Model, optimizer: keras.optimizers.Optimizer, global_batch_size: int,
-                 context_length: int, clip_norm: float, mesh: Optional[dtensor.Mesh] = None):
+    def __init__(
+        self,
+        model: keras.Model,
+        optimizer: keras.optimizers.Optimizer,
+        global_batch_size: int,
+        context_length: int,
+        clip_norm: float,
+        mesh: Optional[dtensor.Mesh] = None,
+    ):
         if isinstance(optimizer, keras.mixed_precision.LossScaleOptimizer):
-            raise ValueError("sharded training does not support mixed_float16 (loss scaling); use float32 or mixed_bfloat16")
+            raise ValueError(
+                "sharded training does not support mixed_float16 (loss scaling); use float32 or mixed_bfloat16"
+            )
         self.model, self.optimizer, self.mesh = model, optimizer, mesh
         self.tokens = float(global_batch_size * context_length)
         self.clip_norm = clip_norm

@@ -15,6 +15,7 @@ Parameter-server training: the `chief` task is the coordinator and runs the trai
 (ps_loop.py); `worker` and `ps` tasks only serve (`serve_parameter_server_task`: a
 tf.distribute.Server that runs what the chief sends it until the process is ended).
 """
+
 import json
 import logging
 import os
@@ -75,10 +76,15 @@ def serve_parameter_server_task() -> None:
     _check_parameter_server_cluster()
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     server = tf.distribute.Server(
-        resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id,
-        protocol=resolver.rpc_layer or "grpc", start=True,
+        resolver.cluster_spec(),
+        job_name=resolver.task_type,
+        task_index=resolver.task_id,
+        protocol=resolver.rpc_layer or "grpc",
+        start=True,
     )
-    logging.info("Parameter-server cluster: %s task %d serving at %s", resolver.task_type, resolver.task_id, server.target)
+    logging.info(
+        "Parameter-server cluster: %s task %d serving at %s", resolver.task_type, resolver.task_id, server.target
+    )
     server.join()
 
 
@@ -88,7 +94,9 @@ def _parameter_server_strategy() -> tf.distribute.Strategy:
     _check_parameter_server_cluster()
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if resolver.task_type != "chief":
-        raise ValueError(f"training.distribution=parameter_server trains in the chief task, not in a {resolver.task_type} task")
+        raise ValueError(
+            f"training.distribution=parameter_server trains in the chief task, not in a {resolver.task_type} task"
+        )
     return tf.distribute.ParameterServerStrategy(resolver)
 
 
@@ -131,7 +139,9 @@ def choose_strategy(distribution: str = "auto", tpu: str = "") -> tf.distribute.
         strategy = tf.distribute.MirroredStrategy(None if tf.config.list_physical_devices("GPU") else cpus)
     else:
         strategy = tf.distribute.get_strategy()
-    logging.info("Distribution: %s (%s) with %d replica(s)", choice, type(strategy).__name__, strategy.num_replicas_in_sync)
+    logging.info(
+        "Distribution: %s (%s) with %d replica(s)", choice, type(strategy).__name__, strategy.num_replicas_in_sync
+    )
     return strategy
 
 

@@ -46,6 +46,7 @@ This module knows the replica entry point only by its module name (`REPLICA_MODU
 neither `run_fn` nor the replica module, so `run_fn -> tfjob` and `replica -> run_fn, tfjob` form
 no cycle.
 """
+
 import json
 import logging
 import os
@@ -63,9 +64,23 @@ REPLICA_ENV = "TEXTGEN_TFJOB_REPLICA"
 POD_ENV = "TEXTGEN_POD_ENV"
 # What every replica runs (components/trainer/training/replica.py).
 REPLICA_MODULE = "components.trainer.training.replica"
-FN_ARGS_FIELDS = ("working_dir", "hyperparameters", "train_files", "eval_files", "transform_output", "transform_graph_path", "serving_model_dir",
-                  "eval_model_dir", "model_run_dir", "train_steps", "eval_steps", "schema_path", "schema_file",
-                  "custom_config", "base_model")
+FN_ARGS_FIELDS = (
+    "working_dir",
+    "hyperparameters",
+    "train_files",
+    "eval_files",
+    "transform_output",
+    "transform_graph_path",
+    "serving_model_dir",
+    "eval_model_dir",
+    "model_run_dir",
+    "train_steps",
+    "eval_steps",
+    "schema_path",
+    "schema_file",
+    "custom_config",
+    "base_model",
+)
 
 
 class TFJobFailed(RuntimeError):
@@ -136,9 +151,11 @@ def _replica(spec: TFJobSpec, kind: str, replicas: int, gpus: bool = True) -> Di
     if spec.gpus and gpus:
         limits["nvidia.com/gpu"] = str(spec.gpus)
     container = {
-        "name": CONTAINER_NAME, "image": spec.image, "command": list(spec.command),
+        "name": CONTAINER_NAME,
+        "image": spec.image,
+        "command": list(spec.command),
         "env": [{"name": key, "value": value} for key, value in sorted({**spec.env, REPLICA_ENV: "1"}.items())]
-               + list(spec.env_entries),
+        + list(spec.env_entries),
         "resources": {"requests": dict(limits), "limits": dict(limits)},
     }
     pod_spec: Dict[str, Any] = {"containers": [container]}
@@ -148,15 +165,20 @@ def _replica(spec: TFJobSpec, kind: str, replicas: int, gpus: bool = True) -> Di
     # ExitCode (restart_budget): a pod killed by a signal (exit >= 128: OOM kill, preemption) is
     # recreated; a Python error (exit 1) is permanent and fails the job, so it cannot loop.
     policy = "ExitCode" if kind in restart_budget(spec).replicas else "Never"
-    return {"replicas": replicas, "restartPolicy": policy,
-            "template": {"metadata": {"labels": dict(spec.labels)}, "spec": pod_spec}}
+    return {
+        "replicas": replicas,
+        "restartPolicy": policy,
+        "template": {"metadata": {"labels": dict(spec.labels)}, "spec": pod_spec},
+    }
 
 
 def build_manifest(spec: TFJobSpec) -> Dict[str, Any]:
     """The TFJob custom resource: one chief, `spec.workers` workers and `spec.parameter_servers`
     parameter servers (holding variables only: no GPUs), all running `spec.command`."""
     if spec.parameter_servers and not spec.workers:
-        raise ValueError("kubeflow.tfjob.parameter_servers needs kubeflow.tfjob.workers >= 1 (the workers run the steps)")
+        raise ValueError(
+            "kubeflow.tfjob.parameter_servers needs kubeflow.tfjob.workers >= 1 (the workers run the steps)"
+        )
     replica_specs = {"Chief": _replica(spec, "Chief", 1)}
     if spec.workers:
         replica_specs["Worker"] = _replica(spec, "Worker", spec.workers)
@@ -166,7 +188,8 @@ def build_manifest(spec: TFJobSpec) -> Dict[str, Any]:
     # (module docstring). No successPolicy: with a Chief the operator judges success by the chief.
     run_policy = {"cleanPodPolicy": "Running", "backoffLimit": restart_budget(spec).limit}
     return {
-        "apiVersion": f"{GROUP}/{VERSION}", "kind": "TFJob",
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "TFJob",
         "metadata": {"name": spec.name, "namespace": spec.namespace, "labels": dict(spec.labels)},
         "spec": {"runPolicy": run_policy, "tfReplicaSpecs": replica_specs},
     }
@@ -178,15 +201,18 @@ def _true_conditions(status: Dict[str, Any]) -> List[Dict[str, Any]]:
 
 def _describe(status: Dict[str, Any]) -> str:
     conditions = ",".join(c["type"] for c in _true_conditions(status)) or "Pending"
-    replicas = "; ".join(f"{kind}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
-                         for kind, counts in sorted((status.get("replicaStatuses") or {}).items()))
+    replicas = "; ".join(
+        f"{kind}: " + ", ".join(f"{k}={v}" for k, v in sorted(counts.items()))
+        for kind, counts in sorted((status.get("replicaStatuses") or {}).items())
+    )
     return f"{conditions} ({replicas})" if replicas else conditions
 
 
 def _failed_replicas(status: Dict[str, Any]) -> Dict[str, int]:
     """{replica type: failed pod count} for the types with failed pods."""
-    return {kind: counts["failed"] for kind, counts in (status.get("replicaStatuses") or {}).items()
-            if counts.get("failed")}
+    return {
+        kind: counts["failed"] for kind, counts in (status.get("replicaStatuses") or {}).items() if counts.get("failed")
+    }
 
 
 def _failure(name: str, failed_replicas: Dict[str, int], message: str = "", note: str = "") -> TFJobFailed:
@@ -250,9 +276,16 @@ def submit(api, manifest: Dict[str, Any]) -> Dict[str, Any]:
     return api.create_namespaced_custom_object(GROUP, VERSION, metadata["namespace"], PLURAL, manifest)
 
 
-def wait(api, name: str, namespace: str, poll_seconds: float = 10.0, timeout_seconds: float = 86400.0,
-         sleep: Callable[[float], None] = time.sleep, clock: Callable[[], float] = time.monotonic,
-         budget: RestartBudget = RestartBudget()) -> Dict[str, Any]:
+def wait(
+    api,
+    name: str,
+    namespace: str,
+    poll_seconds: float = 10.0,
+    timeout_seconds: float = 86400.0,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    budget: RestartBudget = RestartBudget(),
+) -> Dict[str, Any]:
     """Polls the TFJob until it succeeds (returns its status), fails or times out (raises);
     logs each status change. Replicas of `budget.replicas` may restart `budget.limit` times in
     all; one more restart deletes the TFJob (it would go on restarting: module docstring) and fails."""
@@ -270,10 +303,16 @@ def wait(api, name: str, namespace: str, poll_seconds: float = 10.0, timeout_sec
             return status
         if restarts.exceeded():
             api.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-            raise _failure(f"{namespace}/{name}", _failed_replicas(status),
-                           f"more than kubeflow.tfjob.worker_restarts={budget.limit} restarts", restarts.note() + "; TFJob deleted")
+            raise _failure(
+                f"{namespace}/{name}",
+                _failed_replicas(status),
+                f"more than kubeflow.tfjob.worker_restarts={budget.limit} restarts",
+                restarts.note() + "; TFJob deleted",
+            )
         if clock() >= deadline:
-            raise TFJobFailed(f"TFJob {namespace}/{name} did not finish within {timeout_seconds:.0f} s (last: {described})")
+            raise TFJobFailed(
+                f"TFJob {namespace}/{name} did not finish within {timeout_seconds:.0f} s (last: {described})"
+            )
         sleep(poll_seconds)
 
 
@@ -289,7 +328,9 @@ def replica_command(fn_args_path: str) -> List[str]:
 
 def fn_args_to_json(fn_args) -> str:
     """The serialisable part of a TFX FnArgs (paths, steps, custom_config)."""
-    return json.dumps({name: getattr(fn_args, name) for name in FN_ARGS_FIELDS if getattr(fn_args, name, None) is not None})
+    return json.dumps(
+        {name: getattr(fn_args, name) for name in FN_ARGS_FIELDS if getattr(fn_args, name, None) is not None}
+    )
 
 
 def fn_args_from_json(text: str) -> Dict[str, Any]:
@@ -311,11 +352,20 @@ def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api
         handle.write(fn_args_to_json(fn_args))
     env, env_entries = replica_env(dict(os.environ))
     spec = TFJobSpec(
-        name=job_name, namespace=namespace, image=tfjob_config.image or image,
+        name=job_name,
+        namespace=namespace,
+        image=tfjob_config.image or image,
         command=replica_command(fn_args_path),
-        workers=tfjob_config.workers, parameter_servers=tfjob_config.parameter_servers, cpu=tfjob_config.cpu, memory=tfjob_config.memory, gpus=tfjob_config.gpus,
-        service_account=tfjob_config.service_account, labels={"app.kubernetes.io/part-of": "textgen"},
-        env=env, env_entries=env_entries, worker_restarts=tfjob_config.worker_restarts,
+        workers=tfjob_config.workers,
+        parameter_servers=tfjob_config.parameter_servers,
+        cpu=tfjob_config.cpu,
+        memory=tfjob_config.memory,
+        gpus=tfjob_config.gpus,
+        service_account=tfjob_config.service_account,
+        labels={"app.kubernetes.io/part-of": "textgen"},
+        env=env,
+        env_entries=env_entries,
+        worker_restarts=tfjob_config.worker_restarts,
     )
     if api is None:
         from kubernetes import client, config
@@ -323,4 +373,6 @@ def launch(fn_args, tfjob_config, image: str, namespace: str, job_name: str, api
         config.load_incluster_config()
         api = client.CustomObjectsApi()
     submit(api, build_manifest(spec))
-    return wait(api, job_name, namespace, tfjob_config.poll_seconds, tfjob_config.timeout_seconds, budget=restart_budget(spec))
+    return wait(
+        api, job_name, namespace, tfjob_config.poll_seconds, tfjob_config.timeout_seconds, budget=restart_budget(spec)
+    )

@@ -15,6 +15,7 @@ so step 0 computes what the production model computes (to float rounding), and t
 adapters train on top of it. Frozen weights stored as bfloat16 (model/backbone.py) get the export's float32
 values rounded once, as every matmul rounded them before.
 """
+
 import logging
 import os
 from typing import Dict, Optional, Tuple
@@ -43,8 +44,10 @@ def tokenizer_mismatch(saved_model_dir: str, tokenizer_sha256: str) -> str:
     else:
         return f"it has no SentencePiece tokenizer ({path} does not exist)"
     if base_sha256 != tokenizer_sha256:
-        return (f"its tokenizer differs (sha256 {base_sha256[:12]}... vs this run's {tokenizer_sha256[:12]}...): "
-                "token ids mean other pieces; use tokenizer.policy=reuse (or auto) to keep the tokenizer")
+        return (
+            f"its tokenizer differs (sha256 {base_sha256[:12]}... vs this run's {tokenizer_sha256[:12]}...): "
+            "token ids mean other pieces; use tokenizer.policy=reuse (or auto) to keep the tokenizer"
+        )
     return ""
 
 
@@ -91,8 +94,10 @@ class _SavedGraph:
         return node
 
     def value_key(self, node: int) -> Optional[str]:
-        return next((attribute.checkpoint_key for attribute in self.graph.nodes[node].attributes
-                     if attribute.name == _VALUE), None)
+        return next(
+            (attribute.checkpoint_key for attribute in self.graph.nodes[node].attributes if attribute.name == _VALUE),
+            None,
+        )
 
     def variables_below(self, node: int) -> Dict[int, str]:
         """node id -> checkpoint key of every variable reachable from `node`."""
@@ -155,6 +160,10 @@ def warm_start_from(backbone: keras.Model, saved_model_dir: str, tokenizer_sha25
     for key, variable in keys.items():  # one tensor at a time
         variable.assign(tf.cast(saved.reader.get_tensor(key), variable.dtype))
     adapters = len(lora.adapter_layers(backbone))
-    logging.info("Warm-started from %s (%d weights%s)", saved_model_dir, len(keys),
-                 f"; {adapters} LoRA adapters start at zero on top of them" if adapters else "")
+    logging.info(
+        "Warm-started from %s (%d weights%s)",
+        saved_model_dir,
+        len(keys),
+        f"; {adapters} LoRA adapters start at zero on top of them" if adapters else "",
+    )
     return True
