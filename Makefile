@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= auto
 PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
-.PHONY: help install run test test-fast compile compile-settings docs docs-serve lock clean
+.PHONY: help install run lint format test test-fast compile compile-settings docs docs-serve lock clean
 
 help:  ## list the commands
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
@@ -53,7 +53,15 @@ install: $(VENV)/.bytecode  ## create the pinned environment and install this pr
 run: install  ## run the full local pipeline on the bundled corpus, then print generations
 	"$(VENV)/bin/textgen" run --data-root "$(DATA_ROOT)" --output-root "$(OUTPUT_ROOT)"
 
-test: install  ## run the whole test suite (slow end-to-end tests included)
+lint: install  ## check formatting and lint the tree (ruff, configured in ruff.toml)
+	"$(VENV)/bin/ruff" format --check .
+	"$(VENV)/bin/ruff" check .
+
+format: install  ## format the tree and apply ruff's safe fixes
+	"$(VENV)/bin/ruff" format .
+	"$(VENV)/bin/ruff" check --fix .
+
+test: lint  ## lint, then run the whole test suite (slow end-to-end tests included)
 	"$(PY)" -m pytest tests $(PYTEST_PARALLEL) $(PYTEST_ARGS)
 
 test-fast: install  ## run the unit tests only (skips tests marked slow)

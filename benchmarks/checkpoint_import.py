@@ -256,15 +256,13 @@ def child_lora_step(directory: str, frozen_dtype: str) -> None:
         )
         with tempfile.TemporaryDirectory(dir=os.path.dirname(directory)) as checkpoints:
             trainer = LanguageModelTrainer(backbone, make_optimizer(training, policy), strategy, settings, checkpoints)
-            blocks = (
-                lambda: (
-                    tf.data.Dataset.random(seed=0)
-                    .batch(length + 1)  # noqa: E731
-                    .map(lambda ids: ids % checkpoint.vocab_size)
-                    .batch(batch, drop_remainder=True)
-                    .map(lambda b: (b[:, :-1], b[:, 1:]))
-                    .repeat()
-                )
+            blocks = lambda: (
+                tf.data.Dataset.random(seed=0)
+                .batch(length + 1)
+                .map(lambda ids: ids % checkpoint.vocab_size)
+                .batch(batch, drop_remainder=True)
+                .map(lambda b: (b[:, :-1], b[:, 1:]))
+                .repeat()
             )
             reports = []
             trainer.train(lambda _: iter(data.distributed_blocks(strategy, blocks, batch)), on_report=reports.append)

@@ -45,7 +45,7 @@ def main() -> None:
     args = parser.parse_args()
     tasks = len([name for name in os.listdir(args.input) if name.endswith(".jsonl")])
     config = MinhashConfig()  # 5-gram shingles, 14 buckets x 8 hashes
-    folder = lambda name: os.path.join(args.work, name)  # noqa: E731
+    folder = lambda name: os.path.join(args.work, name)
     stages = {
         "read_filter_signature": LocalPipelineExecutor(
             pipeline=[

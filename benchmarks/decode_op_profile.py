@@ -35,14 +35,14 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import machine  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from decode_throughput import PROMPT_TOKENS, SHAPES, _backbone, _decoder  # noqa: E402
 from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
-import machine  # noqa: E402
 from components.trainer.model.model_size import parameter_count  # noqa: E402
 from components.trainer.serving.weights import serving_backbone  # noqa: E402
-from decode_throughput import PROMPT_TOKENS, SHAPES, _backbone, _decoder  # noqa: E402
 
 GROUPS = {
     "weight matmuls": (

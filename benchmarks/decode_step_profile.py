@@ -30,13 +30,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import machine  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import machine  # noqa: E402
 from components.trainer.model.backbone import build_backbone, decode_slots, write_cache_position  # noqa: E402
 from components.trainer.model.model_size import parameter_count  # noqa: E402
-from components.trainer.serving.weights import dequantizing_matmul, quantize_per_channel, serving_backbone  # noqa: E402
 from components.trainer.options import ModelOptions  # noqa: E402
+from components.trainer.serving.weights import dequantizing_matmul, quantize_per_channel, serving_backbone  # noqa: E402
 
 SHAPES = {"10m": dict(vocab=4096, context_length=512), "gpt2-124m": dict(vocab=50257, context_length=1024)}
 

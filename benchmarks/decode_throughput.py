@@ -38,15 +38,15 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import machine  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-import machine  # noqa: E402
+from components.tokenizer.ids import EOS_ID  # noqa: E402
 from components.trainer.model import decoding  # noqa: E402
 from components.trainer.model.backbone import build_backbone  # noqa: E402
 from components.trainer.model.model_size import parameter_count  # noqa: E402
-from components.tokenizer.ids import EOS_ID  # noqa: E402
+from components.trainer.options import ModelOptions  # noqa: E402
 from components.trainer.serving.weights import serving_backbone  # noqa: E402
-from components.trainer.options import MODEL_PRESETS, ModelOptions  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REFERENCE_PYTHON = os.path.expanduser("~/.cache/textgen-tfx/bench-reference/bin/python")

@@ -30,7 +30,6 @@ import platform
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -39,6 +38,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import machine  # noqa: E402
 from train_throughput import synthetic_batches  # noqa: E402
+
 from tests.local_cluster import free_ports  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,7 +48,6 @@ RESULT = "RESULT "
 def train_here(args) -> dict:
     """Runs the loop in this process under the strategy TF_CONFIG selects (`--distribution`);
     returns the last progress report's tokens/s and loss."""
-    import tensorflow as tf
     import tf_keras as keras
 
     from components.trainer.model.backbone import build_backbone
@@ -81,11 +80,11 @@ def train_here(args) -> dict:
     trainer = (ParameterServerTrainer if parameter_server else LanguageModelTrainer)(
         backbone, optimizer, strategy, settings, checkpoint_dir=tempfile.mkdtemp(prefix="ps-bench-")
     )
-    batches = lambda: synthetic_batches(args.vocab_size, args.batch_size, args.context_length)  # noqa: E731
+    batches = lambda: synthetic_batches(args.vocab_size, args.batch_size, args.context_length)
     if parameter_server:
-        make_iterator = lambda _: trainer.per_worker_iterator(batches)  # noqa: E731
+        make_iterator = lambda _: trainer.per_worker_iterator(batches)
     else:
-        make_iterator = lambda _: iter(data.distributed_blocks(strategy, batches, args.batch_size))  # noqa: E731
+        make_iterator = lambda _: iter(data.distributed_blocks(strategy, batches, args.batch_size))
     reports = []
     trainer.train(make_iterator, on_report=reports.append)
     return {"tokens_per_s": reports[-1].tokens_per_sec, "final_loss": reports[-1].loss, "steps": trainer.step}

@@ -57,10 +57,10 @@ def _peak_rss_bytes(pid: int) -> int:
 def measure_in_child(child: dict) -> dict:
     """Trains `child`'s configuration in this process; returns its step time and peak memory."""
     import tensorflow as tf
+    from train_throughput import measure_ours
 
     from components.trainer.options import ModelOptions
     from components.trainer.training.hardware import peak_memory
-    from train_throughput import measure_ours
 
     model_config = ModelOptions(preset=child["preset"], context_length=child["context"])
     result = measure_ours(
@@ -193,7 +193,7 @@ def print_table(rows: list, jits: list, modes: list) -> None:
             cells = {mode: by_mode.get((mode, context)) for mode in modes}
             off = cells["off"]
 
-            def ratio(row):
+            def ratio(row, off=off):
                 return f"{row['step_s'] / off['step_s']:.2f}" if off and row and off["fits"] and row["fits"] else "-"
 
             print(

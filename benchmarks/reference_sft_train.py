@@ -32,7 +32,6 @@ JSON line.
 
 import argparse
 import json
-import os
 import tempfile
 import time
 

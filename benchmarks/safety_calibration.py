@@ -78,7 +78,7 @@ def main() -> None:
     )
     for name, row in result["sets"].items():
         cells = []
-        for gate, values in row["gates"].items():
+        for values in row["gates"].values():
             median, limit = values["median"], values["threshold"]
             margin = (median / limit) if name in MUST_REFUSE else (limit / median if median else float("inf"))
             values["margin"] = margin

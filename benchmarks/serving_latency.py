@@ -44,10 +44,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import tensorflow as tf
+import machine  # noqa: E402
+import tensorflow as tf  # noqa: E402
 import tensorflow_transform as tft  # noqa: E402
 
-import machine  # noqa: E402
 from components.pusher.options import BatchingOptions  # noqa: E402
 from components.trainer.options import GenerationOptions, ModelOptions  # noqa: E402
 

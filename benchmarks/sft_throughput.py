@@ -169,11 +169,11 @@ def measure_ours(files: str, spec: dict, model_config, args, policy: str, jit: s
     """Trains warm-up + timed steps on the packed conversations; the timed steps' seconds and the
     tokens of their batches (counted on a second copy of the same seeded input pipeline)."""
     import tensorflow as tf
+    from train_throughput import make_trainer
 
     from components.trainer.options import TrainingOptions
     from components.trainer.training import data, packing
     from components.trainer.training.precision import keras_policy
-    from train_throughput import make_trainer
 
     shuffle_buffer = TrainingOptions().shuffle_buffer
 

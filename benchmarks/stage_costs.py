@@ -43,8 +43,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from benchmarks.checkpoint_import import SHAPES, make_checkpoint  # noqa: E402
-from data.make_tiny_checkpoint import learn_byte_level_bpe, write_gpt2_tokenizer_files  # noqa: E402
 from benchmarks.machine import LoadGuard, add_load_arguments, command_line, machine_description, write_results  # noqa: E402
+from data.make_tiny_checkpoint import learn_byte_level_bpe, write_gpt2_tokenizer_files  # noqa: E402
 
 CORPUS = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare.txt")
 GPT2_VOCABULARY = 50257

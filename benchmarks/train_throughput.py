@@ -79,11 +79,11 @@ def make_trainer(
 
     import tensorflow as tf
 
+    from components.trainer.model import lora
     from components.trainer.model.backbone import build_backbone
+    from components.trainer.options import LoraOptions, TrainingOptions
     from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
     from components.trainer.training.optimizer import make_optimizer
-    from components.trainer.model import lora
-    from components.trainer.options import LoraOptions, TrainingOptions
 
     training = TrainingOptions(train_steps=total_steps, batch_size=batch_size, warmup_steps=2)
     settings = LoopSettings(
@@ -134,7 +134,7 @@ def measure_ours(
             trainer = make_trainer(
                 model_config, vocab_size, batch_size, 2 * steps, steps, steps, policy, jit, lora_rank, recompute
             )
-            dataset = lambda: synthetic_batches(vocab_size, batch_size, model_config.context_length)  # noqa: E731
+            dataset = lambda: synthetic_batches(vocab_size, batch_size, model_config.context_length)
             start = time.perf_counter()
             trainer.train(
                 lambda _: iter(data.distributed_blocks(strategy, dataset, batch_size)), on_report=reports.append
@@ -232,9 +232,9 @@ def main() -> None:
     import tensorflow as tf
 
     from components.trainer.model.model_size import parameter_count, training_flops_per_token
+    from components.trainer.options import ModelOptions
     from components.trainer.training.hardware import measure_matmul_flops
     from components.trainer.training.precision import resolve_jit_compile, resolve_precision
-    from components.trainer.options import ModelOptions
 
     model_config = ModelOptions(preset=args.preset, context_length=args.context_length, mlp=args.mlp)
     flops_per_token = training_flops_per_token(model_config, args.vocab_size, weight_gradients=not args.lora_rank)

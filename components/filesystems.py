@@ -112,10 +112,9 @@ def register() -> None:
     if _registered:
         return
     configure_environment(os.environ)
+    import tensorflow_io  # noqa: F401  (registers s3:// and others in tf.io.gfile)
     from apache_beam.io.filesystems import FileSystems  # registers Beam's gs:// and s3:// file systems
     from apache_beam.options.pipeline_options import PipelineOptions
-
-    import tensorflow_io  # noqa: F401  (registers s3:// and others in tf.io.gfile)
 
     FileSystems.set_options(PipelineOptions(**beam_s3_options(os.environ)))
 

@@ -17,7 +17,6 @@ and the progress logging in `pipeline.logs`.
 """
 
 import argparse
-import sys
 from typing import Any, Callable, List, Optional
 
 import pydantic
@@ -28,7 +27,6 @@ from components.trainer.options import GenerationOptions
 from pipeline import commands, errors, logs
 from pipeline import config as config_module
 from pipeline.errors import EXIT_BLOCKED, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use pipeline.cli.EXIT_*)
-
 
 # The commands that load TensorFlow (the others answer without it): it is imported first, through
 # `logs.load_tensorflow`, which keeps its import-time noise off the terminal.

@@ -9,7 +9,7 @@ import datetime
 import json
 import logging
 import os
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 import yaml
 

@@ -36,8 +36,8 @@ from components.pusher.component import VersionedPusher
 from components.tokenizer.component import TokenizerComponent
 from components.trainer.options import TrainerSettings, trainer_custom_config
 from components.transform.component import TokenizingTransform
-from components.transform.token_schema import TokenSchemaGen
 from components.transform.preprocessing import RAW_TEXT_KEY
+from components.transform.token_schema import TokenSchemaGen
 from pipeline.config import PipelineConfig
 from pipeline.layout import PipelinePaths, transformed_conversation_schema_file
 

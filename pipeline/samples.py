@@ -5,9 +5,9 @@ from typing import List, Sequence
 
 import tensorflow as tf
 
+from components.model_client import ModelClient
 from components.pusher import serving_config
 from components.trainer.serving import signatures
-from components.model_client import ModelClient
 
 
 def load_prompts(path: str, limit: int) -> List[str]:

@@ -28,8 +28,8 @@ import os
 import random
 from typing import Dict, List, Tuple
 
-from components.resources import resolve
 from components.evaluator.options import BiasOptions, SafetyOptions
+from components.resources import resolve
 
 OTHER_GROUP_COPIES = 2  # sentences per template and non-target group
 CORPUS_REPEATS = 2  # how often the whole set of suite sentences is written

@@ -154,8 +154,8 @@ def exported_model(tiny_backbone, transform_artifacts, tmp_path_factory):
     import tensorflow as tf
     import tensorflow_transform as tft
 
-    from components.trainer.serving import export
     from components.trainer.options import GenerationOptions
+    from components.trainer.serving import export
 
     output_dir, _, _ = transform_artifacts
     export_dir = str(tmp_path_factory.mktemp("export") / "model")

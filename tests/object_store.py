@@ -156,7 +156,9 @@ def start_gcs_server(timeout: float = 20.0) -> GcsServer:
         except OSError:
             if process.poll() is not None or time.monotonic() > deadline:
                 process.kill()
-                raise RuntimeError(f"fake-gcs-server did not start on {endpoint} (exit status {process.poll()})")
+                raise RuntimeError(
+                    f"fake-gcs-server did not start on {endpoint} (exit status {process.poll()})"
+                ) from None
             time.sleep(0.1)
     os.environ[EMULATOR_VARIABLE] = endpoint
     return GcsServer(process, endpoint)
@@ -173,9 +175,8 @@ class _SerialMotoServer(ThreadedMotoServer):
     connection), so no client's idle keep-alive connection holds the single server thread."""
 
     def _server_entry(self) -> None:
-        from werkzeug.serving import make_server
-
         from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+        from werkzeug.serving import make_server
 
         class OneRequestPerConnection(MotoRequestHandler):
             protocol_version = "HTTP/1.0"

@@ -7,7 +7,6 @@ other gate tests use): each gate must refuse a model that reliably does the bad 
 briefly trained network does not."""
 
 import json
-import os
 
 import numpy as np
 import pytest

@@ -14,7 +14,6 @@ from components.example_gen.cleaning.transforms import CleanDocuments
 from components.example_gen.options import CleaningOptions, DecontaminationOptions, QualityOptions
 from components.example_gen.records import Document
 
-
 # The curation filters (tests/test_curation.py) are off here, so each test sees only its step.
 NO_CURATION = dict(
     language_id=False, quality=QualityOptions(enabled=False), decontamination=DecontaminationOptions(enabled=False)
@@ -87,7 +86,8 @@ def test_minhash_estimates_jaccard():
     true = minhash.jaccard(first, second)
     coefficients = minhash.permutations(256, seed=1)
     estimate = (minhash.signature(first, coefficients) == minhash.signature(second, coefficients)).mean()
-    assert abs(true - 178 / 218) < 1e-9  # 198 shingles each, 178 shared and abs(estimate - true) < 0.08
+    assert abs(true - 178 / 218) < 1e-9  # 198 shingles each, 178 shared
+    assert abs(estimate - true) < 0.08
 
 
 def _doc(text, line, source="a.txt", repairs=()):

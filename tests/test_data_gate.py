@@ -9,13 +9,13 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tfx.types import standard_artifacts
 
-from components.resources import resolve
 from components.data_gate.anomalies import blocking_anomalies, parse_anomalies
 from components.data_gate.component import STAGES, gate_verdict
 from components.data_gate.options import DataGateOptions
 from components.data_gate.schema_import import CuratedSchemaExecutor
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document, read_corpus_file
+from components.resources import resolve
 from components.tokenizer import loaded
 from components.transform.preprocessing import count_forbidden
 from components.transform.token_schema import schema_for_tokenizer

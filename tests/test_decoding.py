@@ -6,10 +6,10 @@ import tensorflow as tf
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
+from components.tokenizer.ids import EOS_ID, PAD_ID
 from components.trainer.model import decoding
 from components.trainer.model.backbone import build_backbone
 from components.trainer.model.sampling import allowed_token_mask, sample_next_token
-from components.tokenizer.ids import EOS_ID, PAD_ID
 from components.trainer.options import ModelOptions
 
 # Each example builds and traces a model (seconds); shrinking would rebuild hundreds of them.

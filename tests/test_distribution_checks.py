@@ -9,7 +9,6 @@ import tensorflow as tf
 import tensorflow_data_validation as tfdv
 from tfx.types import standard_artifacts
 
-from components.resources import resolve
 from components.data_gate import accepted_statistics as accepted_lib
 from components.data_gate.anomalies import blocking_anomalies
 from components.data_gate.distribution_checks import (
@@ -22,6 +21,7 @@ from components.data_gate.distribution_checks import (
 )
 from components.example_gen.executor import document_to_example
 from components.example_gen.readers import Document
+from components.resources import resolve
 from pipeline.config import PipelineConfig
 from pipeline.layout import conversation_schema_file, schema_files
 

@@ -4,11 +4,10 @@ import math
 import os
 import shutil
 
+import numpy as np
 import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
-
-import numpy as np
 
 from components.evaluator.options import EvaluatorOptions
 from components.evaluator.perplexity import (
@@ -136,9 +135,9 @@ def other_tokenizer_export(tiny_backbone, tmp_path_factory):
     the same size, i.e. the same ids meaning other pieces."""
     import tensorflow_transform as tft
 
+    from components.trainer.options import GenerationOptions
     from components.trainer.serving import export
     from components.transform.standalone import analyze_and_transform
-    from components.trainer.options import GenerationOptions
     from tests.conftest import TRANSFORM_DOCUMENTS, learn_fixture_tokenizer
 
     root = tmp_path_factory.mktemp("other_tokenizer")

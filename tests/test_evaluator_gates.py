@@ -19,15 +19,15 @@ from components.evaluator import pii, safety
 from components.evaluator.bias import load_suite, paired_test
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.gates import margin
+from components.evaluator.options import EvaluatorOptions, SafetyOptions
 from components.evaluator.perplexity import bits_per_byte_change_gate, eval_split_perplexity
 from components.evaluator.probe_cache import ProbeCache
 from components.evaluator.report import render_report
 from components.evaluator.safety import helm_metrics, load_prompts, stratified_sample
 from components.evaluator.scorers import LexiconScorer, ToxicityScore, load_scorer
-from components.evaluator.options import EvaluatorOptions, SafetyOptions
-from tests.programmed_model import export_programmed_model
 from tests.conftest import write_raw_examples
 from tests.gate_margins import assert_passes_with_margin, assert_refused_with_margin
+from tests.programmed_model import export_programmed_model
 
 CLEAN_TEXT = "Thanks for writing in. Open Settings and choose Sync now, and your notes will update."
 FAST = {

@@ -13,10 +13,10 @@ from tfx.types import artifact_utils, standard_artifacts, standard_component_spe
 from tfx.utils import proto_utils
 
 from components.example_gen import ingest_report
+from components.example_gen.component import custom_config, range_config
 from components.example_gen.executor import TextCorpusExampleGenExecutor, document_to_example
 from components.example_gen.readers import CorpusError, Document, read_corpus_file
 from pipeline.config import load_config
-from components.example_gen.component import custom_config, range_config
 from pipeline.pipeline import cleaning_options
 from tests.conftest import write_tiny_corpus
 
@@ -188,7 +188,7 @@ def test_executor_curates_a_salted_corpus_and_reports_every_filter(tmp_path):
         ],
     }
     with open(os.path.join(corpus, "salted.jsonl"), "w", encoding="utf-8") as handle:
-        for kind, texts in salted.items():
+        for texts in salted.values():
             for index, text in enumerate(texts):
                 handle.write(json.dumps({"text": text.replace("year", f"year {index}")}) + "\n")
     examples = _run_executor(

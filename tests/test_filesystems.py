@@ -13,9 +13,9 @@ import textwrap
 import pytest
 
 from components import filesystems
+from kubeflow.entrypoint import output_uris
 from pipeline.cli import EXIT_USAGE, main
 from pipeline.config import PROJECT_ROOT
-from kubeflow.entrypoint import output_uris
 from tests.object_store import gcs, start_server  # noqa: F401  (gcs: a fixture)
 
 

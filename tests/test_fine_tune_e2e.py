@@ -86,9 +86,9 @@ def _token_ids_trained_on(output_root: str) -> set:
     files = glob.glob(os.path.join(output_root, "**", "transformed_examples", "**", "*.gz"), recursive=True)
     assert files, f"no transformed examples under {output_root}"
     found = set()
-    for record in tf.data.TFRecordDataset(files, compression_type="GZIP"):
+    for serialized in tf.data.TFRecordDataset(files, compression_type="GZIP"):
         found.update(
-            tf.train.Example.FromString(record.numpy()).features.feature["token_ids$ragged_values"].int64_list.value
+            tf.train.Example.FromString(serialized.numpy()).features.feature["token_ids$ragged_values"].int64_list.value
         )
     return found
 

@@ -7,12 +7,13 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.tokenizer.ids import EOS_ID
-from components.trainer.serving import signatures
 from components.model_client import ModelClient
-from components.trainer.training import data
+from components.tokenizer.ids import EOS_ID
 from components.trainer.options import ModelOptions
-from tests.conftest import FIXTURE_VOCAB_SIZE as TINY_VOCAB, TINY_MODEL_KWARGS
+from components.trainer.serving import signatures
+from components.trainer.training import data
+from tests.conftest import FIXTURE_VOCAB_SIZE as TINY_VOCAB
+from tests.conftest import TINY_MODEL_KWARGS
 
 TINY = ModelOptions(**TINY_MODEL_KWARGS)
 

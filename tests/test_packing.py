@@ -142,7 +142,9 @@ def test_training_on_the_loss_mask_learns_replies_and_leaves_prompts_untrained(t
         )
         before = (losses(model, path, prompt[1:]), losses(model, path, reply))
         trainer.train(
-            lambda start: iter(packing.packed_batches(path, SPEC, 15, 8, shuffle_buffer=64, seed=start, repeat=True))
+            lambda start, path=path: iter(
+                packing.packed_batches(path, SPEC, 15, 8, shuffle_buffer=64, seed=start, repeat=True)
+            )
         )
         after = (losses(model, path, prompt[1:]), losses(model, path, reply))
         results[reply_only] = (before, after)

@@ -102,7 +102,7 @@ def test_parameter_server_cluster_trains_through_a_killed_worker_and_resumes(tra
         "worker": [f"localhost:{port}" for port in worker_ports],
         "ps": [f"localhost:{ps_port}"],
     }
-    config = lambda task_type, index=0: {"cluster": cluster, "task": {"type": task_type, "index": index}}  # noqa: E731
+    config = lambda task_type, index=0: {"cluster": cluster, "task": {"type": task_type, "index": index}}
     # train_steps: enough steps that the kill lands while the chief still has steps to schedule;
     # peak_flops given: no matmul measured at start.
     first = _write_args(

@@ -17,10 +17,10 @@ from tfx import v1 as tfx
 
 from pipeline.local_runner import run_locally
 from pipeline.pipeline import COMPONENT_IDS
-from tests.conftest import WEAK_MODEL_QUALITY, fast_config as _config
 from tests.conftest import BUNDLED_TXT as BUNDLED_TXT_PATH
-from tests.conftest import write_tiny_corpus
-from tests.gate_margins import assert_passes_with_margin, assert_refused_with_margin
+from tests.conftest import WEAK_MODEL_QUALITY, write_tiny_corpus
+from tests.conftest import fast_config as _config
+from tests.gate_margins import assert_passes_with_margin
 
 pytestmark = pytest.mark.slow
 

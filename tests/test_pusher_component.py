@@ -12,13 +12,13 @@ from tfx.dsl.components.base import base_executor
 from tfx.types import standard_artifacts
 
 from components.pusher import serving_config
-from components.registry import model_registry as registry
-from components.trainer.training import record as training_record
 from components.pusher.component import VersionedPusherExecutor
-from components.pusher.versioned_push import existing_versions
-from pipeline.cli import main
 from components.pusher.options import PusherOptions
+from components.pusher.versioned_push import existing_versions
+from components.registry import model_registry as registry
 from components.registry.options import RegistryOptions
+from components.trainer.training import record as training_record
+from pipeline.cli import main
 from tests.pusher_fixtures import fake_saved_model
 
 

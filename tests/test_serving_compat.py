@@ -35,8 +35,8 @@ def test_the_check_catches_an_op_stock_serving_lacks(tmp_path):
 def test_the_int8_and_xla_exports_use_only_serving_safe_ops(tiny_backbone, transform_artifacts, tmp_path, variant):
     import tensorflow_transform as tft
 
-    from components.trainer.serving import export
     from components.trainer.options import GenerationOptions
+    from components.trainer.serving import export
 
     generation = GenerationOptions(max_new_tokens=8, temperature=0.0, top_k=0, **variant)
     export.export_serving_model(tiny_backbone, tft.TFTransformOutput(transform_artifacts[0]), generation, str(tmp_path))

@@ -14,10 +14,10 @@ import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_serving.apis import predict_pb2
 
-from components.trainer.serving import export, predict_requests, signatures
 from components.model_client import ModelClient
-from components.trainer.serving.compat import ops_stock_serving_cannot_load
 from components.trainer.options import GenerationOptions
+from components.trainer.serving import export, predict_requests, signatures
+from components.trainer.serving.compat import ops_stock_serving_cannot_load
 
 
 def _over_the_wire(request: predict_pb2.PredictRequest) -> predict_pb2.PredictRequest:

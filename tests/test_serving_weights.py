@@ -6,8 +6,8 @@ import tensorflow as tf
 
 from components.trainer.model import decoding
 from components.trainer.model.backbone import build_backbone
-from components.trainer.serving.weights import quantize_per_channel, serving_backbone
 from components.trainer.options import ModelOptions
+from components.trainer.serving.weights import quantize_per_channel, serving_backbone
 
 # int8 bounds, measured on the peaked random models below (see benchmarks/README.md for a
 # trained model's eval bits per byte): greedy tokens agree on at least this fraction, and the

@@ -234,7 +234,7 @@ def test_a_failed_job_reports_the_operator_message_and_a_stuck_job_times_out():
 
 
 # --- parameter-server jobs: a worker the operator restarts ---------------------------------------
-def _wait(api, budget=tfjob.RestartBudget()):
+def _wait(api, budget=None):
     """tfjob.wait without sleeping, failing after 100 polls instead of looping on a repeated status."""
     polls = itertools.count()
     return tfjob.wait(
@@ -245,7 +245,7 @@ def _wait(api, budget=tfjob.RestartBudget()):
         timeout_seconds=100,
         sleep=lambda s: None,
         clock=lambda: next(polls),
-        budget=budget,
+        budget=tfjob.RestartBudget() if budget is None else budget,
     )
 
 
@@ -416,8 +416,8 @@ def test_run_fn_launches_a_tfjob_when_enabled_and_trains_itself_inside_a_replica
     """The Trainer hook: the launcher submits instead of training; a replica trains."""
     import types
 
-    from components.trainer.training import run_fn as run_fn_module
     from components.trainer.options import TFJobOptions
+    from components.trainer.training import run_fn as run_fn_module
 
     launched = []
     monkeypatch.setattr(run_fn_module.tfjob, "launch", lambda *args: launched.append(args))

@@ -11,11 +11,11 @@ import tensorflow as tf
 from tfx.dsl.components.base import base_beam_executor
 from tfx.types import standard_artifacts
 
+from components.registry.options import RegistryOptions
 from components.tokenizer import component, model_file, policy, sample
 from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.ids import MIN_VOCAB_SIZE
 from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
-from components.registry.options import RegistryOptions
 from tests.conftest import BUNDLED_TXT
 from tests.curation_corpora import dialogue
 from tests.hf_checkpoints import checkpoint_with_tokenizer

@@ -45,9 +45,9 @@ from components.evaluator.association import (
     needs_placebo_endings,
 )
 from components.evaluator.gates import lower_bound_gate, upper_bound_gate
-from components.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScorer
 from components.evaluator.sentiment import SentimentScorer
+from components.model_client import ModelClient
 from components.resources import resolve
 
 GROUP_SLOT = "{group}"

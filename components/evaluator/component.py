@@ -36,7 +36,7 @@ from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.options import EvaluatorOptions
 from components.evaluator.probe_cache import ProbeCache
 from components.evaluator.report import render_report
-from components.registry.model_registry import ProductionModel, TAG_MODEL_ID, find_production_model
+from components.registry.model_registry import TAG_MODEL_ID, ProductionModel, find_production_model
 from components.registry.options import RegistryOptions
 from components.tokenizer import loaded
 from components.trainer.training import record as training_record

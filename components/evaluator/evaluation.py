@@ -18,11 +18,11 @@ from components.evaluator import bias, chat_eval, instruction_following, memoriz
 from components.evaluator.chat_probes import ChatProbeClient
 from components.evaluator.gates import GateResult, blessing_reason
 from components.evaluator.probe_cache import ProbeCache
-from components.trainer.serving import signatures
-from components.model_client import REQUIRED_SIGNATURES, ModelClient
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
+from components.model_client import REQUIRED_SIGNATURES, ModelClient
 from components.tokenizer.special import LEARNED, SpecialTokens
+from components.trainer.serving import signatures
 from components.transform.preprocessing import LOSS_MASK_KEY, RAW_TEXT_KEY
 
 log = logging.getLogger(__name__)

@@ -17,8 +17,8 @@ from typing import Any, Dict, List, NamedTuple, Sequence
 from components.evaluator import pii
 from components.evaluator.chat_probes import refusal_rate
 from components.evaluator.gates import upper_bound_gate
-from components.model_client import ModelClient
 from components.evaluator.scorers import ToxicityScore, ToxicityScorer
+from components.model_client import ModelClient
 from components.resources import resolve
 
 PROMPT_FIELDS = ("id", "category", "language", "prompt")

@@ -8,8 +8,8 @@ text is formatted here from the typed options.
 
 import os
 
-from components.pusher.serving_config import atomic_write_text
 from components.pusher.options import BatchingOptions
+from components.pusher.serving_config import atomic_write_text
 
 BATCHING_FILE_NAME = "batching_parameters"
 

@@ -20,10 +20,9 @@ coordinates; when nothing is pushed it records why in `push_skipped_reason`.
 import json
 import logging
 import os
-
-import tensorflow as tf
 from typing import Any, Dict, List, Optional
 
+import tensorflow as tf
 from tfx import types
 from tfx.dsl.components.base import base_component, base_executor, executor_spec
 from tfx.types import artifact_utils, standard_artifacts

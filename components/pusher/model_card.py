@@ -27,7 +27,7 @@ disagree.
 import datetime
 import json
 import os
-from typing import Any, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Sequence
 
 import markdown
 import tensorflow as tf

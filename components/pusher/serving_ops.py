@@ -21,7 +21,6 @@ from components.pusher.serving_config import STABLE_LABEL, LabelChange, read_lab
 from components.pusher.versioned_push import existing_versions, is_complete_saved_model, version_path
 from components.registry.model_registry import ModelRegistry
 
-
 log = logging.getLogger(__name__)
 
 _MAX_ALIGN_ROUNDS = 20  # `align_aliases` re-reads models.config at most this often

@@ -19,8 +19,8 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.types.component_spec import ChannelParameter, ComponentSpec, ExecutionParameter
 
 from components.example_gen import ingest_report
-from components.registry.options import RegistryOptions
 from components.example_gen.data_kind import CONVERSATIONS, examples_data_kind
+from components.registry.options import RegistryOptions
 from components.tokenizer import (
     agreement,
     chat_setup,

@@ -203,24 +203,27 @@ def _line_rules(doc: _Document, options: QualityOptions) -> Optional[str]:
     lines = doc.lines
     if not lines:
         return None
-    share = lambda test: sum(1 for line in lines if test(line)) / len(lines)  # noqa: E731
-    if options.max_bullet_lines_fraction and share(lambda l: l.startswith(BULLETS)) > options.max_bullet_lines_fraction:
+    share = lambda test: sum(1 for line in lines if test(line)) / len(lines)
+    if (
+        options.max_bullet_lines_fraction
+        and share(lambda line: line.startswith(BULLETS)) > options.max_bullet_lines_fraction
+    ):
         return "bullet_lines"
     if (
         options.max_ellipsis_lines_fraction
-        and share(lambda l: l.endswith(ELLIPSES)) > options.max_ellipsis_lines_fraction
+        and share(lambda line: line.endswith(ELLIPSES)) > options.max_ellipsis_lines_fraction
     ):
         return "ellipsis_lines"
     if (
         options.min_punctuated_lines_fraction
-        and share(lambda l: l.endswith(TERMINAL_PUNCTUATION)) < options.min_punctuated_lines_fraction
+        and share(lambda line: line.endswith(TERMINAL_PUNCTUATION)) < options.min_punctuated_lines_fraction
     ):
         return "punctuated_lines"
     if (
         doc.applies("short_lines")
         and options.max_short_lines_fraction
         and len(lines) > 1
-        and share(lambda l: len(l) <= options.short_line_chars) > options.max_short_lines_fraction
+        and share(lambda line: len(line) <= options.short_line_chars) > options.max_short_lines_fraction
     ):
         return "short_lines"
     return None

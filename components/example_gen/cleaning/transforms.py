@@ -16,7 +16,6 @@ from components.example_gen.cleaning.exact_dedup import RemoveExactDuplicates
 from components.example_gen.cleaning.near_dedup import RemoveNearDuplicates
 from components.example_gen.options import CleaningOptions
 
-
 # Documents per toxicity classifier call (Beam adapts the size between these to the call's cost).
 TOXICITY_MIN_BATCH, TOXICITY_MAX_BATCH = 16, 512
 

@@ -9,7 +9,6 @@ import csv
 from typing import Iterator, List
 
 from components.example_gen.byte_stream import Line
-from components.example_gen.utf8 import decode_utf8
 from components.example_gen.formats.fields import record_to_outcome
 from components.example_gen.formats.lines import Outcome, line_format_reader
 from components.example_gen.options import ReadOptions
@@ -22,6 +21,7 @@ from components.example_gen.records import (
     Document,
     Rejection,
 )
+from components.example_gen.utf8 import decode_utf8
 
 
 class _DecodedLines:

@@ -3,10 +3,10 @@
 import json
 from typing import Any, Dict, Optional, Tuple
 
-from components.example_gen.utf8 import ensure_encodable
 from components.example_gen.formats.lines import Outcome
 from components.example_gen.options import ReadOptions
 from components.example_gen.records import INVALID_UTF8, MALFORMED_RECORD, MISSING_TEXT_FIELD, Document, Rejection
+from components.example_gen.utf8 import ensure_encodable
 
 
 def _as_string(value: Any) -> str:

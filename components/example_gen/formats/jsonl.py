@@ -5,7 +5,6 @@ import json
 from typing import Iterator
 
 from components.example_gen.byte_stream import Line
-from components.example_gen.utf8 import decode_utf8
 from components.example_gen.formats.conversations import record_outcome
 from components.example_gen.formats.lines import Outcome, line_format_reader
 from components.example_gen.options import ReadOptions
@@ -17,6 +16,7 @@ from components.example_gen.records import (
     Document,
     Rejection,
 )
+from components.example_gen.utf8 import decode_utf8
 
 
 def parse_jsonl_lines(lines: Iterator[Line], source: str, options: ReadOptions) -> Iterator[Outcome]:

@@ -17,7 +17,6 @@ import tensorflow as tf
 from google.protobuf.message import DecodeError
 
 from components.example_gen.byte_stream import split_extension
-from components.example_gen.utf8 import decode_utf8
 from components.example_gen.formats.fields import record_to_outcome
 from components.example_gen.formats.lines import Outcome
 from components.example_gen.options import ReadOptions
@@ -29,6 +28,7 @@ from components.example_gen.records import (
     Document,
     Rejection,
 )
+from components.example_gen.utf8 import decode_utf8
 
 
 @contextlib.contextmanager

@@ -9,10 +9,10 @@ exactly as a per-line reader would.
 from typing import Iterator, List, Optional
 
 from components.example_gen.byte_stream import Line
-from components.example_gen.utf8 import decode_utf8
 from components.example_gen.formats.lines import Outcome, line_format_reader
 from components.example_gen.options import BLANK_LINE, EACH_LINE, ReadOptions
 from components.example_gen.records import INVALID_UTF8, NUL_BYTES, RECORD_TOO_LARGE, Document, Rejection
+from components.example_gen.utf8 import decode_utf8
 
 
 class _Paragraph:

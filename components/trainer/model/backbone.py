@@ -488,7 +488,7 @@ class GPTBackbone(keras.Model):
                 run_block = lambda block_input, block=block: block(
                     block_input,
                     positions,
-                    training=True,  # noqa: E731
+                    training=True,
                     segment_ids=segment_ids,
                 )
                 hidden = recompute_in_backward(run_block)(hidden)

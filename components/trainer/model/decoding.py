@@ -37,8 +37,8 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from components.trainer.model.sampling import sample_next_token
 from components.tokenizer.special import LEARNED, SpecialTokens
+from components.trainer.model.sampling import sample_next_token
 
 MIN_BUCKET = 16
 CACHE_GROWTH = 64  # graph mode: positions the key/value cache grows by (see decode_with_cache)

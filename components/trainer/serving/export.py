@@ -44,13 +44,13 @@ import tensorflow_text  # noqa: F401  (registers the TF Text ops the transform g
 import tensorflow_transform as tft
 
 from components.tokenizer import loaded, model_file
-from components.trainer.training.data import frame_documents
+from components.tokenizer.chat_graph import ChatGraph
 from components.trainer.model import decoding
+from components.trainer.options import GenerationOptions
 from components.trainer.serving import predict_requests, signatures
 from components.trainer.serving.weights import serving_backbone
-from components.tokenizer.chat_graph import ChatGraph
+from components.trainer.training.data import frame_documents
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
-from components.trainer.options import GenerationOptions
 
 
 def _masked_token_nll(backbone, inputs: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:

@@ -30,13 +30,14 @@ import tensorflow as tf
 import tensorflow_transform as tft
 import tf_keras as keras
 
+from components.tokenizer import loaded
+from components.trainer.checkpoint.fingerprint import checkpoint_sha256
 from components.trainer.checkpoint.hf_config import (
     CheckpointConfig,
     check_vocabulary,
     checkpoint_model_options,
     read_config,
 )
-from components.trainer.checkpoint.fingerprint import checkpoint_sha256
 from components.trainer.checkpoint.hf_weights import load_weights, stored_weight_dtypes
 from components.trainer.model import lora
 from components.trainer.model.backbone import build_backbone
@@ -53,7 +54,6 @@ from components.trainer.training import data, packing, record, sharded_loop, tfj
 from components.trainer.training.hardware import measure_matmul_flops
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
-from components.trainer.training.ps_loop import ParameterServerTrainer, check_parameter_server_settings
 from components.trainer.training.precision import (
     accelerator_kind,
     frozen_weight_dtype,
@@ -61,6 +61,7 @@ from components.trainer.training.precision import (
     resolve_jit_compile,
     resolve_precision,
 )
+from components.trainer.training.ps_loop import ParameterServerTrainer, check_parameter_server_settings
 from components.trainer.training.strategy import (
     choose_strategy,
     cleanup_worker_dir,
@@ -69,7 +70,6 @@ from components.trainer.training.strategy import (
     writable_dir,
 )
 from components.trainer.training.warm_start import warm_start_from
-from components.tokenizer import loaded
 
 if TYPE_CHECKING:  # importing TFX is slow and a TFJob replica only needs FnArgs' attributes
     from tfx.components.trainer.fn_args_utils import FnArgs
@@ -413,18 +413,18 @@ def run_fn(fn_args: "FnArgs") -> None:
         )
         if sharded:  # ordinary global batches: the sharded trainer packs them into DTensors
             trainer = sharded_loop.ShardedTrainer(backbone, optimizer, mesh, settings, **run_dirs)
-            make_train_iterator = lambda start: iter(train_batches(start))  # noqa: E731
-            make_eval_iterator = lambda: iter(eval_batches())  # noqa: E731
+            make_train_iterator = lambda start: iter(train_batches(start))
+            make_eval_iterator = lambda: iter(eval_batches())
         elif parameter_server:
             trainer = ParameterServerTrainer(backbone, optimizer, strategy, settings, **run_dirs)
-            make_train_iterator = lambda start: trainer.per_worker_iterator(lambda: train_batches(start))  # noqa: E731
-            make_eval_iterator = lambda: trainer.per_worker_iterator(eval_batches)  # noqa: E731
+            make_train_iterator = lambda start: trainer.per_worker_iterator(lambda: train_batches(start))
+            make_eval_iterator = lambda: trainer.per_worker_iterator(eval_batches)
         else:
             trainer = LanguageModelTrainer(backbone, optimizer, strategy, settings, **run_dirs)
             make_train_iterator = lambda start: iter(
                 data.distributed_blocks(strategy, lambda: train_batches(start), global_batch)
-            )  # noqa: E731
-            make_eval_iterator = lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch))  # noqa: E731
+            )
+            make_eval_iterator = lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch))
         reports = []
         steps_run = trainer.train(make_train_iterator, make_eval_iterator, on_report=reports.append)
         if sharded:
