@@ -45,7 +45,18 @@ setup(
     description="A TFX pipeline that takes a raw text corpus to a served, governed text-generation model.",
     license="Apache-2.0",
     python_requires=">=3.10,<3.11",
-    packages=find_packages(include=["pipeline", "pipeline.*", "components", "components.*", "kubeflow", "kubeflow.*"]),
+    packages=find_packages(
+        include=[
+            "pipeline",
+            "pipeline.*",
+            "components",
+            "components.*",
+            "kubeflow",
+            "kubeflow.*",
+            "textgen_cli",
+            "textgen_cli.*",
+        ]
+    ),
     package_data={"": ["*.pbtxt", "*.yaml", "*.json"]},
     cmdclass={"build_py": BuildPyWithResources},
     install_requires=[
@@ -75,5 +86,5 @@ setup(
         "sentencepiece>=0.2",  # learning tokenizers and reading checkpoint tokenizer.model files
         "tokenizers>=0.20",  # the Tokenizer stage checks a checkpoint's tokenizer.json graph against it
     ],
-    entry_points={"console_scripts": ["textgen=pipeline.cli:console"]},
+    entry_points={"console_scripts": ["textgen=textgen_cli.cli:console"]},
 )

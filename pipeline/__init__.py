@@ -1,4 +1,5 @@
-"""Pipeline configuration, the create_pipeline() factory, the local runner and the CLI."""
+"""The pipeline: its configuration, the create_pipeline() factory and the local runner (the CLI
+that drives them is `textgen_cli/`)."""
 
 # Importing `components` first selects Keras 2 (tf-keras) before TensorFlow is loaded.
 import components  # noqa: F401

@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from pipeline.cli import EXIT_FAILED, EXIT_USAGE, main
 from tests.hf_checkpoints import checkpoint_with_tokenizer
+from textgen_cli.cli import EXIT_FAILED, EXIT_USAGE, main
 
 WEIGHTS, CONFIG = "model.safetensors", "config.json"
 

@@ -124,7 +124,7 @@ def test_a_chat_checkpoint_fine_tuned_on_conversations_is_blessed_pushed_and_ans
             [
                 sys.executable,
                 "-m",
-                "pipeline.cli",
+                "textgen_cli.cli",
                 "generate",
                 "--model",
                 push["path"],

@@ -404,7 +404,7 @@ def test_the_chat_signature_refuses_what_the_template_refuses(served):
 def test_textgen_generate_chat_answers_as_transformers(served, tmp_path, capsys):
     """`textgen generate` in this process: --chat with --system on the GPT-2 model, --messages
     (a multi-turn conversation) on the Llama one."""
-    from pipeline.cli import main
+    from textgen_cli.cli import main
 
     name, _, _, _, export_dir, _ = served
     rows = _rows(name)

@@ -7,9 +7,9 @@ import re
 import pytest
 
 from pipeline import errors
-from pipeline.cli import EXIT_FAILED, EXIT_USAGE, build_parser, main
 from pipeline.config import PROJECT_ROOT, ConfigError
 from tests.pusher_fixtures import fake_saved_model
+from textgen_cli.cli import EXIT_FAILED, EXIT_USAGE, build_parser, main
 
 
 def _one_line_error(capsys) -> str:
@@ -146,7 +146,7 @@ def test_an_unexpected_error_is_not_mapped(exc, capsys):
 
 
 def test_an_unexpected_error_keeps_its_traceback(monkeypatch):
-    from pipeline import commands
+    from textgen_cli import commands
 
     def broken(args):
         raise RuntimeError("a bug")
@@ -342,7 +342,7 @@ def test_a_kfp_host_that_never_answers_times_out_in_one_line(command, tmp_path, 
 def test_the_progress_log_leaves_a_failed_component_to_the_one_line_error():
     import logging
 
-    from pipeline.logs import ProgressFilter
+    from textgen_cli.logs import ProgressFilter
 
     def record(pathname, level, msg):
         return logging.LogRecord("absl", level, pathname, 1, msg, None, None)
@@ -380,7 +380,7 @@ IMPORT_NOISE = """\
 
 
 def test_only_tensorflows_import_noise_is_dropped():
-    from pipeline.logs import without_import_noise
+    from textgen_cli.logs import without_import_noise
 
     other = "2026-12-03 16:11:49.000000: E tensorflow/core/framework/op_kernel.cc:1] OP_REQUIRES failed\n"
     assert without_import_noise(IMPORT_NOISE) == ""
@@ -399,7 +399,7 @@ def test_a_refused_promote_prints_only_its_textgen_line(tmp_path):
     environment = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}
     environment["PYTHONPATH"] = PROJECT_ROOT + os.pathsep + environment.get("PYTHONPATH", "")
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "promote", "7", "--output-root", str(tmp_path / "out")],
+        [sys.executable, "-m", "textgen_cli.cli", "promote", "7", "--output-root", str(tmp_path / "out")],
         cwd=str(tmp_path),
         env=environment,
         capture_output=True,
@@ -419,7 +419,7 @@ def test_tensorflows_first_int64_kernel_writes_nothing_after_loading():
     import sys
 
     script = (
-        "from pipeline import logs; logs.load_tensorflow(); import tensorflow as tf; "
+        "from textgen_cli import logs; logs.load_tensorflow(); import tensorflow as tf; "
         "tf.transpose(tf.constant([[1, 2], [3, 4]], tf.int64)); print('ran')"
     )
     environment = {key: value for key, value in os.environ.items() if key != "TF_CPP_MIN_LOG_LEVEL"}

@@ -13,8 +13,8 @@ import random
 
 import pytest
 
-from pipeline.cli import EXIT_BLOCKED, EXIT_OK, main
 from tests.conftest import BUNDLED_TXT
+from textgen_cli.cli import EXIT_BLOCKED, EXIT_OK, main
 
 pytestmark = pytest.mark.slow
 

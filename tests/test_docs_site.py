@@ -18,7 +18,7 @@ from pipeline import config_reference
 from tests.docs_pages import MKDOCS_FILE, PROJECT_ROOT, site_pages
 
 DOCS = os.path.join(PROJECT_ROOT, "docs")
-SOURCE_PACKAGES = ("pipeline", "components", "kubeflow")
+SOURCE_PACKAGES = ("pipeline", "components", "kubeflow", "textgen_cli")
 
 
 def _build(project: str, site_dir: str) -> subprocess.CompletedProcess:

@@ -14,9 +14,9 @@ import pytest
 
 from components import filesystems
 from kubeflow.entrypoint import output_uris
-from pipeline.cli import EXIT_USAGE, main
 from pipeline.config import PROJECT_ROOT
 from tests.object_store import gcs, start_server  # noqa: F401  (gcs: a fixture)
+from textgen_cli.cli import EXIT_USAGE, main
 
 
 @pytest.fixture(scope="module")

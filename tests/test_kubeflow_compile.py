@@ -14,8 +14,8 @@ from tfx.utils import import_utils
 
 from kubeflow import oss_compat
 from kubeflow.compile import ENTRYPOINT_COMMAND
-from pipeline.cli import main
 from pipeline.pipeline import COMPONENT_IDS, UNCACHEABLE_NODES
+from textgen_cli.cli import main
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def test_the_dockerfile_builds_the_wheel_from_everything_setup_py_packages():
     resource_folders = set(
         re.search(r"RESOURCE_FOLDERS = \(([^)]*)\)", setup).group(1).replace('"', "").replace(" ", "").split(",")
     ) - {""}
-    assert {"setup.py", "pipeline", "components", "kubeflow"} | resource_folders <= copied
+    assert {"setup.py", "pipeline", "components", "kubeflow", "textgen_cli"} | resource_folders <= copied
     assert "pip wheel" in dockerfile and "uv pip install --system --no-cache --no-deps /tmp/wheels/*.whl" in dockerfile
     assert " -e ." not in dockerfile
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from kubeflow.cron import CronError, validate_cron
-from pipeline.cli import main
+from textgen_cli.cli import main
 
 SECRET = "s3cr3t-token-value"
 COMPILED_ROOT = "gs://bucket/compiled-root"

@@ -26,12 +26,12 @@ import sysconfig
 
 import pytest
 
-from pipeline.cli import main
 from pipeline.config import PROJECT_ROOT
 from tests.conftest import FAST_OVERRIDES, WEAK_MODEL_QUALITY, write_tiny_corpus
 from tests.kfp_oss_double import OssKfpDouble, dockerfile_env
 from tests.mlflow_server import running_mlflow_server
 from tests.object_store import start_server
+from textgen_cli.cli import main
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +42,7 @@ pytestmark = pytest.mark.slow
 # classifier no longer flags such a model's garbled completions (it did one in 18 at 0.5).
 OVERRIDES = FAST_OVERRIDES + list(WEAK_MODEL_QUALITY)
 # Files of the checkout a wheel is built from (everything setup.py packages or reads).
-_SOURCE_ITEMS = ("setup.py", "pipeline", "components", "kubeflow", "data", "schema")
+_SOURCE_ITEMS = ("setup.py", "pipeline", "components", "kubeflow", "textgen_cli", "data", "schema")
 
 
 def _set_arguments(overrides):

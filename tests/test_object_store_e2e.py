@@ -3,7 +3,7 @@ drift state, serving directory) on `s3://`, served by a real S3 API server on lo
 tests/object_store.py). ML Metadata's and the registry's SQLite files and the summary go to the
 local directory the output names (pipeline/layout.py).
 
-The run is a subprocess (`python -m pipeline.cli`, the console script's path): the S3 settings
+The run is a subprocess (`python -m textgen_cli.cli`, the console script's path): the S3 settings
 reach it only through its environment, as they would a user's shell.
 """
 
@@ -47,7 +47,7 @@ def test_the_local_pipeline_runs_with_corpus_outputs_state_and_serving_on_s3(s3,
     arguments = ["run", "--data-root", data_root, "--output-root", output_root]
     arguments += [item for override in OVERRIDES for item in ("--set", override)]
     result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", *arguments],
+        [sys.executable, "-m", "textgen_cli.cli", *arguments],
         cwd=str(work_dir),
         env=s3.env(PYTHONPATH=PROJECT_ROOT),
         capture_output=True,

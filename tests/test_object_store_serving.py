@@ -29,7 +29,7 @@ _SCRIPT = textwrap.dedent("""
     from components import filesystems
     from components.pusher import serving_config
     from pipeline import samples
-    from pipeline.cli import main
+    from textgen_cli.cli import main
 
     root, serving = sys.argv[1], sys.argv[2]
     serving_args = ["--output-root", root, "--no-registry"]

@@ -2,7 +2,7 @@
 (exit 75, one line naming the running one) and changes nothing of it.
 
 `validate` is the smallest real run that holds the lock: ExampleGen to the DataGate under
-LocalDagRunner on a tiny corpus. Both are subprocesses (`python -m pipeline.cli`), as a user's or
+LocalDagRunner on a tiny corpus. Both are subprocesses (`python -m textgen_cli.cli`), as a user's or
 a scheduler's would be.
 """
 
@@ -29,7 +29,7 @@ def _validate(data_root, output_root, **popen):
         [
             sys.executable,
             "-m",
-            "pipeline.cli",
+            "textgen_cli.cli",
             "validate",
             "--data-root",
             str(data_root),

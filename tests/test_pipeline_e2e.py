@@ -292,9 +292,9 @@ def test_a_corpus_that_cleaning_mostly_removes_stops_at_the_data_gate_and_warn_l
     """Short speeches under the web profile: Gopher's English stop-word rule removes most of them.
     The DataGate stops the run (exit 2) naming the rule, nothing is trained; with
     `data_gate.removal_action=warn` the data checks pass and the report says what was let through."""
-    from pipeline.cli import EXIT_BLOCKED, EXIT_OK, main
     from tests.conftest import FAST_OVERRIDES
     from tests.curation_corpora import dialogue
+    from textgen_cli.cli import EXIT_BLOCKED, EXIT_OK, main
 
     corpus = tmp_path / "speeches"
     os.makedirs(corpus)

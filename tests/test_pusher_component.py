@@ -18,8 +18,8 @@ from components.pusher.versioned_push import existing_versions
 from components.registry import model_registry as registry
 from components.registry.options import RegistryOptions
 from components.trainer.training import record as training_record
-from pipeline.cli import main
 from tests.pusher_fixtures import fake_saved_model
+from textgen_cli.cli import main
 
 
 def _model(tmp_path, artifact_id: int) -> standard_artifacts.Model:

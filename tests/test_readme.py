@@ -12,9 +12,9 @@ from typing import Dict, List, Set
 
 import pytest
 
-from pipeline.cli import EXIT_USAGE, build_parser, main
 from pipeline.config import PROJECT_ROOT
 from tests.docs_pages import documents
+from textgen_cli.cli import EXIT_USAGE, build_parser, main
 
 
 def _read(source: str) -> str:

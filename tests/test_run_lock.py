@@ -15,9 +15,9 @@ import textwrap
 import pytest
 
 from pipeline import errors, run_lock
-from pipeline.cli import EXIT_BUSY, main
 from pipeline.config import PROJECT_ROOT
 from pipeline.layout import OutputLayout
+from textgen_cli.cli import EXIT_BUSY, main
 
 # Takes the lock of the output root argv[1] and prints `held <run id>` (then holds it until its
 # stdin closes), or prints `busy <message>` and ends.

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from pipeline.cli import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, main
 from pipeline.run_summary import report_lines
+from textgen_cli.cli import EXIT_BLOCKED, EXIT_FAILED, EXIT_OK, main
 
 BLESSED_RUN = {
     "pipeline_name": "textgen",

@@ -9,7 +9,7 @@ unreadable dtype or not part of the backbone, and a tokenizer whose vocabulary i
 model's embedding (more tokens than rows: ids without an embedding). Reading headers costs a few
 kilobytes per file, local or remote, so the check runs where it stops a run earliest:
 
-- `textgen run`, before the pipeline starts (pipeline/commands.py; exit 64, nothing ran);
+- `textgen run`, before the pipeline starts (textgen_cli/commands.py; exit 64, nothing ran);
 - the Tokenizer stage, the first stage of a run that meets the checkpoint (on Kubeflow no CLI
   reads it), before Transform and the Trainer.
 

@@ -11,9 +11,9 @@
     textgen schedule  create a recurring run of the compiled pipeline on a KFP host
 
 This module holds the argument parser and the dispatch only: the commands are in
-`pipeline.commands` (heavy imports such as TFX and TensorFlow happen inside them, so `--help` is
+`textgen_cli.commands` (heavy imports such as TFX and TensorFlow happen inside them, so `--help` is
 instant), the exit codes and the mapping of expected failures to one line in `pipeline.errors`,
-and the progress logging in `pipeline.logs`.
+and the progress logging in `textgen_cli.logs`.
 """
 
 import argparse
@@ -24,9 +24,10 @@ from annotated_types import Ge, Gt, Le, Lt
 from pydantic.fields import FieldInfo
 
 from components.trainer.options import GenerationOptions
-from pipeline import commands, errors, logs
 from pipeline import config as config_module
-from pipeline.errors import EXIT_BLOCKED, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use pipeline.cli.EXIT_*)
+from pipeline import errors
+from pipeline.errors import EXIT_BLOCKED, EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE  # noqa: F401  (callers use textgen_cli.cli.EXIT_*)
+from textgen_cli import commands, logs
 
 # The commands that load TensorFlow (the others answer without it): it is imported first, through
 # `logs.load_tensorflow`, which keeps its import-time noise off the terminal.

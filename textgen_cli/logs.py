@@ -17,6 +17,7 @@ class ProgressFilter(logging.Filter):
         os.path.join(PROJECT_ROOT, "components") + os.sep,
         os.path.join(PROJECT_ROOT, "pipeline") + os.sep,
         os.path.join(PROJECT_ROOT, "kubeflow") + os.sep,
+        os.path.join(PROJECT_ROOT, "textgen_cli") + os.sep,
     )
     # Errors the CLI reports itself, in its one `textgen:` line: (file logging it, start of the message).
     _REPORTED_BY_THE_CLI = (

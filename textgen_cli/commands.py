@@ -1,4 +1,4 @@
-"""The `textgen` commands: each takes the parsed arguments (see `pipeline.cli`) and returns an
+"""The `textgen` commands: each takes the parsed arguments (see `textgen_cli.cli`) and returns an
 exit code, or raises an expected failure that `pipeline.errors` turns into one line.
 
 Heavy imports (TFX, TensorFlow, MLflow, kfp) happen inside the commands so `--help` is instant.
