@@ -5,6 +5,9 @@ test says so):
   function-level import defers loading but still ties the two modules together);
 - components never import the `pipeline` package (the pipeline composes components, not the
   reverse);
+- the top-level packages are layers, `components` < `pipeline` < `kubeflow` < `textgen_cli` (the
+  CLI): none imports one above it, so `pipeline/` does not import `kubeflow/` and neither imports
+  the CLI;
 - the trainer's `model/` does not depend on `training/` or `serving/`;
 - a stage package (`components/<stage>/`) imports from another stage only that stage's products,
   and so does every shared module (see `test_stages_import_only_each_others_products`);
@@ -130,6 +133,26 @@ def test_components_never_import_the_pipeline_package():
         if name.startswith("components")
         for imported in _imported_names(path)
         if imported.split(".")[0] == "pipeline"
+    )
+    assert not offenders, "\n".join(offenders)
+
+
+# The top-level packages from the bottom up. The stages and the services they share; the pipeline
+# definition, its configuration and the local runner, which compose the stages; Kubeflow's
+# compiler, container entry point and client, which compile and send that pipeline; the `textgen`
+# command line, which drives the two. Each may import the ones before it, none one after it.
+LAYERS = ("components", "pipeline", "kubeflow", "textgen_cli")
+
+
+def test_no_package_imports_one_above_it():
+    """Function-level imports count: a command that imports kubeflow/ inside a function still makes
+    the package it lives in depend on kubeflow/."""
+    assert set(LAYERS) == set(PACKAGES)
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name, path in _project_modules().items()
+        for imported in _imported_names(path)
+        if imported.split(".")[0] in LAYERS and LAYERS.index(imported.split(".")[0]) > LAYERS.index(name.split(".")[0])
     )
     assert not offenders, "\n".join(offenders)
 
