@@ -223,11 +223,12 @@ def child_lora_step(directory: str, frozen_dtype: str) -> None:
     from components.trainer.checkpoint.hf_weights import load_weights, stored_weight_dtypes
     from components.trainer.model import lora
     from components.trainer.model.backbone import build_backbone
+    from components.trainer.model.dtype_policy import keras_policy
     from components.trainer.options import LoraOptions, ModelOptions, TrainingOptions
     from components.trainer.training import data
     from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
     from components.trainer.training.optimizer import make_optimizer
-    from components.trainer.training.precision import frozen_weight_dtype, keras_policy
+    from components.trainer.training.precision import frozen_weight_dtype
 
     policy, length, batch = LORA_STEP["policy"], LORA_STEP["context_length"], LORA_STEP["batch_size"]
     options = LoraOptions(rank=LORA_STEP["rank"], frozen_dtype=frozen_dtype)

@@ -171,9 +171,9 @@ def measure_ours(files: str, spec: dict, model_config, args, policy: str, jit: s
     import tensorflow as tf
     from train_throughput import make_trainer
 
+    from components.trainer.model.dtype_policy import keras_policy
     from components.trainer.options import TrainingOptions
     from components.trainer.training import data, packing
-    from components.trainer.training.precision import keras_policy
 
     shuffle_buffer = TrainingOptions().shuffle_buffer
 

@@ -123,8 +123,8 @@ def measure_ours(
     (`make_trainer`), `steps` measured after as many warm-up steps."""
     import tensorflow as tf
 
+    from components.trainer.model.dtype_policy import keras_policy
     from components.trainer.training import data
-    from components.trainer.training.precision import keras_policy
 
     strategy = tf.distribute.get_strategy()
     reports = []

@@ -7,10 +7,10 @@ import tensorflow as tf
 
 from components.trainer.model import decoding
 from components.trainer.model.backbone import build_backbone, rotary_inverse_frequency
+from components.trainer.model.dtype_policy import keras_policy
 from components.trainer.model.model_size import parameter_count
 from components.trainer.options import ModelOptions, RopeScaling
 from components.trainer.serving.weights import serving_backbone
-from components.trainer.training.precision import keras_policy
 
 VOCAB = 97
 SHAPE = dict(num_layers=2, num_heads=4, model_dim=32, mlp_dim=48, context_length=32)

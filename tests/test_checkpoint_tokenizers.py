@@ -524,7 +524,7 @@ def test_missing_and_broken_tokenizer_files_are_one_line_errors(tmp_path):
 
 def test_documents_are_framed_by_the_tokenizers_special_ids():
     from components.trainer.model.decoding import prepare_context
-    from components.trainer.training.data import frame_documents
+    from components.trainer.model.framing import frame_documents
 
     tokens = tf.ragged.constant([[7, 8], []], dtype=tf.int64)
     llama = loaded.load(os.path.join(FIXTURES, "llama_sp")).special

@@ -141,8 +141,8 @@ def test_a_bfloat16_checkpoint_stays_bfloat16_in_a_lora_backbones_frozen_weights
     from components.trainer.checkpoint.hf_export import export_hugging_face
     from components.trainer.checkpoint.hf_weights import load_weights
     from components.trainer.model.backbone import build_backbone
+    from components.trainer.model.dtype_policy import keras_policy
     from components.trainer.options import LoraOptions
-    from components.trainer.training.precision import keras_policy
     from tests.hf_checkpoints import checkpoint_with_tokenizer
 
     directory = checkpoint_with_tokenizer("gpt2", str(tmp_path / "gpt2-bf16"))

@@ -225,7 +225,7 @@ def test_bfloat16_frozen_weights_compute_exactly_what_float32_ones_do_under_mixe
     """Every frozen weight is read as bfloat16 by the mixed_bfloat16 graph anyway: stored so, the
     logits and the adapters' gradients are the same to the bit, the adapters and norms stay
     float32, and the float32 serving copy is the same too."""
-    from components.trainer.training.precision import keras_policy
+    from components.trainer.model.dtype_policy import keras_policy
 
     options = LoraOptions(rank=4, targets=["attention"])
     rng = np.random.default_rng(4)

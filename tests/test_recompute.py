@@ -12,11 +12,11 @@ import tf_keras as keras
 
 from components.trainer.model import lora, recompute
 from components.trainer.model.backbone import build_backbone
+from components.trainer.model.dtype_policy import keras_policy
 from components.trainer.options import LoraOptions, ModelOptions, TrainingOptions
 from components.trainer.serving.weights import serving_backbone
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
 from components.trainer.training.optimizer import make_optimizer
-from components.trainer.training.precision import keras_policy
 
 VOCAB = 61
 # Llama-style (rotary, grouped-query attention, RMSNorm, SwiGLU, untied) and small: 2 blocks, so a

@@ -21,12 +21,12 @@ import tensorflow_transform as tft
 
 from components.tokenizer import model_file
 from components.trainer.model.backbone import build_backbone
+from components.trainer.model.dtype_policy import keras_policy
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
 from components.trainer.options import GenerationOptions, ModelOptions, TrainingOptions
 from components.trainer.training import data, tfjob
 from components.trainer.training.loop import LanguageModelTrainer, LoopSettings, XlaCompileError
 from components.trainer.training.optimizer import make_optimizer
-from components.trainer.training.precision import keras_policy
 from components.trainer.training.strategy import resolve_distribution
 from pipeline.config import ConfigError, load_config
 from tests.local_cluster import free_ports

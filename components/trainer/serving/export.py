@@ -46,10 +46,10 @@ import tensorflow_transform as tft
 from components.tokenizer import loaded, model_file
 from components.tokenizer.chat_graph import ChatGraph
 from components.trainer.model import decoding
+from components.trainer.model.framing import frame_documents
 from components.trainer.options import GenerationOptions
 from components.trainer.serving import predict_requests, signatures
 from components.trainer.serving.weights import serving_backbone
-from components.trainer.training.data import frame_documents
 from components.transform.preprocessing import RAW_TEXT_KEY, TOKEN_IDS_KEY
 
 

@@ -68,8 +68,8 @@ class BackboneRecipe:
     def build(self):
         """A new backbone built as the Trainer built its own (weights initialised, not trained)."""
         from components.trainer.model.backbone import build_backbone
+        from components.trainer.model.dtype_policy import keras_policy
         from components.trainer.options import LoraOptions, ModelOptions
-        from components.trainer.training.precision import keras_policy
 
         with keras_policy(self.policy):
             return build_backbone(
@@ -222,7 +222,7 @@ class Exporter:
 
 def run_job(job: ExportJob) -> None:
     """The child's work: the same exports the Trainer makes inline, from the weights it wrote."""
-    from components.trainer.training.precision import keras_policy
+    from components.trainer.model.dtype_policy import keras_policy
 
     backbone = job.recipe.build()
     tf.train.Checkpoint(backbone=backbone).read(job.weights).assert_existing_objects_matched()

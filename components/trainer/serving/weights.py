@@ -28,7 +28,7 @@ import tf_keras as keras
 
 from components.trainer.model import lora
 from components.trainer.model.backbone import GPTBackbone, build_backbone
-from components.trainer.training.precision import keras_policy
+from components.trainer.model.dtype_policy import keras_policy
 
 WEIGHT_QUANTIZATIONS = ("none", "int8")
 _INT8_MAX = 127.0

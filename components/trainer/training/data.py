@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from components.file_patterns import FilePatterns, matching_files
 from components.tokenizer.special import LEARNED, SpecialTokens
+from components.trainer.model.framing import frame_documents
 from components.transform.preprocessing import TOKEN_IDS_KEY
 
 _PARSE_BATCH = 256  # serialized examples parsed per call; larger batches amortise op overhead
@@ -62,15 +63,6 @@ def token_stream(
     """All tokens of the transformed examples matching `file_patterns`, in file order, each document
     framed by `special`'s document prefix and suffix (see `framed_documents`)."""
     return framed_documents(file_patterns, feature_spec, special).map(lambda documents: documents.flat_values).unbatch()
-
-
-def frame_documents(token_ids: tf.RaggedTensor, special: SpecialTokens) -> tf.RaggedTensor:
-    """Ragged [documents, (tokens)] -> each row as document prefix + tokens + document suffix."""
-    token_ids = tf.cast(token_ids, tf.int64)
-    rows = token_ids.nrows()
-    prefix = tf.tile(tf.constant(special.document_prefix, tf.int64)[tf.newaxis, :], [rows, 1])
-    suffix = tf.tile(tf.constant(special.document_suffix, tf.int64)[tf.newaxis, :], [rows, 1])
-    return tf.concat([prefix, token_ids, suffix], axis=1)
 
 
 def holds_one_block(

@@ -25,11 +25,9 @@ exports (float32) hold the same values as before only when the stored values wer
 already: a bfloat16 checkpoint, without a warm start from a float32 export.
 """
 
-import contextlib
-from typing import AbstractSet, Iterator, Optional
+from typing import AbstractSet, Optional
 
 import tensorflow as tf
-from tf_keras import mixed_precision
 
 from components.trainer.options import LoraOptions
 
@@ -73,21 +71,6 @@ def resolve_jit_compile(jit_compile: str, device: str, policy_name: str, recompu
     if jit_compile != "auto":
         return jit_compile == "on"
     return not (device == "cpu" and (policy_name == "mixed_bfloat16" or recompute != "off"))
-
-
-@contextlib.contextmanager
-def keras_policy(policy_name: str) -> Iterator[None]:
-    """Sets the global Keras dtype policy for the models built inside, restoring it afterwards.
-
-    The policy is process-global and the local runner runs other components in this process, so
-    it must not leak out of the trainer.
-    """
-    previous = mixed_precision.global_policy()
-    mixed_precision.set_global_policy(policy_name)
-    try:
-        yield
-    finally:
-        mixed_precision.set_global_policy(previous)
 
 
 def frozen_weight_dtype(

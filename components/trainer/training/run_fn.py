@@ -41,6 +41,7 @@ from components.trainer.checkpoint.hf_config import (
 from components.trainer.checkpoint.hf_weights import load_weights, stored_weight_dtypes
 from components.trainer.model import lora
 from components.trainer.model.backbone import build_backbone
+from components.trainer.model.dtype_policy import keras_policy
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
 from components.trainer.options import (
     ModelOptions,
@@ -57,7 +58,6 @@ from components.trainer.training.optimizer import make_optimizer
 from components.trainer.training.precision import (
     accelerator_kind,
     frozen_weight_dtype,
-    keras_policy,
     resolve_jit_compile,
     resolve_precision,
 )
