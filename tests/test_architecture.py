@@ -8,7 +8,8 @@ test says so):
 - the top-level packages are layers, `components` < `pipeline` < `kubeflow` < `textgen_cli` (the
   CLI): none imports one above it, so `pipeline/` does not import `kubeflow/` and neither imports
   the CLI;
-- the trainer's `model/` does not depend on `training/` or `serving/`;
+- the trainer's `model/` does not depend on `training/` or `serving/`, and `serving/` does not
+  depend on `training/` (what both need lives in `model/`);
 - a stage package (`components/<stage>/`) imports from another stage only that stage's products,
   and so does every shared module (see `test_stages_import_only_each_others_products`);
 - the module the TFJob replicas run (`tfjob.REPLICA_MODULE`) exists and is runnable with `-m`;
@@ -101,6 +102,20 @@ def test_the_model_depends_on_neither_training_nor_serving():
             assert not {
                 i for i in imported if i.startswith(("components.trainer.training", "components.trainer.serving"))
             }, name
+
+
+def test_serving_depends_on_model_not_on_training():
+    """training's run_fn exports through serving, so serving importing training would point an
+    arrow back up; what both use (the dtype policy, document framing) is in model/."""
+    graph = _import_graph()
+    offenders = sorted(
+        f"{name} imports {imported}"
+        for name, imported_modules in graph.items()
+        if name.startswith("components.trainer.serving")
+        for imported in imported_modules
+        if imported.startswith("components.trainer.training")
+    )
+    assert not offenders, "\n".join(offenders)
 
 
 def test_the_tfjob_replica_module_is_the_entry_point_that_runs_run_fn():
