@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from components.pusher.versioned_push import existing_versions, push_saved_model  # noqa: E402
+from components.versioned_push import existing_versions, push_saved_model  # noqa: E402
 
 DATA_FILE = os.path.join("variables", "variables.data-00000-of-00001")
 

@@ -212,7 +212,9 @@ STAGE_PRODUCTS = {
         "components.trainer.checkpoint.preflight",  # which checkpoints it can start from, checked from their headers
     },
     "evaluator": {"components.evaluator.blessing_files"},  # evaluation.json / report.html in the blessing
-    "pusher": {"components.pusher.versioned_push"},  # the serving directory's version layout, push_info.json
+    # The serving directory's version layout and push_info.json are a shared service
+    # (components/versioned_push.py): the registry reads them without importing the Pusher.
+    "pusher": set(),
 }
 
 
@@ -253,3 +255,13 @@ def test_shared_services_live_outside_the_stage_packages():
     ):
         assert "components.registry.model_registry" in graph[stage_module], stage_module
     assert not [name for name in graph if name.startswith("components.pusher.registry")]
+    # The registry does not import the Pusher (which registers through it): the serving
+    # directory's version layout they both read is components/versioned_push.py.
+    assert "components.versioned_push" in graph["components.registry.model_registry"]
+    assert not {
+        imported
+        for name, imported_modules in graph.items()
+        if name.startswith("components.registry")
+        for imported in imported_modules
+        if imported.startswith("components.pusher")
+    }

@@ -38,7 +38,7 @@ _SCRIPT = textwrap.dedent("""
     from components.pusher import serving_config
     from components.pusher.component import VersionedPusherExecutor
     from components.pusher.options import PusherOptions
-    from components.pusher.versioned_push import existing_versions, is_complete_saved_model, read_push_info, version_path
+    from components.versioned_push import existing_versions, is_complete_saved_model, read_push_info, version_path
     from components.registry import model_registry as registry
     from components.registry.options import RegistryOptions
     from tests.pusher_fixtures import fake_saved_model

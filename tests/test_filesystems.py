@@ -214,7 +214,7 @@ _COPY_TREE = textwrap.dedent("""
     import sys
     import tensorflow as tf
     from components import filesystems
-    from components.pusher.versioned_push import copy_tree
+    from components.versioned_push import copy_tree
 
     filesystems.register()
     root = sys.argv[1]

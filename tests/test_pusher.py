@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from components.pusher.versioned_push import (
+from components.versioned_push import (
     existing_versions,
     find_pushed_version,
     is_complete_saved_model,
@@ -44,7 +44,7 @@ def test_a_directory_that_is_not_a_saved_model_is_refused_and_nothing_is_publish
 
 
 def test_a_failed_copy_leaves_no_version_and_no_staging_directory(tmp_path, monkeypatch):
-    from components.pusher import versioned_push
+    from components import versioned_push
 
     def failing_copy(source, destination):
         os.makedirs(destination)

@@ -14,10 +14,10 @@ from tfx.types import standard_artifacts
 from components.pusher import serving_config
 from components.pusher.component import VersionedPusherExecutor
 from components.pusher.options import PusherOptions
-from components.pusher.versioned_push import existing_versions
 from components.registry import model_registry as registry
 from components.registry.options import RegistryOptions
 from components.trainer.training import record as training_record
+from components.versioned_push import existing_versions
 from tests.pusher_fixtures import fake_saved_model
 from textgen_cli.cli import main
 

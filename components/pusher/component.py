@@ -1,7 +1,7 @@
 """The pusher component: publishes the model for TF Serving and registers it, only when blessed.
 
 On a blessed model it
-  1. copies the SavedModel atomically to `<serving_dir>/<next version>/` (versioned_push),
+  1. copies the SavedModel atomically to `<serving_dir>/<next version>/` (components/versioned_push.py),
   2. writes `<serving_dir>/batching_parameters` and `<serving_dir>/monitoring.config` (Prometheus)
      and points the configured label (`stable` or `canary`) at the new version in
      `<serving_dir>/models.config` (serving_ops.label_version: a compare-and-swap that keeps the
@@ -33,10 +33,10 @@ from components.evaluator.blessing_files import REPORT_FILE
 from components.example_gen.ingest_report import REPORT_FILE as INGEST_REPORT_FILE
 from components.pusher import batching, model_card, monitoring, serving_config, serving_ops
 from components.pusher.options import PusherOptions
-from components.pusher.versioned_push import copy_tree, push_saved_model, retain_latest
 from components.registry import model_registry as registry
 from components.registry.options import RegistryOptions
 from components.trainer.training import record as training_record
+from components.versioned_push import copy_tree, push_saved_model, retain_latest
 
 log = logging.getLogger(__name__)
 

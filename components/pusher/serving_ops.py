@@ -18,8 +18,8 @@ from typing import Dict, Iterable, Optional, Set
 
 from components.pusher import serving_config
 from components.pusher.serving_config import STABLE_LABEL, LabelChange, read_labels
-from components.pusher.versioned_push import existing_versions, is_complete_saved_model, version_path
 from components.registry.model_registry import ModelRegistry
+from components.versioned_push import existing_versions, is_complete_saved_model, version_path
 
 log = logging.getLogger(__name__)
 

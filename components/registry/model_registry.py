@@ -29,7 +29,7 @@ from typing import Dict, Optional
 
 import tensorflow as tf
 
-from components.pusher.versioned_push import read_push_info, version_path
+from components.versioned_push import read_push_info, version_path
 
 log = logging.getLogger(__name__)
 

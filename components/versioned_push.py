@@ -1,5 +1,9 @@
 """Atomic, versioned publication of a SavedModel under a TF Serving model base path.
 
+A service the stages share, outside every stage's package: the Pusher publishes and retires
+versions with it (and `textgen promote` / `rollback` list them through pusher/serving_ops.py), and
+the model registry reads a version's `push_info.json` and path with it.
+
 TF Serving watches `<base>/<integer version>/`. A version directory must never be visible
 half-written, so the model is copied into a hidden temporary directory on the same filesystem
 and renamed into place in one step. Deleting old versions is the mirror image: the version is
@@ -20,7 +24,7 @@ Everything else goes through `tf.io.gfile`, so the base path may be local or on 
 TensorFlow supports (gs://, s3://, hdfs://). Atomicity of the move rests on that filesystem's
 rename: POSIX and HDFS rename directories atomically; object stores (gs://, s3://) emulate a
 directory rename by copying objects, so there TF Serving must only be pointed at versions through
-`models.config` (which this package writes after the rename completes), never by polling.
+`models.config` (which the Pusher writes after the rename completes), never by polling.
 TensorFlow's in-memory ram:// renames only the directory entry and leaves the files behind; a push
 checks the renamed version and refuses such a filesystem with a clear error.
 
