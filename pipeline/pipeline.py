@@ -220,12 +220,14 @@ def create_components(config: PipelineConfig, paths: PipelinePaths) -> List[tfx.
         transform.outputs["transformed_examples"], token_schema, config, "Transformed", "TokenGate", "tokens"
     )
 
+    # Every training setting, the step count included, reaches run_fn one way: `training` inside
+    # custom_config, typed and validated like the rest (TrainingOptions.train_steps; a resumed run
+    # finishes the remainder, and the TFJob replicas read the same settings). TFX's TrainArgs and
+    # EvalArgs stay at their defaults (fn_args.train_steps is None): run_fn reads neither.
     trainer = tfx.components.Trainer(
         run_fn=RUN_FN,
         examples=transform.outputs["transformed_examples"],
         transform_graph=transform.outputs["transform_graph"],
-        train_args=tfx.proto.TrainArgs(num_steps=config.training.train_steps),
-        eval_args=tfx.proto.EvalArgs(num_steps=0),
         custom_config=trainer_custom_config(
             TrainerSettings(
                 model=config.model,

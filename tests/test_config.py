@@ -181,3 +181,17 @@ def test_parameter_servers_without_workers_is_a_configuration_error():
 def test_every_key_has_a_description():
     """The configuration reference (docs/config-reference.md) lists a description for every key."""
     assert not [line for line in describe_options() if "  " not in line]
+
+
+def test_the_step_count_reaches_the_trainer_one_way():
+    """`training.train_steps` reaches run_fn inside custom_config, with the other training options;
+    TFX's TrainArgs stays at its default, so fn_args.train_steps (which run_fn does not read) holds
+    no second copy that could disagree."""
+    from components.trainer.options import read_trainer_custom_config
+    from pipeline.pipeline import create_pipeline
+
+    pipeline = create_pipeline(load_config(overrides=["training.train_steps=17"]))
+    trainer = next(component for component in pipeline.components if component.id == "Trainer")
+    settings = read_trainer_custom_config(json.loads(trainer.exec_properties["custom_config"]))
+    assert settings.training.train_steps == 17
+    assert json.loads(trainer.exec_properties["train_args"]) == {}
