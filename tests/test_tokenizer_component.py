@@ -263,7 +263,7 @@ def test_a_graph_that_differs_from_tokenizers_stops_the_stage_naming_the_text_an
     checkpoint = checkpoint_with_tokenizer("llama", str(tmp_path / "checkpoint"), "llama_sp_nfkc")
     with open(os.path.join(checkpoint, "tokenizer.model"), "rb") as handle:
         native = handle.read()
-    monkeypatch.setattr(loaded.Tokenizer, "graph", lambda self, name=None: CheckpointSentencePieceGraph(native))
+    monkeypatch.setattr(loaded.LoadedTokenizer, "graph", lambda self, name=None: CheckpointSentencePieceGraph(native))
     with pytest.raises(agreement.TokenizerMismatch) as error:
         _run(tmp_path, examples, "mismatch", checkpoint=checkpoint, policy="checkpoint")
     message = str(error.value)

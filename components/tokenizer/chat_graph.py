@@ -56,7 +56,7 @@ class ChatGraph(tf.Module):
         name: str = "chat_graph",
     ):
         """`tokenize(texts [n], starts_input [n] bool) -> ragged ids`: a tokenizer graph's
-        `tokenize` (loaded.Tokenizer.graph()); `starts_input` says which texts begin the rendering."""
+        `tokenize` (loaded.LoadedTokenizer.graph()); `starts_input` says which texts begin the rendering."""
         super().__init__(name=name)
         missing = [token for token in grammar.special_tokens if token not in special_ids]
         if missing:

@@ -141,7 +141,7 @@ def template_variables(tokenizer, directory: str) -> Dict[str, str]:
 
 
 def checkpoint_chat_of(tokenizer, directory: str) -> Optional[ChatSpec]:
-    """`checkpoint_chat` for a loaded checkpoint tokenizer (`loaded.Tokenizer`): its special
+    """`checkpoint_chat` for a loaded checkpoint tokenizer (`loaded.LoadedTokenizer`): its special
     tokens, and its named tokens as the template variables (`template_variables`). A named token
     that is not in the vocabulary stays text where the template writes it (transformers would
     give it a new id, one the checkpoint's embedding has no row for)."""

@@ -15,8 +15,8 @@ Kinds (`load` tells them apart by their files):
     byte_level_bpe          a checkpoint's tokenizer.json or vocab.json + merges.txt, bpe_graph.py
 
 `load` also accepts a Hugging Face checkpoint directory itself (hf_files.py reads its config for
-the special ids). `Tokenizer.graph()` builds the tf.Module with `tokenize` / `detokenize`, and
-`Tokenizer.special` gives the ids that frame documents and stop decoding.
+the special ids). `LoadedTokenizer.graph()` builds the tf.Module with `tokenize` / `detokenize`, and
+`LoadedTokenizer.special` gives the ids that frame documents and stop decoding.
 """
 
 import json
@@ -36,8 +36,9 @@ SENTENCEPIECE, BYTE_LEVEL_BPE, SENTENCEPIECE_BPE = (
 )
 
 
-class Tokenizer(NamedTuple):
-    """One tokenizer: its kind, files (name -> bytes), hash, size and special ids."""
+class LoadedTokenizer(NamedTuple):
+    """One tokenizer, as `load` reads it from a directory: its kind, files (name -> bytes), hash,
+    size and special ids. (The TFX artifact that holds one is `artifact.Tokenizer`.)"""
 
     kind: str
     files: Dict[str, bytes]
@@ -132,7 +133,7 @@ class Tokenizer(NamedTuple):
         return [os.path.join(directory, name) for name in names]
 
 
-def load(directory: str) -> Tokenizer:
+def load(directory: str) -> LoadedTokenizer:
     """The tokenizer in `directory` (see module docstring), or the learned SentencePiece model file
     `directory` names; errors name the directory or file."""
     learned_path = os.path.join(directory, model_file.MODEL_FILE_NAME)
@@ -141,12 +142,12 @@ def load(directory: str) -> Tokenizer:
     if tf.io.gfile.exists(learned_path):
         described = model_file.read_model(learned_path)
         files = {model_file.MODEL_FILE_NAME: described.proto, **_chat_files(os.path.dirname(learned_path))}
-        return Tokenizer(
+        return LoadedTokenizer(
             LEARNED_SENTENCEPIECE, files, described.sha256, described.vocab_size, special.LEARNED, directory
         )
     found = hf_files.read(directory)
     vocabulary = hf_files.token_ids(found.kind, found.files, directory)
-    return Tokenizer(
+    return LoadedTokenizer(
         found.kind,
         {**found.files, **_chat_files(directory)},
         hf_files.combined_sha256(found.files),

@@ -94,7 +94,7 @@ def _dense_strings(feature) -> tf.Tensor:
 
 
 def _conversation_features(
-    inputs: Dict[str, tf.Tensor], loaded_tokenizer: loaded.Tokenizer, tokenizer
+    inputs: Dict[str, tf.Tensor], loaded_tokenizer: loaded.LoadedTokenizer, tokenizer
 ) -> Dict[str, tf.Tensor]:
     """Renders, tokenizes and masks each conversation (module docstring)."""
     from components.tokenizer.chat_graph import ChatGraph
@@ -127,7 +127,7 @@ def _conversation_features(
     }
 
 
-def _is_byte_token(token_ids: tf.RaggedTensor, tokenizer: loaded.Tokenizer) -> tf.RaggedTensor:
+def _is_byte_token(token_ids: tf.RaggedTensor, tokenizer: loaded.LoadedTokenizer) -> tf.RaggedTensor:
     """Whether each token stands for one byte (a contiguous id range where it is one, as in the
     learned layout and Llama's; else a lookup in a constant mask over the vocabulary)."""
     byte_ids = tokenizer.byte_token_ids()

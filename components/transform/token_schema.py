@@ -38,7 +38,9 @@ CHECKPOINT_MIN_BYTES_PER_TOKEN = 0.5  # one added token (a dummy prefix) beside 
 SCHEMA_FILE_NAME = "schema.pbtxt"  # the name ImportSchemaGen gives it
 
 
-def schema_for_tokenizer(curated: schema_pb2.Schema, tokenizer: loaded.Tokenizer, source: str) -> schema_pb2.Schema:
+def schema_for_tokenizer(
+    curated: schema_pb2.Schema, tokenizer: loaded.LoadedTokenizer, source: str
+) -> schema_pb2.Schema:
     """A copy of `curated` for `tokenizer`: the token ids' domain is [0, vocab_size) (any curated
     domain replaced) and, for a checkpoint's tokenizer, `bytes_per_token` may go down to
     CHECKPOINT_MIN_BYTES_PER_TOKEN (module docstring). `source` names `curated` in errors."""

@@ -56,13 +56,13 @@ def _check_exists(directory: str) -> None:
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
 
 
-def tokenizer_file(tokenizer: loaded.Tokenizer) -> str:
+def tokenizer_file(tokenizer: loaded.LoadedTokenizer) -> str:
     """The path of the file that defines `tokenizer` (for messages)."""
     name = next((name for name in _DEFINING_FILES if name in tokenizer.files), "")
     return os.path.join(tokenizer.source, name) if name else tokenizer.source
 
 
-def checkpoint_tokenizer(directory: str) -> loaded.Tokenizer:
+def checkpoint_tokenizer(directory: str) -> loaded.LoadedTokenizer:
     """The tokenizer of the checkpoint at `directory`. A missing directory is a FileNotFoundError;
     missing or unsupported tokenizer files are a `CheckpointError`: they make the checkpoint
     unusable, like a bad config.json."""
@@ -74,7 +74,7 @@ def checkpoint_tokenizer(directory: str) -> loaded.Tokenizer:
 
 
 def check_checkpoint(
-    directory: str, model: Optional[ModelOptions] = None, tokenizer: Optional[loaded.Tokenizer] = None
+    directory: str, model: Optional[ModelOptions] = None, tokenizer: Optional[loaded.LoadedTokenizer] = None
 ) -> CheckedCheckpoint:
     """Checks the checkpoint at `directory` as the module docstring says: its architecture against
     the run's `model` options (when given), its weights' headers against config.json, and the

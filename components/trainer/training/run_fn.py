@@ -147,7 +147,7 @@ def _export_base_model(backbone, exporter: Exporter, model_uri: str, strategy) -
 
 
 def _hugging_face_dir(
-    checkpoint: Optional[CheckpointConfig], tokenizer: loaded.Tokenizer, model_uri: str, strategy
+    checkpoint: Optional[CheckpointConfig], tokenizer: loaded.LoadedTokenizer, model_uri: str, strategy
 ) -> Optional[str]:
     """Where this task writes the Hugging Face export: None without a checkpoint, on a worker that is
     not the chief, or when the run tokenizes with its own learned tokenizer (`tokenizer.policy`)."""
@@ -162,7 +162,7 @@ def _hugging_face_dir(
     return record.hugging_face_path(model_uri)
 
 
-def _chat_record(tokenizer: loaded.Tokenizer) -> Optional[dict]:
+def _chat_record(tokenizer: loaded.LoadedTokenizer) -> Optional[dict]:
     """What the training record (and so the model card) says of the chat template, or None."""
     chat = tokenizer.chat()
     if chat is None:
@@ -179,7 +179,7 @@ def _check_training_data(
     train_files,
     feature_spec,
     context_length: int,
-    tokenizer: loaded.Tokenizer,
+    tokenizer: loaded.LoadedTokenizer,
     conversational: bool,
     training: TrainingOptions,
 ) -> Optional[packing.PackingStats]:
