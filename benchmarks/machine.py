@@ -1,9 +1,10 @@
 """What every benchmark records about the machine, and the load-average rule.
 
 On the shared 2-core development machine a number taken above a load average of 1.5 is not a
-result (DESIGN.md, section 5). `LoadGuard` records the 1-minute load average before and after a
-run, waits for a quiet window when asked, and refuses to start above the limit unless told to
-measure anyway. The load average after a run includes the benchmark's own threads (a 2-thread
+result: other processes' work shows in it (benchmarks/README.md, "Speed: training, decoding,
+serving", states the rule every table follows). `LoadGuard` records the 1-minute load average
+before and after a run, waits for a quiet window when asked, and refuses to start above the limit
+unless told to measure anyway. The load average after a run includes the benchmark's own threads (a 2-thread
 TensorFlow run alone brings it near 2), so it also measures what everyone else did during the
 run: the CPU time all processes used (/proc/stat) minus this process's and its children's, as
 busy cores on average. The results are valid when the load was under the limit at the start and

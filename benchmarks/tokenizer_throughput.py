@@ -49,7 +49,7 @@ os.environ.setdefault("RAYON_NUM_THREADS", "1")  # HF tokenizers on one thread, 
 
 DEFAULT_CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "tinyshakespeare.txt")
 RESULTS = os.path.join(os.path.dirname(__file__), "results", "tokenizer_throughput.json")
-MAX_VALID_LOAD = 1.5  # DESIGN.md section 5: above this on 2 cores a number is not a result
+MAX_VALID_LOAD = 1.5  # above this on 2 cores a number is not a result (benchmarks/machine.py, README.md)
 
 
 def load_documents(path: str) -> List[str]:

@@ -5,8 +5,8 @@ driver sends differently from Vertex.
 `textgen compile` makes `python -m kubeflow.entrypoint` the command of every step, with TFX's own
 arguments (`--executor_class_path`, `--json_serialized_invocation_args` = the ExecutorInput,
 `--json_serialized_inputs_spec_args` = the step's input definitions, then Beam arguments). The
-open-source v2 driver differs from Vertex in ways TFX 1.16's
-`kubeflow_v2_run_executor` does not accept (../shared/DESIGN.md section 4b):
+open-source v2 driver differs from Vertex in ways TFX 1.16's `kubeflow_v2_run_executor` does not
+accept (read from kubeflow/pipelines' backend, 2.0 to 2.17; docs/kubeflow.md "Compiling"):
 
 1. Input artifacts arrive with an empty type schema (the driver rebuilds them from its metadata
    store without the schema; kubeflow/pipelines `backend/src/v2/metadata/client.go`). TFX imports

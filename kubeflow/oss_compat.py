@@ -1,6 +1,7 @@
 """What a compiled pipeline spec may contain to run on open-source Kubeflow Pipelines 2.x.
 
-Read from kubeflow/pipelines' backend (2.0 to 2.17; ../shared/DESIGN.md section 4b):
+Read from kubeflow/pipelines' backend, versions 2.0 to 2.17 (docs/kubeflow.md "Compiling" says
+the same for users):
 - the Argo compiler (`backend/src/v2/compiler/argocompiler`) rejects `resolver` executors
   ("resolver executors not implemented") when a run is created, after the upload succeeded;
 - no backend code reads `container.lifecycle` (TFX puts FileBasedExampleGen's span driver in

@@ -14,7 +14,8 @@
 Runners (local, Kubeflow) call this with their own paths and metadata; they never re-wire.
 
 The pipeline has no ML Metadata resolver nodes: open-source Kubeflow Pipelines cannot run them
-(../shared/DESIGN.md section 4b). What a run compares with is looked up by the executors at run
+(its Argo compiler rejects `resolver` executors when a run is created; kubeflow/oss_compat.py,
+docs/kubeflow.md "Compiling"). What a run compares with is looked up by the executors at run
 time, the same way on both runners: the drift baseline in a state location, the Evaluator's
 baseline and the warm-start model in the model registry (the production alias), the span by
 ExampleGen's own executor. Nodes whose result depends on such outside state are never served

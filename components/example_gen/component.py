@@ -2,10 +2,11 @@
 
 TFX's `FileBasedExampleGen` resolves `{SPAN}` / date patterns in a driver. Locally the driver runs
 in-process, but the Kubeflow V2 compiler turns it into a `container.lifecycle.preCacheCheck` hook,
-which open-source Kubeflow Pipelines never runs (see ../shared/DESIGN.md section 4b): a `{SPAN}`
-pattern then matches no file. This component has the same spec as FileBasedExampleGen (so TFX
-tooling reads its artifacts the same way) and no custom driver; `TextCorpusExampleGenExecutor`
-resolves the span with TFX's own input processor at run time, on both runners.
+which open-source Kubeflow Pipelines never runs (its backend reads no `container.lifecycle`;
+kubeflow/oss_compat.py, docs/kubeflow.md "Compiling"): a `{SPAN}` pattern then matches no file.
+This component has the same spec as FileBasedExampleGen (so TFX tooling reads its artifacts the
+same way) and no custom driver; `TextCorpusExampleGenExecutor` resolves the span with TFX's own
+input processor at run time, on both runners.
 
 Because the span and the input fingerprint are only known once the executor runs, this node is
 served from a cache only when the runner passed a fingerprint of the corpus as a parameter (the
