@@ -1,9 +1,8 @@
 """A gate's outcome: the measured value, its threshold, the verdict and why."""
 
-import json
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -70,8 +69,3 @@ def blessing_reason(gates: Sequence[GateResult]) -> str:
         ran = sum(not gate.skipped for gate in gates)
         return f"all {ran} gates passed ({len(gates) - ran} skipped)"
     return "; ".join(f"{gate.name}: {gate.reason}" for gate in failed)
-
-
-def gates_json(gates: List[GateResult]) -> str:
-    """Compact JSON of every gate, for an MLMD custom property."""
-    return json.dumps([gate.to_dict() for gate in gates], ensure_ascii=False)

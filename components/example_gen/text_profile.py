@@ -23,7 +23,6 @@ _WHITESPACE = re.compile(r"\s")
 REPLACEMENT_CHARACTER = "\ufffd"
 
 PROSE, BLANK, SYMBOLIC, GARBLED = "prose", "blank", "symbolic", "garbled"
-CONTENT_CLASSES = (PROSE, BLANK, SYMBOLIC, GARBLED)
 # A document is 'garbled' when at least this share of its characters are U+FFFD (what the
 # 'replace' UTF-8 policy leaves behind), and 'symbolic' when letters are under this share of its
 # non-whitespace characters (tables, code, number dumps, markup debris).

@@ -22,7 +22,7 @@ across the end of the generation prompt) is caught by the Tokenizer stage's chec
 this graph with the template on a sample.
 """
 
-from typing import Callable, Dict, NamedTuple, Sequence
+from typing import Callable, Dict, NamedTuple
 
 import numpy as np
 import tensorflow as tf
@@ -226,8 +226,3 @@ def _interleaving(turns: tf.Tensor) -> tf.RaggedTensor:
     is_boundary = tf.equal(flat % 2, 0)
     index = tf.where(is_boundary, flat // 2, row_turns + 1 + flat // 2)
     return slots.with_flat_values(index)
-
-
-def special_token_ids(tokens: Sequence[str], lookup: Callable[[str], int]) -> Dict[str, int]:
-    """{token: id} for the grammar's special tokens, with `lookup` the tokenizer's token -> id."""
-    return {token: int(lookup(token)) for token in tokens}

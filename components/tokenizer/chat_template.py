@@ -71,11 +71,6 @@ class ChatTemplateError(ValueError):
     """A template that cannot be used as a grammar, or a conversation it refuses."""
 
 
-class Message(NamedTuple):
-    role: str
-    content: str
-
-
 def _tojson(value, ensure_ascii=False, indent=None, separators=None, sort_keys=False) -> str:
     return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 

@@ -22,8 +22,3 @@ def cjk_fraction(text: str) -> float:
     """Share of the letters of `text` that are CJK characters (0 for a text without letters)."""
     letters = len(_LETTER.findall(text))
     return len(_CJK_CHAR.findall(text)) / letters if letters else 0.0
-
-
-def is_cjk_unit(unit: str) -> bool:
-    """True for a single CJK character unit."""
-    return len(unit) == 1 and bool(_CJK_CHAR.match(unit))

@@ -27,8 +27,6 @@ import tensorflow as tf
 from components.file_patterns import FilePatterns, matching_files
 from components.transform.preprocessing import LOSS_MASK_KEY, TOKEN_IDS_KEY
 
-BATCH_KEYS = ("inputs", "targets", "weights", "segments", "positions")
-
 
 def has_loss_mask(feature_spec: Dict[str, Any]) -> bool:
     """Whether the transformed examples are conversations (they carry a loss mask)."""
