@@ -135,7 +135,8 @@ def learn_ours(
         os.path.join(workdir, "sample.tfrecord.gz"),
     )
     sampled = time.perf_counter()
-    proto = learn.learn_model(drawn.chunks, vocab_size, options.algorithm, options.pieces_cross_words)
+    rules = learn.PieceRules(options.pieces_cross_words, options.split_digits)
+    proto = learn.learn_model(drawn.chunks, vocab_size, options.algorithm, rules)
     return {
         "proto": proto,
         "sample_seconds": sampled - start,

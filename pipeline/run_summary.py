@@ -165,6 +165,35 @@ def _data_quality(record: RunRecord) -> Optional[Dict[str, Any]]:
     return quality
 
 
+def _tokenizer(record: RunRecord) -> Optional[Dict[str, Any]]:
+    """Which tokenizer the run used (source, size) and how it splits numbers (numbers.py)."""
+    artifact = record.output("Tokenizer", "tokenizer")
+    if artifact is None:
+        return None
+    properties = _custom_properties(artifact)
+    splitting = properties.get("number_splitting")
+    return {
+        "source": properties.get("source"),
+        "vocab_size": properties.get("vocab_size"),
+        "number_splitting": json.loads(splitting) if splitting else None,
+    }
+
+
+def _tokenizer_line(tokenizer: Optional[Dict[str, Any]]) -> List[str]:
+    """'tokenizer: learned, 1,024 tokens; every digit is a token of its own', or its warning."""
+    if not tokenizer or not tokenizer.get("number_splitting"):
+        return []
+    splitting = tokenizer["number_splitting"]
+    if splitting["merges_digits"]:
+        numbers = (
+            f"WARNING: digits merge ({1 - splitting['alone_fraction']:.0%} of the sample's digits share a token "
+            "with another character; models copy numbers poorly: docs/tokenizers.md, Numbers)"
+        )
+    else:
+        numbers = "every digit is a token of its own"
+    return [f"tokenizer: {tokenizer['source']}, {tokenizer['vocab_size']:,} tokens; {numbers}"]
+
+
 def _removal_warning(record: RunRecord) -> Optional[str]:
     """What the DataGate let through with `data_gate.removal_action=warn` (None when nothing)."""
     artifact = record.output("DataGate", "result")
@@ -192,6 +221,7 @@ def summarize_run(
         "removal_warning": _removal_warning(record),
         "anomalies": _anomalies(record),
         "distribution_checks": _distribution_checks(record),
+        "tokenizer": _tokenizer(record),
         "blessing": blessing,
         "push": _push(record, component_ids),
         "trained_model": trainer_model.uri if trainer_model is not None else None,
@@ -295,6 +325,7 @@ def report_lines(summary: Dict[str, Any], summary_path: str, command: str = "run
         ] + summary["removal_warning"].splitlines()[1:-1]
     lines += _distribution_check_lines(summary.get("distribution_checks"))
     lines += [_anomaly_line(anomaly) for anomaly in summary["anomalies"]]
+    lines += _tokenizer_line(summary.get("tokenizer"))
     blessing = summary.get("blessing")
     if blessing:
         lines.append(f"evaluation: {'BLESSED' if blessing['blessed'] else 'NOT BLESSED'} ({blessing['reason']})")

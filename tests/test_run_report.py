@@ -126,6 +126,24 @@ def test_a_partial_run_reports_the_data_quality_and_no_push():
     ]
 
 
+def test_the_report_says_how_the_tokenizer_splits_numbers_and_warns_when_digits_merge():
+    split = {"merges_digits": False, "alone_fraction": 1.0}
+    merged = {"merges_digits": True, "alone_fraction": 0.25}
+    for splitting, expected in (
+        (split, "tokenizer: learned, 1,024 tokens; every digit is a token of its own"),
+        (
+            merged,
+            "tokenizer: checkpoint, 50,257 tokens; WARNING: digits merge (75% of the sample's digits share a token "
+            "with another character; models copy numbers poorly: docs/tokenizers.md, Numbers)",
+        ),
+    ):
+        source, size = ("learned", 1024) if splitting is split else ("checkpoint", 50257)
+        summary = dict(BLESSED_RUN, tokenizer={"source": source, "vocab_size": size, "number_splitting": splitting})
+        lines = report_lines(summary, "s.json")
+        assert expected in lines
+        assert lines.index(expected) == lines.index("evaluation: BLESSED (all gates passed)") - 1
+
+
 def test_removal_the_data_gate_only_warned_about_is_reported_with_its_rules():
     from components.data_gate.removal import removal_finding
 

@@ -368,3 +368,51 @@ def test_the_stage_checks_the_checkpoint_against_the_tokenizer_before_transform(
     with pytest.raises(CheckpointError, match=f"{weights}: truncated: "):
         _run(tmp_path, examples, "truncated", checkpoint=checkpoint, policy="checkpoint")
     assert not os.path.exists(tmp_path / "larger") and not os.path.exists(tmp_path / "truncated")  # nothing written
+
+
+@pytest.fixture(scope="module")
+def order_examples(tmp_path_factory):
+    """Examples of support replies that carry order numbers, amounts and dates."""
+    import random
+
+    rng = random.Random(5)
+    root = tmp_path_factory.mktemp("orders")
+    replies = [
+        f"Order {rng.randrange(10_000, 100_000)} for {rng.choice(['Ana', 'Ravi', 'Mei'])} ships on "
+        f"2026-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}: total ${rng.randrange(10, 999)}.99."
+        for _ in range(2_000)
+    ]
+    _write_examples(str(root / "Split-train"), replies)
+    artifact = standard_artifacts.Examples()
+    artifact.uri = str(root)
+    artifact.split_names = json.dumps(["train"])
+    return artifact
+
+
+def test_the_learned_tokenizer_splits_every_digit_and_records_it(tmp_path, order_examples, caplog):
+    learned = _run(tmp_path, order_examples, "digits", vocab_size=None)
+    found = json.loads(learned.get_string_custom_property("number_splitting"))
+    assert found["merges_digits"] is False and found["alone_fraction"] == 1.0
+    assert found["digits"] > 4_000  # the sample's numbers were measured, not only the fixed examples
+    assert found["examples"]["Your order 50440 ships on 2026-12-06."][-11:] == list("2026-12-06.")
+    assert _ids(learned, ["50440"])[0] == [token for [token] in _ids(learned, list("50440"))]  # one token a digit
+    assert "digits merge" not in caplog.text
+
+
+def test_a_tokenizer_that_merges_digits_is_reported_and_warned_about(tmp_path, order_examples, caplog):
+    """The behaviour before split_digits, and what a pinned or checkpoint tokenizer may do."""
+    learned = _run(tmp_path, order_examples, "merged", vocab_size=None, split_digits=False)
+    found = json.loads(learned.get_string_custom_property("number_splitting"))
+    assert found["merges_digits"] is True and found["alone_fraction"] < 0.5
+    assert "digits merge" in caplog.text and "(learned)" in caplog.text
+    caplog.clear()
+    pinned = _run(
+        tmp_path,
+        order_examples,
+        "pinned-merged",
+        policy="pinned",
+        pinned_model_file=model_file.artifact_model_path(learned.uri),
+        vocab_size=None,
+    )
+    assert json.loads(pinned.get_string_custom_property("number_splitting"))["merges_digits"] is True
+    assert "Tokenizer (pinned): digits merge" in caplog.text

@@ -30,10 +30,12 @@ from components.tokenizer import (
     learn,
     loaded,
     model_file,
+    numbers,
     policy,
     sample,
 )
 from components.tokenizer.artifact import Tokenizer
+from components.tokenizer.graph import GraphTokenizer
 from components.tokenizer.options import TokenizerOptions, automatic_vocab_limit
 
 log = logging.getLogger(__name__)
@@ -90,11 +92,14 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
                 choice, checkpoint, output, conversations, examples, options, exec_properties["text_feature"]
             )
             return
+        text_feature = exec_properties["text_feature"]
         if choice.action == policy.LEARN:
-            proto = self._learn(examples, options, exec_properties["text_feature"], output)
+            drawn = self._draw_sample(examples, text_feature, options.sample_size, options.chunk_chars)
+            proto = self._learn(drawn, examples, options, output)
             described = model_file.describe(proto, f"the model learned from {examples.uri}")
             source = "learned"
         else:
+            drawn = self._draw_sample(examples, text_feature, PROBE_SAMPLE_SIZE, options.chunk_chars)
             described = model_file.read_model(choice.model_path)
             source = "reused" if choice.action == policy.REUSE else "pinned"
             output.set_string_custom_property("model_path", choice.model_path)
@@ -103,6 +108,7 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
             described = model_file.describe(proto, "the learned model with the chat template's tokens")
             self._write_chat(chat, output)
         model_file.copy_model(described.proto, model_file.artifact_model_path(output.uri))
+        _record_number_splitting(GraphTokenizer(described.proto), drawn.chunks, output, source)
         output.set_int_custom_property("vocab_size", described.vocab_size)
         output.set_string_custom_property("algorithm", described.algorithm)
         output.set_string_custom_property("sha256", described.sha256)
@@ -168,17 +174,11 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
                 checked.config.vocab_size,
                 tokenizer.vocab_size,
             )
+        drawn = self._draw_sample(examples, text_feature, PROBE_SAMPLE_SIZE, options.chunk_chars)
+        graph = tokenizer.graph()
         if hf_files.TOKENIZER_JSON in tokenizer.files:
-            drawn = sample.draw_sample(
-                self._make_beam_pipeline(),
-                [_train_pattern(examples)],
-                text_feature,
-                PROBE_SAMPLE_SIZE,
-                options.chunk_chars,
-                os.path.join(self._get_tmp_dir(), SAMPLE_FILE),
-            )
             checked = agreement.check(
-                tokenizer.graph(),
+                graph,
                 tokenizer.files[hf_files.TOKENIZER_JSON],
                 drawn.chunks,
                 os.path.join(choice.model_path, hf_files.TOKENIZER_JSON),
@@ -198,6 +198,7 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
                 ),
             )
         tokenizer.write(output.uri)
+        _record_number_splitting(graph, drawn.chunks, output, "checkpoint" if checkpoint else "reused")
         if conversations:  # the template a production copy carries, else the checkpoint's own
             template_dir = checkpoint or choice.model_path
             chat = tokenizer.chat() or chat_setup.checkpoint_chat_of(tokenizer, template_dir)
@@ -231,24 +232,31 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
             f" (not used: {', '.join(tokenizer.unused_files)})" if tokenizer.unused_files else "",
         )
 
-    def _learn(
-        self, examples: types.Artifact, options: TokenizerOptions, text_feature: str, output: types.Artifact
-    ) -> bytes:
-        """Draws the sample with Beam, learns the model and records what it was learned from."""
-        drawn = sample.draw_sample(
+    def _draw_sample(
+        self, examples: types.Artifact, text_feature: str, sample_size: int, chunk_chars: int
+    ) -> sample.Sample:
+        """`sample_size` chunks of the train split, drawn with Beam (sample.py)."""
+        return sample.draw_sample(
             self._make_beam_pipeline(),
             [_train_pattern(examples)],
             text_feature,
-            options.sample_size,
-            options.chunk_chars,
+            sample_size,
+            chunk_chars,
             os.path.join(self._get_tmp_dir(), SAMPLE_FILE),
         )
+
+    @staticmethod
+    def _learn(
+        drawn: sample.Sample, examples: types.Artifact, options: TokenizerOptions, output: types.Artifact
+    ) -> bytes:
+        """Learns the model from the drawn sample and records what it was learned from."""
         limit = options.vocab_size or automatic_vocab_limit(drawn.num_bytes)
         try:
+            rules = learn.PieceRules(options.pieces_cross_words, options.split_digits)
             if options.vocab_size is None:
-                learned = learn.learn_largest_model(drawn.chunks, limit, options.algorithm, options.pieces_cross_words)
+                learned = learn.learn_largest_model(drawn.chunks, limit, options.algorithm, rules)
             else:
-                learned = learn.learn(drawn.chunks, options.vocab_size, options.algorithm, options.pieces_cross_words)
+                learned = learn.learn(drawn.chunks, options.vocab_size, options.algorithm, rules)
         except learn.TokenizerLearningError as exc:
             raise learn.TokenizerLearningError(f"{exc}{_survivors(examples)}") from None
         if options.vocab_size is None:
@@ -271,6 +279,17 @@ class TokenizerExecutor(base_beam_executor.BaseBeamExecutor):
         output.set_int_custom_property("sample_chunks", len(drawn.chunks))
         output.set_int_custom_property("sample_bytes", drawn.num_bytes)
         return proto
+
+
+def _record_number_splitting(graph: tf.Module, chunks: List[str], output: types.Artifact, source: str) -> None:
+    """Measures how the tokenizer splits the sample's numbers (numbers.py), records it on the
+    artifact and warns when digits merge."""
+    found = numbers.measure(graph, chunks)
+    output.set_string_custom_property("number_splitting", found.to_json())
+    if found.merges_digits:
+        log.warning("Tokenizer (%s): %s", source, found.summary())
+    else:
+        log.info("Tokenizer (%s): %s", source, found.summary())
 
 
 def _train_pattern(examples: types.Artifact) -> str:

@@ -61,6 +61,13 @@ class TokenizerOptions(Options):
         description="Let learned pieces span spaces (SentencePiece split_by_whitespace=false): shorter "
         "sequences, and a small corpus can fill the vocabulary.",
     )
+    split_digits: bool = Field(
+        True,
+        description="Make every digit a piece of its own in a learned model (SentencePiece split_digits), so no "
+        "piece joins a digit with another digit, a space or punctuation: models copy order numbers, amounts and "
+        "dates digit by digit instead of memorising number pieces (docs/tokenizers.md, Numbers). false: the "
+        "behaviour before this option (digits merge like any other characters).",
+    )
 
     @model_validator(mode="after")
     def _pinned_needs_a_file(self) -> "TokenizerOptions":
