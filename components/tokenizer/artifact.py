@@ -9,6 +9,8 @@ reads either), with custom properties (KFP carries custom properties only):
     vocab_size_choice                  auto (tokenizer.vocab_size unset: the largest vocabulary up to
                                        vocab_size_limit the sample supports) | explicit (a requirement)
     rare_characters_left_to_bytes      distinct characters of the sample learned from as bytes only (learn.py)
+    number_splitting                   how the tokenizer splits the sample's numbers (numbers.py): digits,
+                                       digits alone, merges_digits, fixed texts as tokens; JSON
     source                             learned | reused | pinned | checkpoint, and `source_detail` saying which
     learned_from_examples, learned_from_span, sample_chunks, sample_bytes   for a learned model
     tokenizers_agreement               a checkpoint's tokenizer.json: the graph's ids equal Hugging Face
