@@ -94,6 +94,26 @@ def planted_run_recipe(directory: str, associated: bool) -> Tuple[str, List[str]
     ]
 
 
+# The noise model (issue 49): short training on a small corpus that names no group, every other
+# setting at its default but 12 bias templates per language. Before the sentiment and unsafe-rate
+# gates were judged against placebo pairs, such a model was refused by `bias.sentiment_gap` (a Black
+# person vs a Hispanic person, 0.43 > 0.3): any two terms steer a barely trained model's
+# continuations apart. The quality gates are relaxed (tests/conftest.py WEAK_MODEL_QUALITY): the
+# run is about the bias gates on a model that learned nothing about any group.
+NOISE_CORPUS_BYTES = 200_000
+NOISE_OVERRIDES = ("training.train_steps=60", "evaluator.bias.templates_per_group=12")
+
+
+def noise_run_recipe(directory: str) -> Tuple[str, List[str]]:
+    """(data root, config overrides) of the noise model's run: the first NOISE_CORPUS_BYTES of the
+    bundled support replies (no group term occurs in them) written under `directory`, with
+    FAST_OVERRIDES, WEAK_MODEL_QUALITY and NOISE_OVERRIDES."""
+    from tests.conftest import FAST_OVERRIDES, WEAK_MODEL_QUALITY, write_tiny_corpus
+
+    corpus = write_tiny_corpus(os.path.join(directory, "corpus"), max_bytes=NOISE_CORPUS_BYTES)
+    return corpus, [*FAST_OVERRIDES, *WEAK_MODEL_QUALITY, *NOISE_OVERRIDES]
+
+
 def _safe_templates(templates: List[dict]) -> List[dict]:
     """The templates whose endings the lexicon safety scorer does not flag (the scorer the bias
     end-to-end test pins: its numbers were measured with it)."""

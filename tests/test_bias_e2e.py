@@ -1,8 +1,10 @@
 """End to end: the bias gate refuses a model trained on a corpus that ties one group to negative
-words, and passes the model trained on the same corpus with that association removed.
+words, and passes the model trained on the same corpus with that association removed; and a model
+trained briefly on a small corpus naming no group (issue 49's noise model) is blessed on its bias
+gates, its group pairs judged against placebo pairs.
 
-Two whole-pipeline runs under LocalDagRunner (`tests/bias_corpus.py` builds both corpora from the
-bundled bias suite; see its docstring). What the test configures, and why:
+Three whole-pipeline runs under LocalDagRunner (`tests/bias_corpus.py` builds the corpora; see its
+docstring). What the planted-association runs configure, and why:
 
 - The suite the Evaluator runs is the bundled English religion suite only (a copy under the test's
   tmp dir, `evaluator.bias.templates_file/groups_file`), without the template whose negative
@@ -32,16 +34,23 @@ import os
 import pytest
 
 from pipeline.local_runner import run_locally
-from tests.bias_corpus import DIMENSION, LANGUAGE, TARGET_GROUP, load_single_dimension_suite, planted_run_recipe
+from tests.bias_corpus import (
+    DIMENSION,
+    LANGUAGE,
+    TARGET_GROUP,
+    load_single_dimension_suite,
+    noise_run_recipe,
+    planted_run_recipe,
+)
 
 pytestmark = pytest.mark.slow
 
 
-def _run_on_group_corpus(root, associated: bool):
-    """Runs the pipeline on the (un)associated corpus; returns (config, run summary, evaluation.json)."""
+def _run(root, recipe):
+    """Runs the pipeline on `recipe`'s (data root, overrides); returns (config, run summary, evaluation.json)."""
     from pipeline.config import load_config
 
-    corpus, overrides = planted_run_recipe(str(root), associated)
+    corpus, overrides = recipe
     config = load_config(overrides=overrides, data_root=corpus, output_root=str(root / "out"))
     summary = run_locally(config)
     assert summary["succeeded"], summary["error"]
@@ -52,12 +61,20 @@ def _run_on_group_corpus(root, associated: bool):
 
 @pytest.fixture(scope="module")
 def associated_run(tmp_path_factory):
-    return _run_on_group_corpus(tmp_path_factory.mktemp("bias_associated"), associated=True)
+    root = tmp_path_factory.mktemp("bias_associated")
+    return _run(root, planted_run_recipe(str(root), associated=True))
 
 
 @pytest.fixture(scope="module")
 def unassociated_run(tmp_path_factory):
-    return _run_on_group_corpus(tmp_path_factory.mktemp("bias_unassociated"), associated=False)
+    root = tmp_path_factory.mktemp("bias_unassociated")
+    return _run(root, planted_run_recipe(str(root), associated=False))
+
+
+@pytest.fixture(scope="module")
+def noise_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bias_noise")
+    return _run(root, noise_run_recipe(str(root)))
 
 
 def _gates(summary):
@@ -87,10 +104,16 @@ def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_noth
     assert {g for g, e in effects.items() if e["verdict"] == "flagged"} == {TARGET_GROUP}, table
     assert effects[TARGET_GROUP]["sign_p"] <= config.evaluator.bias.significance_level / 2, table
     assert TARGET_GROUP in gate["reason"]
+    # The target's sampled continuations are the negative endings: far beyond the placebo pairs'
+    # gaps (measured: z +15.2 to +15.9 against a robust sd of 0.055), and only its pairs are flagged.
+    bias = config.evaluator.bias
     for pair in evaluation["metrics"]["bias"]["pairs"]:
-        if TARGET_GROUP in (pair["group_a"], pair["group_b"]):
-            sign = 1 if pair["group_a"] == TARGET_GROUP else -1  # the target's continuations are the negative ones
-            assert sign * pair["sentiment_gap"] < 0
+        target_pair = TARGET_GROUP in (pair["group_a"], pair["group_b"])
+        assert pair["sentiment_flagged"] == target_pair, pair
+        if target_pair:
+            sign = 1 if pair["group_a"] == TARGET_GROUP else -1
+            assert sign * pair["sentiment_gap"] < 0 and abs(pair["sentiment_placebo_z"]) >= 2 * bias.max_placebo_z
+    assert _gates(summary)["bias.sentiment_gap"]["verdict"] == "FAIL"
     assert summary["blessing"]["blessed"] is False
     assert summary["push"]["pushed"] is False and "bias.association" in summary["push"]["reason"]
     assert not os.path.exists(os.path.join(config.layout.serving_dir, "1"))
@@ -125,3 +148,42 @@ def test_same_corpus_without_the_association_passes_the_bias_gate_and_is_pushed(
     quality = gates["quality.gain_over_unigram"]  # a model that learned its corpus beats a unigram model of it
     assert quality["verdict"] == "PASS" and quality["value"] >= 2 * quality["threshold"], quality["reason"]
     assert summary["push"]["pushed"] and os.path.exists(os.path.join(config.layout.serving_dir, "1", "saved_model.pb"))
+
+
+def _pair_margins(pair, bias) -> dict:
+    """How far a group pair is from being flagged on each condition of each gate, as factors (a
+    pair is flagged only when all three of a gate are on the wrong side)."""
+    return {
+        "sentiment": (
+            bias.max_sentiment_gap / max(abs(pair["sentiment_gap"]), 1e-9),
+            pair["sentiment_q_value"] / bias.significance_level,
+            bias.max_placebo_z / max(abs(pair["sentiment_placebo_z"]), 1e-9),
+        ),
+        "unsafe": (
+            (1 - bias.min_unsafe_rate_ratio) / max(1 - pair["unsafe_rate_ratio"], 1e-9),
+            pair["unsafe_q_value"] / bias.significance_level,
+            bias.max_placebo_z / max(abs(pair["unsafe_placebo_z"]), 1e-9),
+        ),
+    }
+
+
+def test_a_short_trained_model_on_a_corpus_naming_no_group_is_blessed_on_its_bias_gates(noise_run):
+    """The noise model of issue 49 (tests/bias_corpus.py NOISE_OVERRIDES): group pairs differ as
+    any two terms do, and the placebo pairs show it, so no pair is flagged. Every pair keeps a
+    margin of two on at least one condition of each gate (gap, corrected p, z against the placebo pairs)."""
+    config, summary, evaluation = noise_run
+    gates = _gates(summary)
+    assert {name: gates[name]["verdict"] for name in gates if name.startswith("bias.")} == {
+        "bias.association": "PASS",
+        "bias.unmeasured_groups": "PASS",
+        "bias.sentiment_gap": "PASS",
+        "bias.unsafe_rate_ratio": "PASS",
+    }, [gates[name]["reason"] for name in gates if name.startswith("bias.")]
+    bias, metrics = config.evaluator.bias, evaluation["metrics"]["bias"]
+    for pair in metrics["pairs"]:
+        for gate, margins in _pair_margins(pair, bias).items():
+            assert max(margins) >= 2, (gate, pair)
+    references = metrics["placebo_pairs"]
+    assert {language: r["pairs"] for language, r in references.items()} == {"en": 28, "zh": 28}
+    assert "placebo pairs en: 28, robust sd" in gates["bias.sentiment_gap"]["reason"]
+    assert summary["blessing"]["blessed"], summary["blessing"]["reason"]

@@ -16,9 +16,10 @@ import pytest
 import tensorflow_transform as tft
 
 from components.evaluator import pii, safety
-from components.evaluator.bias import load_suite, paired_test
+from components.evaluator.bias import load_suite
 from components.evaluator.evaluation import evaluate_candidate
 from components.evaluator.gates import margin
+from components.evaluator.group_pairs import paired_test
 from components.evaluator.options import EvaluatorOptions, SafetyOptions
 from components.evaluator.perplexity import bits_per_byte_change_gate, eval_split_perplexity
 from components.evaluator.probe_cache import ProbeCache
@@ -520,7 +521,7 @@ def test_default_scorer_is_the_classifier_for_english_and_the_lexicon_for_chines
 def test_the_four_fifths_rule_needs_a_significant_rate_difference():
     import numpy as np
 
-    from components.evaluator.bias import unsafe_rate_test
+    from components.evaluator.group_pairs import unsafe_rate_test
 
     one_in_twelve, none = np.array([1] + [0] * 11), np.zeros(12)
     assert unsafe_rate_test(one_in_twelve, none) == 1.0  # a ratio of 0, but chance

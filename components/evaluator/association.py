@@ -62,7 +62,7 @@ import numpy as np
 from scipy import stats
 
 MAD_TO_SIGMA = 1.4826  # the median absolute deviation of a normal distribution is 0.6745 sigma
-MIN_SCALE = 1e-3  # nats: the smallest spread a z-score divides by (identical placebos give 0)
+MIN_SCALE = 1e-3  # the smallest spread a z-score divides by (identical placebos give 0), in the statistic's unit
 MIN_MEASURED_PLACEBOS = 8
 MIN_REFERENCE_GROUPS = 2  # other known groups a group is compared with; fewer: the placebos' median
 
@@ -104,11 +104,16 @@ def _median(values: np.ndarray, axis: int = 0) -> np.ndarray:
     return np.nanmedian(values, axis=axis) if np.isnan(values).any() else np.median(values, axis=axis)
 
 
+def robust_center_and_scale(reference: np.ndarray) -> Tuple[float, float]:
+    """(median, 1.4826 * MAD) of the finite values of `reference`, the scale floored at MIN_SCALE."""
+    reference = reference[np.isfinite(reference)]
+    center = float(np.median(reference))
+    return center, max(MAD_TO_SIGMA * float(np.median(np.abs(reference - center))), MIN_SCALE)
+
+
 def robust_z(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
     """(values - median(reference)) / (1.4826 * MAD(reference)), the scale floored at MIN_SCALE."""
-    reference = reference[np.isfinite(reference)]
-    center = np.median(reference)
-    scale = max(MAD_TO_SIGMA * float(np.median(np.abs(reference - center))), MIN_SCALE)
+    center, scale = robust_center_and_scale(reference)
     return (np.asarray(values, float) - center) / scale
 
 

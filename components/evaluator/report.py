@@ -65,6 +65,24 @@ def _safety_plot(safety: Dict[str, Any]) -> str:
 VERDICT_COLOURS = {"flagged": "#c44e52", "passed": "#4c72b0", "unmeasured": "#bbbbbb"}
 
 
+def _z_text(z) -> str:
+    """A z against the placebo pairs, or '-' (evaluations written before placebo pairs)."""
+    return "-" if z is None else f"{z:+.1f}"
+
+
+def _placebo_pairs_text(references: Dict[str, Dict[str, Any]]) -> str:
+    """What the placebo pairs show per language: the reference of the pair gates."""
+    if not references:
+        return ""
+    rows = "; ".join(
+        f"{html.escape(language)}: {r['pairs']} pairs of placebos, sentiment gap robust sd "
+        f"{r['sentiment_scale']:.3f} (largest {r['largest_sentiment_gap']:.3f}), unsafe-rate difference robust sd "
+        f"{r['unsafe_scale']:.3f} (largest {r['largest_unsafe_difference']:.3f})"
+        for language, r in sorted(references.items())
+    )
+    return f"<p>A pair counts only beyond what the placebo pairs show: {rows}.</p>"
+
+
 def _bias_plot(effects: List[Dict[str, Any]], threshold: float) -> str:
     """Each group's association effect against the other groups (red flagged, grey unmeasured)."""
     figure, axis = plt.subplots(figsize=(8, max(3, 0.2 * len(effects))))
@@ -342,6 +360,7 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
     if bias["pairs"]:
         sections.append(
             "<h2>Bias: sampled continuations per group pair</h2>"
+            + _placebo_pairs_text(bias.get("placebo_pairs") or {})
             + _table(
                 [
                     "lang",
@@ -350,9 +369,11 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
                     "group b",
                     "sentiment gap",
                     "q (BH)",
+                    "z vs placebo pairs",
                     "scorer",
                     "unsafe ratio",
                     "q (BH)",
+                    "z vs placebo pairs",
                 ],
                 [
                     [
@@ -362,9 +383,11 @@ def render_report(evaluation: Dict[str, Any], model_uri: str) -> str:
                         p["group_b"],
                         f"{p['sentiment_gap']:+.3f}",
                         f"{p['sentiment_q_value']:.3f}",
+                        _z_text(p.get("sentiment_placebo_z")),
                         p["sentiment_scorer"],
                         f"{p['unsafe_rate_ratio']:.2f}",
                         f"{p['unsafe_q_value']:.3f}",
+                        _z_text(p.get("unsafe_placebo_z")),
                     ]
                     for p in bias["pairs"]
                 ],
