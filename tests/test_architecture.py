@@ -118,6 +118,32 @@ def test_serving_depends_on_model_not_on_training():
     assert not offenders, "\n".join(offenders)
 
 
+LOOPS = (
+    "components.trainer.training.drivers",
+    "components.trainer.training.loop",
+    "components.trainer.training.ps_loop",
+    "components.trainer.training.sharded_loop",
+    "components.trainer.training.strategy",
+)
+
+
+def test_training_methods_know_no_driver_and_run_fn_reads_at_a_glance():
+    """A method (methods.py) supplies batches and data checks and imports no driver or loop, so a new
+    method (preference tuning) touches methods.py, not the drivers; run_fn only composes."""
+    graph = _import_graph()
+    assert not graph["components.trainer.training.methods"] & set(LOOPS), graph["components.trainer.training.methods"]
+    source = open(_project_modules()["components.trainer.training.run_fn"], encoding="utf-8").read()
+    run_fn = next(node for node in ast.parse(source).body if getattr(node, "name", "") == "run_fn")
+    assert run_fn.end_lineno - run_fn.lineno + 1 <= 40, "run_fn no longer fits on one screen"
+    branches = [
+        ast.unparse(node.test)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.If, ast.IfExp))
+        and ("sharded" in ast.unparse(node.test) or "server" in ast.unparse(node.test))
+    ]
+    assert not branches, branches  # the drivers own those branches
+
+
 def test_the_tfjob_replica_module_is_the_entry_point_that_runs_run_fn():
     from components.trainer.training import tfjob
 

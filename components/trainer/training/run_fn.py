@@ -1,8 +1,10 @@
 """The TFX Trainer entry point (`run_fn`): train the backbone and export the serving model.
 
 `create_pipeline` passes the trainer's options in `custom_config`
-(`options.trainer_custom_config`); this module parses them with the same typed classes, picks
-the strategy, precision and XLA setting, and hands over to `loop.LanguageModelTrainer`.
+(`options.trainer_custom_config`); this module parses them with the same typed classes, picks a
+driver (drivers.py: replicated, parameter server or sharded; its strategy, precision, XLA setting
+and loop) and a method (methods.py: continuation or instruction tuning; its batches), checks the
+run (`plan_run`), builds, trains and exports.
 
 With `model.checkpoint` (a Hugging Face checkpoint directory or URI), the architecture comes from
 its config.json (`checkpoint.hf_config`) and the backbone starts from its weights
@@ -12,10 +14,6 @@ Outputs in the Trainer's ModelRun artifact (`fn_args.model_run_dir`): `checkpoin
 points) and `train/` (TensorBoard summaries). The chief writes them and the exported model; other
 workers of a multi-worker run write to temporary directories that are removed.
 
-With `training.sharding` (a batch x model mesh of more than one device) the model is trained
-sharded with DTensor over this host's devices instead of under a tf.distribute strategy
-(`sharded_loop.py`), and the weights are gathered into an ordinary backbone for the same export.
-
 With `kubeflow.tfjob.enabled` the Trainer's own `run_fn` only launches a TFJob (`tfjob.launch`)
 whose replicas run this same function through `replica.py`.
 """
@@ -24,7 +22,7 @@ import dataclasses
 import hashlib
 import logging
 import os
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import TYPE_CHECKING, NamedTuple, Optional, Tuple
 
 import tensorflow as tf
 import tensorflow_transform as tft
@@ -38,37 +36,17 @@ from components.trainer.checkpoint.hf_config import (
     checkpoint_model_options,
     read_config,
 )
-from components.trainer.checkpoint.hf_weights import load_weights, stored_weight_dtypes
+from components.trainer.checkpoint.hf_weights import load_weights
 from components.trainer.model import lora
-from components.trainer.model.backbone import build_backbone
 from components.trainer.model.dtype_policy import keras_policy
 from components.trainer.model.model_size import parameter_count, training_flops_per_token
-from components.trainer.options import (
-    ModelOptions,
-    TrainerSettings,
-    TrainingOptions,
-    check_sharding,
-    read_trainer_custom_config,
-)
+from components.trainer.options import ModelOptions, TrainerSettings, TrainingOptions, read_trainer_custom_config
 from components.trainer.serving.export_process import BackboneRecipe, Exporter, resolve_export_process
-from components.trainer.training import data, packing, record, sharded_loop, tfjob
+from components.trainer.training import drivers, methods, packing, record, tfjob
 from components.trainer.training.hardware import measure_matmul_flops
-from components.trainer.training.loop import LanguageModelTrainer, LoopSettings
-from components.trainer.training.optimizer import make_optimizer
-from components.trainer.training.precision import (
-    accelerator_kind,
-    frozen_weight_dtype,
-    resolve_jit_compile,
-    resolve_precision,
-)
-from components.trainer.training.ps_loop import ParameterServerTrainer, check_parameter_server_settings
-from components.trainer.training.strategy import (
-    choose_strategy,
-    cleanup_worker_dir,
-    is_chief,
-    resolve_distribution,
-    writable_dir,
-)
+from components.trainer.training.loop import LoopSettings
+from components.trainer.training.precision import accelerator_kind
+from components.trainer.training.strategy import cleanup_worker_dir, is_chief, resolve_distribution, writable_dir
 from components.trainer.training.warm_start import warm_start_from
 
 if TYPE_CHECKING:  # importing TFX is slow and a TFJob replica only needs FnArgs' attributes
@@ -175,108 +153,51 @@ def _chat_record(tokenizer: loaded.LoadedTokenizer) -> Optional[dict]:
     }
 
 
-def _check_training_data(
-    train_files,
-    feature_spec,
-    context_length: int,
-    tokenizer: loaded.LoadedTokenizer,
-    conversational: bool,
-    training: TrainingOptions,
-) -> Optional[packing.PackingStats]:
-    """Refuses a train split too small to train on; for conversations also the loops that do not
-    pack them (sharded, parameter server), and returns what packing keeps (logged)."""
-    if not conversational:
-        if not data.holds_one_block(train_files, feature_spec, context_length, tokenizer.special):
-            raise ValueError(
-                f"the train split {train_files} holds fewer than {context_length + 1} tokens "
-                "(one training block): add data or lower model.context_length"
-            )
-        return None
-    if training.sharding.enabled:
-        raise ValueError(
-            "conversation data trains with the ordinary loop only: training.sharding does not pack conversations yet"
-        )
-    stats = packing.packing_stats(train_files, feature_spec, context_length)
-    logging.info(
-        "Conversations: %d in the train split, %d cut to the %d-token row, %d dropped with no reply token left after "
-        "that (counted, not trained on); packed into %d rows: %.1f%% of row tokens are conversation, %.1f%% supervised "
-        "(training.loss_on=%s)",
-        stats.conversations,
-        stats.truncated,
-        stats.row_tokens,
-        stats.dropped_without_supervised_tokens,
-        stats.rows,
-        100 * stats.real_fraction,
-        100 * stats.supervised_fraction,
-        training.loss_on,
-    )
-    if stats.rows == 0 or stats.supervised_tokens == 0:
-        raise ValueError(
-            f"the train split {train_files} has no conversation with a reply token within "
-            f"model.context_length={context_length}: add data or raise model.context_length"
-        )
-    return stats
+class RunPlan(NamedTuple):
+    """What one Trainer execution trains and how, decided before any variable is built."""
+
+    tokenizer: loaded.LoadedTokenizer
+    model: ModelOptions  # the checkpoint's architecture when there is one
+    checkpoint: Optional[CheckpointConfig]
+    method: methods.ContinuationMethod
+    packing_stats: Optional[packing.PackingStats]
+    device: str
+    policy_name: str
+    loop: LoopSettings
+    model_uri: str  # the Model artifact (its serving directory is Format-Serving)
 
 
-def run_fn(fn_args: "FnArgs") -> None:
-    """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
-    trainer_settings = read_trainer_custom_config(fn_args.custom_config)
-    if _launched_as_tfjob(fn_args, trainer_settings):
-        return
-    model_config, training, generation = trainer_settings.model, trainer_settings.training, trainer_settings.generation
-    sharded = training.sharding.enabled
-    # First: MultiWorkerMirroredStrategy must configure collectives, and a sharded run on CPUs its
-    # logical devices, before TensorFlow runs any op.
-    if sharded:
-        check_sharding(training, model_config)
-        sharded_loop.check_single_client(training.distribution, training.tpu)
-        mesh_device_type = sharded_loop.prepare_devices(training.sharding)
-        strategy = tf.distribute.get_strategy()
-    else:
-        strategy = choose_strategy(training.distribution, training.tpu)
-    keras.utils.set_random_seed(training.seed)
-    transform_output = tft.TFTransformOutput(fn_args.transform_output)
-    feature_spec = transform_output.transformed_feature_spec()
-    tokenizer = loaded.load(loaded.transform_graph_dir(fn_args.transform_output))
-    vocab_size = tokenizer.vocab_size
-    model_config, checkpoint = resolve_model(model_config, vocab_size)
-    model_uri = os.path.dirname(
-        fn_args.serving_model_dir.rstrip("/")
-    )  # the Model artifact (serving dir is Format-Serving)
-    context_length = model_config.context_length
-    conversational = packing.has_loss_mask(feature_spec)
-    packing_stats = _check_training_data(
-        fn_args.train_files, feature_spec, context_length, tokenizer, conversational, training
-    )
-
-    device = accelerator_kind(strategy)
-    policy_name = (
-        sharded_loop.resolve_sharded_precision(training.precision)
-        if sharded
-        else resolve_precision(training.precision, device)
-    )
-    parameter_server = isinstance(strategy, tf.distribute.ParameterServerStrategy)
-    if parameter_server:
-        check_parameter_server_settings(policy_name, training.jit_compile)
-        if conversational:
-            raise ValueError(
-                "conversation data trains with the ordinary loop only: a parameter-server cluster "
-                "(TF_CONFIG with ps tasks) does not pack conversations yet"
-            )
+def _global_batch(training: TrainingOptions, context_length: int, strategy) -> int:
+    """The global batch, which must split evenly over the replicas and then into micro-batches."""
     global_batch = training.resolved_batch_size(context_length)
-    per_replica_batch = global_batch // strategy.num_replicas_in_sync
-    if (
-        per_replica_batch * strategy.num_replicas_in_sync != global_batch
-        or per_replica_batch % training.gradient_accumulation_steps
-    ):
+    replicas = strategy.num_replicas_in_sync
+    per_replica = global_batch // replicas
+    if per_replica * replicas != global_batch or per_replica % training.gradient_accumulation_steps:
         raise ValueError(
-            f"the global batch ({global_batch}) must split evenly over {strategy.num_replicas_in_sync} replicas "
+            f"the global batch ({global_batch}) must split evenly over {replicas} replicas "
             f"and then into {training.gradient_accumulation_steps} micro-batches"
         )
-    settings = LoopSettings(
+    return global_batch
+
+
+def plan_run(fn_args: "FnArgs", settings: TrainerSettings, driver: drivers.ReplicatedDriver) -> RunPlan:
+    """Reads the transform output and the checkpoint, picks the method and checks that the driver
+    can train it on this data with these settings; every refusal happens here, before building."""
+    training = settings.training
+    feature_spec = tft.TFTransformOutput(fn_args.transform_output).transformed_feature_spec()
+    tokenizer = loaded.load(loaded.transform_graph_dir(fn_args.transform_output))
+    model, checkpoint = resolve_model(settings.model, tokenizer.vocab_size)
+    method = methods.choose_method(feature_spec, model.context_length, tokenizer)
+    driver.accepts(method)
+    packing_stats = method.check_data(fn_args.train_files, training)
+    device = accelerator_kind(driver.strategy)
+    policy_name = driver.precision(training, device)
+    driver.check(training, policy_name)
+    jit_compile, xla_fallback = driver.jit_compile(training, device, policy_name)
+    loop = LoopSettings(
         total_steps=training.train_steps,
-        global_batch_size=global_batch,
-        context_length=context_length,
+        global_batch_size=_global_batch(training, model.context_length, driver.strategy),
+        context_length=model.context_length,
         accumulation=training.gradient_accumulation_steps,
         steps_per_call=training.steps_per_call,
         log_every=training.log_every,
@@ -285,181 +206,165 @@ def run_fn(fn_args: "FnArgs") -> None:
         clip_norm=training.clip_norm,
         keep_best=training.keep_best_eval,
         early_stopping_patience=training.early_stopping_patience,
-        # auto falls back to graph mode where XLA cannot compile the step (precision.py), but not
-        # across workers: a failed step aborts MultiWorkerMirroredStrategy's collectives, so there
-        # the error names the setting instead.
-        # XLA cannot read the variables on ps tasks (ps_loop.py): graph mode there.
-        # Nor under sharding (sharding.py): auto means off there.
-        jit_compile=resolve_jit_compile(training.jit_compile, device, policy_name, training.recompute)
-        and not parameter_server
-        and not sharded,
-        xla_fallback=training.jit_compile == "auto"
-        and not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
-        and not parameter_server
-        and not sharded,
-        flops_per_token=training_flops_per_token(model_config, vocab_size, weight_gradients=not training.lora.rank),
+        jit_compile=jit_compile,
+        xla_fallback=xla_fallback,
+        flops_per_token=training_flops_per_token(model, tokenizer.vocab_size, weight_gradients=not training.lora.rank),
         peak_flops=_peak_flops(training, policy_name),
     )
-    model_source = f"checkpoint {model_config.checkpoint}" if checkpoint else f"{model_config.preset} preset"
+    model_uri = os.path.dirname(fn_args.serving_model_dir.rstrip("/"))
+    return RunPlan(tokenizer, model, checkpoint, method, packing_stats, device, policy_name, loop, model_uri)
+
+
+def _log_plan(plan: RunPlan, training: TrainingOptions) -> None:
+    vocab_size = plan.tokenizer.vocab_size
+    source = f"checkpoint {plan.model.checkpoint}" if plan.checkpoint else f"{plan.model.preset} preset"
     logging.info(
         "Model: %s, %s parameters, %.3f GFLOPs per trained token; vocabulary %d",
-        model_source,
-        f"{parameter_count(model_config, vocab_size):,}",
-        settings.flops_per_token / 1e9,
+        source,
+        f"{parameter_count(plan.model, vocab_size):,}",
+        plan.loop.flops_per_token / 1e9,
         vocab_size,
     )
     logging.info(
         "Training %d steps of %d x %d tokens (%d micro-batch(es)) on %s, %s, XLA %s, recompute %s, peak %.1f GFLOP/s",
         training.train_steps,
-        global_batch,
-        context_length,
-        settings.accumulation,
-        device,
-        policy_name,
-        "on" if settings.jit_compile else "off",
+        plan.loop.global_batch_size,
+        plan.loop.context_length,
+        plan.loop.accumulation,
+        plan.device,
+        plan.policy_name,
+        "on" if plan.loop.jit_compile else "off",
         training.recompute,
-        settings.peak_flops / 1e9,
+        plan.loop.peak_flops / 1e9,
     )
 
-    def train_batches(start_step: int) -> tf.data.Dataset:
-        # A resumed run reshuffles with a step-dependent seed rather than replaying the stream;
-        # parameter-server workers shuffle unseeded, each in its own order (ps_loop.py).
-        seed = None if parameter_server else training.seed + start_step
-        if conversational:
-            return packing.packed_batches(
-                fn_args.train_files,
-                feature_spec,
-                context_length,
-                global_batch,
-                shuffle_buffer=training.shuffle_buffer,
-                seed=seed,
-                repeat=True,
-                loss_on=training.loss_on,
-            )
-        return data.packed_blocks(
-            fn_args.train_files,
-            feature_spec,
-            context_length,
-            global_batch,
-            shuffle_buffer=training.shuffle_buffer,
-            seed=seed,
-            repeat=True,
-            special=tokenizer.special,
+
+def _exporter(fn_args: "FnArgs", settings: TrainerSettings, plan: RunPlan, driver, backbone) -> Tuple[Exporter, str]:
+    """The exporter of this run, and where its exports run (`training.export_process`)."""
+    training, vocab_size = settings.training, plan.tokenizer.vocab_size
+    export_process = resolve_export_process(
+        training.export_process,
+        resolve_distribution(training.distribution, training.tpu),
+        driver.sharded,
+        parameter_count(plan.model, vocab_size),
+    )
+    recipe = (
+        BackboneRecipe(
+            plan.model.model_dump(),
+            vocab_size,
+            training.lora.model_dump(),
+            training.recompute,
+            backbone.frozen_dtype,
+            plan.policy_name,
         )
+        if export_process == "child"
+        else None
+    )
+    logging.info("Exports run %s", "in a child process" if recipe else "in the Trainer's process")
+    return Exporter(fn_args.transform_output, settings.generation.model_dump(), recipe), export_process
+
+
+def _initial_weights(
+    backbone, exporter: Exporter, plan: RunPlan, settings: TrainerSettings, strategy
+) -> Optional[dict]:
+    """Loads the checkpoint (exporting it as the first baseline), freezes all but the LoRA adapters
+    and warm-starts from production when asked; returns which model it warm-started from, or None."""
+    training = settings.training
+    if plan.checkpoint:
+        load_weights(backbone, plan.model.checkpoint, plan.checkpoint)
+        _export_base_model(backbone, exporter, plan.model_uri, strategy)
+    if training.lora.rank:
+        lora.freeze_all_but_adapters(backbone)
+        logging.info(
+            "LoRA: rank %d, alpha %g on %s; training %s of %s parameters; frozen weights stored as %s",
+            training.lora.rank,
+            training.lora.alpha,
+            ", ".join(training.lora.targets),
+            f"{_count(backbone.trainable_variables):,}",
+            f"{_count(backbone.variables):,}",
+            backbone.frozen_dtype or "float32",
+        )
+    return _warm_start(backbone, settings, plan.tokenizer.sha256) if training.warm_start else None
+
+
+def _train(fn_args: "FnArgs", training: TrainingOptions, plan: RunPlan, driver, backbone, optimizer):
+    """Runs the driver's loop on the method's batches; returns (trainer, steps run, step reports)."""
+
+    def train_batches(start_step: int) -> tf.data.Dataset:
+        seed = driver.shuffle_seed(training, start_step)
+        return plan.method.batches(fn_args.train_files, plan.loop.global_batch_size, training, seed, shuffle=True)
 
     def eval_batches() -> tf.data.Dataset:
-        if conversational:
-            return packing.packed_batches(
-                fn_args.eval_files, feature_spec, context_length, global_batch, repeat=True, loss_on=training.loss_on
-            )
-        return data.packed_blocks(
-            fn_args.eval_files, feature_spec, context_length, global_batch, repeat=True, special=tokenizer.special
-        )
+        return plan.method.batches(fn_args.eval_files, plan.loop.global_batch_size, training, None, shuffle=False)
 
-    with keras_policy(policy_name):
-        with strategy.scope():
-            if sharded:
-                mesh, backbone, optimizer = sharded_loop.build(
-                    model_config, vocab_size, training, policy_name, mesh_device_type
-                )
-            else:
-                # Not on parameter servers: their variables' placement is not tested with mixed dtypes.
-                stored = stored_weight_dtypes(model_config.checkpoint) if checkpoint else frozenset()
-                frozen_dtype = (
-                    None
-                    if parameter_server
-                    else frozen_weight_dtype(training.lora, policy_name, stored, training.warm_start)
-                )
-                backbone = build_backbone(model_config, vocab_size, training.lora, training.recompute, frozen_dtype)
-                optimizer = make_optimizer(training, policy_name)
-        export_process = resolve_export_process(
-            training.export_process,
-            resolve_distribution(training.distribution, training.tpu),
-            sharded,
-            parameter_count(model_config, vocab_size),
-        )
-        recipe = (
-            BackboneRecipe(
-                model_config.model_dump(),
-                vocab_size,
-                training.lora.model_dump(),
-                training.recompute,
-                backbone.frozen_dtype,
-                policy_name,
-            )
-            if export_process == "child"
-            else None
-        )
-        logging.info("Exports run %s", "in a child process" if recipe else "in the Trainer's process")
-        exporter = Exporter(fn_args.transform_output, generation.model_dump(), recipe)
-        if checkpoint:
-            load_weights(backbone, model_config.checkpoint, checkpoint)
-            _export_base_model(backbone, exporter, model_uri, strategy)
-        if training.lora.rank:
-            lora.freeze_all_but_adapters(backbone)
-            logging.info(
-                "LoRA: rank %d, alpha %g on %s; training %s of %s parameters; frozen weights stored as %s",
-                training.lora.rank,
-                training.lora.alpha,
-                ", ".join(training.lora.targets),
-                f"{_count(backbone.trainable_variables):,}",
-                f"{_count(backbone.variables):,}",
-                backbone.frozen_dtype or "float32",
-            )
-        warm_started = _warm_start(backbone, trainer_settings, tokenizer.sha256) if training.warm_start else None
-        run_dirs = dict(
-            checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
-            summary_dir=os.path.join(fn_args.model_run_dir, "train"),
-        )
-        if sharded:  # ordinary global batches: the sharded trainer packs them into DTensors
-            trainer = sharded_loop.ShardedTrainer(backbone, optimizer, mesh, settings, **run_dirs)
-            make_train_iterator = lambda start: iter(train_batches(start))
-            make_eval_iterator = lambda: iter(eval_batches())
-        elif parameter_server:
-            trainer = ParameterServerTrainer(backbone, optimizer, strategy, settings, **run_dirs)
-            make_train_iterator = lambda start: trainer.per_worker_iterator(lambda: train_batches(start))
-            make_eval_iterator = lambda: trainer.per_worker_iterator(eval_batches)
-        else:
-            trainer = LanguageModelTrainer(backbone, optimizer, strategy, settings, **run_dirs)
-            make_train_iterator = lambda start: iter(
-                data.distributed_blocks(strategy, lambda: train_batches(start), global_batch)
-            )
-            make_eval_iterator = lambda: iter(data.distributed_blocks(strategy, eval_batches, global_batch))
-        reports = []
-        steps_run = trainer.train(make_train_iterator, make_eval_iterator, on_report=reports.append)
-        if sharded:
-            backbone = trainer.exported_backbone(model_config, vocab_size)
-        export_dir = writable_dir(fn_args.serving_model_dir, strategy)
-        hf_dir = _hugging_face_dir(checkpoint, tokenizer, model_uri, strategy)
-        exporter.write(backbone, export_dir, model_config.checkpoint if hf_dir else None, hf_dir)
-        cleanup_worker_dir(export_dir, strategy)
-        if hf_dir:
-            logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
-    if is_chief(strategy):
+    run_dirs = dict(
+        checkpoint_dir=os.path.join(fn_args.model_run_dir, "checkpoints"),
+        summary_dir=os.path.join(fn_args.model_run_dir, "train"),
+    )
+    trainer, train_iterator, eval_iterator = driver.trainer(
+        backbone, optimizer, plan.loop, run_dirs, train_batches, eval_batches
+    )
+    reports = []
+    steps_run = trainer.train(train_iterator, eval_iterator, on_report=reports.append)
+    return trainer, steps_run, reports
+
+
+def _export(fn_args: "FnArgs", plan: RunPlan, exporter: Exporter, backbone, strategy) -> None:
+    """Writes the serving model (and, fine-tuning a checkpoint, its Hugging Face export)."""
+    export_dir = writable_dir(fn_args.serving_model_dir, strategy)
+    hf_dir = _hugging_face_dir(plan.checkpoint, plan.tokenizer, plan.model_uri, strategy)
+    exporter.write(backbone, export_dir, plan.model.checkpoint if hf_dir else None, hf_dir)
+    cleanup_worker_dir(export_dir, strategy)
+    if hf_dir:
+        logging.info("Exported the fine-tuned model in the Hugging Face layout to %s", hf_dir)
+
+
+def _training_record(plan: RunPlan, training: TrainingOptions, trainer, steps_run: int, reports, **extra):
+    vocab_size = plan.tokenizer.vocab_size
+    return record.TrainingRecord(
+        model=plan.model.model_dump(),
+        training=training.model_dump(),
+        vocab_size=vocab_size,
+        parameters=parameter_count(plan.model, vocab_size),
+        tokenizer_sha256=plan.tokenizer.sha256,
+        device=plan.device,
+        precision=plan.policy_name,
+        xla=plan.loop.jit_compile,
+        steps_run=steps_run,
+        last_step=dataclasses.asdict(reports[-1]) if reports else None,
+        exported_step=trainer.best_step_restored or trainer.step,
+        base_checkpoint={"source": plan.model.checkpoint, "sha256": checkpoint_sha256(plan.model.checkpoint)}
+        if plan.checkpoint
+        else None,
+        packing=plan.packing_stats.to_dict() if plan.packing_stats else None,
+        chat=_chat_record(plan.tokenizer),
+        **extra,
+    )
+
+
+def run_fn(fn_args: "FnArgs") -> None:
+    """Trains to `training.train_steps` steps (resuming from a checkpoint) and exports the SavedModel."""
+    settings = read_trainer_custom_config(fn_args.custom_config)
+    if _launched_as_tfjob(fn_args, settings):
+        return
+    training = settings.training
+    driver = drivers.choose_driver(training, settings.model)  # before TensorFlow runs any op
+    keras.utils.set_random_seed(training.seed)
+    plan = plan_run(fn_args, settings, driver)
+    _log_plan(plan, training)
+    with keras_policy(plan.policy_name):
+        with driver.strategy.scope():
+            backbone, optimizer = driver.build(plan.model, plan.tokenizer.vocab_size, training, plan.policy_name)
+        exporter, export_process = _exporter(fn_args, settings, plan, driver, backbone)
+        warm_started = _initial_weights(backbone, exporter, plan, settings, driver.strategy)
+        trainer, steps_run, reports = _train(fn_args, training, plan, driver, backbone, optimizer)
+        backbone = driver.exported_backbone(trainer, backbone, plan.model, plan.tokenizer.vocab_size)
+        _export(fn_args, plan, exporter, backbone, driver.strategy)
+    if is_chief(driver.strategy):
         record.write(
-            model_uri,
-            record.TrainingRecord(
-                model=model_config.model_dump(),
-                training=training.model_dump(),
-                vocab_size=vocab_size,
-                parameters=parameter_count(model_config, vocab_size),
-                tokenizer_sha256=tokenizer.sha256,
-                device=device,
-                precision=policy_name,
-                xla=settings.jit_compile,
-                steps_run=steps_run,
-                last_step=dataclasses.asdict(reports[-1]) if reports else None,
-                exported_step=trainer.best_step_restored or trainer.step,
-                base_checkpoint={
-                    "source": model_config.checkpoint,
-                    "sha256": checkpoint_sha256(model_config.checkpoint),
-                }
-                if checkpoint
-                else None,
-                packing=packing_stats.to_dict() if packing_stats else None,
-                chat=_chat_record(tokenizer),
-                warm_start=warm_started,
-                export_process=export_process,
+            plan.model_uri,
+            _training_record(
+                plan, training, trainer, steps_run, reports, warm_start=warm_started, export_process=export_process
             ),
         )
     logging.info("Exported the serving model to %s", fn_args.serving_model_dir)
