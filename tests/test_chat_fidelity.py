@@ -377,6 +377,25 @@ def test_the_export_declares_the_signature_contract_with_the_chat_signatures(ser
     assert_signature_contract(client._model, set(signatures.INPUTS))  # the SavedModel the client loaded
 
 
+def test_the_rest_bodies_of_the_chat_signatures_are_what_tf_serving_reads(served):
+    """`rest_request_body` writes [batch, turns] roles and contents as JSON lists of lists of text
+    (padding "" after a shorter conversation); read as TF Serving's REST API reads them, they
+    answer as the gRPC request does."""
+    from components.trainer.serving import signatures
+    from tests.test_serving_requests import assert_rest_body_runs_as_the_grpc_request
+
+    model = served[-1]._model
+    roles = [["system", "user"], ["user", ""]]
+    contents = [["You answer support tickets.", "Where is my order?"], ["Hi Zoë", ""]]
+    sampling = dict(max_new_tokens=4, temperature=0.0, top_k=0, top_p=1.0, seed=0)
+    body = assert_rest_body_runs_as_the_grpc_request(model, signatures.CHAT, roles=roles, contents=contents, **sampling)
+    assert body == {"signature_name": "chat", "inputs": {"roles": roles, "contents": contents, **sampling}}
+    roles = [["user", "assistant"]]
+    contents = [["Where is my order?", "It ships today."]]
+    body = assert_rest_body_runs_as_the_grpc_request(model, signatures.SCORE_REPLIES, roles=roles, contents=contents)
+    assert body["inputs"] == {"roles": roles, "contents": contents}
+
+
 def test_the_chat_signature_refuses_what_the_template_refuses(served):
     """transformers raises for a conversation its template refuses; the signature answers such a
     row with accepted false and no reply (it rendered it with the boundaries it has before), and

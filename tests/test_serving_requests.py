@@ -6,10 +6,12 @@ exactly as a gRPC client would, serialised to wire bytes and parsed back, then r
 loaded SavedModel's signature in-process (what TF Serving's Predict handler does with them).
 """
 
+import base64
 import json
 import os
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 from tensorflow_serving.apis import predict_pb2
@@ -76,6 +78,86 @@ def test_a_rest_body_carries_the_same_typed_inputs_as_the_grpc_request(exported_
         predict_requests.run_request(model, from_rest)["generations"].tolist()
         == predict_requests.run_request(model, grpc_request)["generations"].tolist()
     )
+
+
+def _rest_value(spec: tf.TensorSpec, value):
+    """One JSON value as TF Serving's REST API reads it into a tensor of `spec`'s dtype
+    (tensorflow_serving/util/json_tensor.cc): a string is text or {"b64": ...}, an integer input
+    takes JSON integers only, a float input any JSON number, a bool input true/false; the shape is
+    the nesting of the lists."""
+    if isinstance(value, list):
+        return [_rest_value(spec, item) for item in value]
+    if spec.dtype == tf.string:
+        if isinstance(value, dict) and set(value) == {"b64"}:
+            return base64.b64decode(value["b64"])
+        assert isinstance(value, str), f"{spec.name}: a string input needs text or {{'b64': ...}}, not {value!r}"
+        return value.encode("utf-8")
+    if spec.dtype == tf.bool:
+        assert isinstance(value, bool), f"{spec.name}: {value!r} is not a JSON bool"
+    elif spec.dtype.is_integer:
+        assert isinstance(value, int) and not isinstance(value, bool), f"{spec.name}: {value!r} is not a JSON integer"
+    else:
+        assert isinstance(value, (int, float)) and not isinstance(value, bool), f"{spec.name}: {value!r} is no number"
+    return value
+
+
+def run_rest_body(model, body) -> dict:
+    """Runs a REST predict body (columnar `inputs`) against the loaded SavedModel as TF Serving's
+    REST handler does: the body goes through JSON text, each input is typed by the signature's
+    declared TensorSpec (not by signatures.py), an input the signature lacks is an error."""
+    body = json.loads(json.dumps(body))
+    signature = model.signatures[body.get("signature_name", signatures.SERVING_DEFAULT)]
+    declared = signature.structured_input_signature[1]
+    assert set(body["inputs"]) <= set(declared), f"inputs the signature lacks: {set(body['inputs']) - set(declared)}"
+    tensors = {}
+    for name, value in body["inputs"].items():
+        spec = declared[name]
+        array = np.array(
+            _rest_value(spec, value), dtype=object if spec.dtype == tf.string else spec.dtype.as_numpy_dtype
+        )
+        assert spec.shape.is_compatible_with(array.shape), (
+            f"{name}: shape {array.shape}, the signature declares {spec.shape}"
+        )
+        tensors[name] = tf.constant(array, spec.dtype)
+    return {key: value.numpy() for key, value in signature(**tensors).items()}
+
+
+def assert_rest_body_runs_as_the_grpc_request(model, signature_name: str, **values) -> dict:
+    """The REST body of `values`, read as TF Serving reads it, answers as the gRPC request does."""
+    body = predict_requests.rest_request_body(signature_name, **values)
+    from_rest = run_rest_body(model, body)
+    over_grpc = predict_requests.run_request(
+        model, _over_the_wire(predict_requests.predict_request("textgen", signature_name, **values))
+    )
+    assert set(from_rest) == set(over_grpc) == set(signatures.OUTPUTS[signature_name])
+    for key in over_grpc:
+        np.testing.assert_array_equal(from_rest[key], over_grpc[key], err_msg=f"{signature_name}: {key}")
+    return body
+
+
+# Arguments of every signature of a model trained on text (the chat ones: test_chat_fidelity.py).
+SIGNATURE_ARGUMENTS = {
+    signatures.SERVING_DEFAULT: dict(prompts=["Hi Zoë,", "Thanks"]),
+    signatures.GENERATE: dict(prompts=["Hi Zoë,"], **GENERATE_ARGUMENTS),
+    signatures.SCORE: dict(texts=["ab", "hello there"]),
+    signatures.SCORE_TOKENS: dict(blocks=[[1, 5, 9, 12, 7, 3, 2, 8, 4]] * 2),
+    signatures.SCORE_CONTINUATION: dict(prefixes=["Hi", "Open"], continuations=[" Zoë", " Settings"]),
+}
+
+
+def test_every_signature_has_rest_arguments():
+    assert set(SIGNATURE_ARGUMENTS) == set(signatures.INPUTS) - set(signatures.CHAT_SIGNATURES)
+
+
+@pytest.mark.parametrize("signature_name", sorted(SIGNATURE_ARGUMENTS))
+def test_the_rest_body_of_each_signature_is_what_tf_serving_reads_into_its_inputs(exported_model, signature_name):
+    model, _ = exported_model
+    assert_rest_body_runs_as_the_grpc_request(model, signature_name, **SIGNATURE_ARGUMENTS[signature_name])
+
+
+def test_a_rest_body_carries_text_that_is_not_utf8_as_b64():
+    body = predict_requests.rest_request_body(signatures.SCORE, texts=[b"\xff\xfeok", "Zoë"])
+    assert body["inputs"]["texts"] == [{"b64": base64.b64encode(b"\xff\xfeok").decode("ascii")}, "Zoë"]
 
 
 def test_a_grpc_score_request_returns_one_score_per_text(exported_model):

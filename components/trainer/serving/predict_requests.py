@@ -8,6 +8,7 @@ client sends to `PredictionService/Predict`, `rest_request_body` the JSON body o
 for graph initialisation (or, with the XLA export, compilation) of the common shapes.
 """
 
+import base64
 import os
 from typing import Any, Dict, Sequence
 
@@ -28,11 +29,27 @@ def predict_request(model_name: str, signature_name: str, **values: Any) -> pred
     return request
 
 
+def _json_text(value: Any) -> Any:
+    """A string input's value (a nested list of UTF-8 bytes) as JSON: the text as a JSON string, or
+    `{"b64": ...}` where it is not valid UTF-8 (TF Serving's REST API decodes both into the tensor)."""
+    if isinstance(value, list):
+        return [_json_text(item) for item in value]
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return {"b64": base64.b64encode(value).decode("ascii")}
+
+
 def rest_request_body(signature_name: str, **values: Any) -> Dict[str, Any]:
-    """The JSON body of TF Serving's REST predict API (columnar `inputs`) for the same arguments."""
+    """The JSON body of TF Serving's REST predict API (columnar `inputs`) for the same arguments.
+
+    Each input is a JSON value of the shape the signature declares: a scalar, a list, or a list of
+    lists (`chat`'s and `score_replies`' [batch, turns] `roles` and `contents`); TF Serving types
+    the numbers as the signature's dtypes.
+    """
     inputs = {}
     for key, value in signatures.typed_inputs(signature_name, values).items():
-        inputs[key] = signatures.decode_texts(value) if value.dtype == object else value.tolist()
+        inputs[key] = _json_text(value.tolist()) if value.dtype == object else value.tolist()
     return {"signature_name": signature_name, "inputs": inputs}
 
 
