@@ -396,6 +396,19 @@ def test_the_rest_bodies_of_the_chat_signatures_are_what_tf_serving_reads(served
     assert body["inputs"] == {"roles": roles, "contents": contents}
 
 
+def test_the_warmup_records_of_a_chat_model_warm_the_chat_signature(served):
+    """A chat model's first `chat` request is not cold: its warm-up file has a sampled `chat`
+    request after the text signatures' ones, and the model accepts and answers it."""
+    from components.trainer.serving import predict_requests
+
+    export_dir, client = served[-2:]
+    requests = predict_requests.read_warmup_file(export_dir)
+    names = [request.model_spec.signature_name for request in requests]
+    assert names == ["serving_default", "serving_default", "generate", "score", "chat"]
+    outputs = predict_requests.run_request(client._model, requests[-1])
+    assert outputs["accepted"].tolist() == [True] and outputs["num_generated_tokens"][0] >= 1
+
+
 def test_the_chat_signature_refuses_what_the_template_refuses(served):
     """transformers raises for a conversation its template refuses; the signature answers such a
     row with accepted false and no reply (it rendered it with the boundaries it has before), and

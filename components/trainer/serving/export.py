@@ -281,4 +281,4 @@ def export_serving_model(
             module.score_replies, input_signature=signatures.input_signature(signatures.SCORE_REPLIES)
         )
     tf.saved_model.save(module, export_dir, signatures=functions)
-    predict_requests.write_warmup_file(export_dir, predict_requests.warmup_requests(generation))
+    predict_requests.write_warmup_file(export_dir, predict_requests.warmup_requests(generation, chat=module.has_chat))

@@ -65,28 +65,32 @@ def run_request(loaded_model, request: predict_pb2.PredictRequest) -> Dict[str, 
     return {key: value.numpy() for key, value in signature(**inputs).items()}
 
 
-def warmup_requests(generation, model_name: str = "textgen") -> list:
-    """The requests replayed at load: serving_default at batch 1 and 8, sampled `generate`, `score`.
+def warmup_requests(generation, model_name: str = "textgen", chat: bool = False) -> list:
+    """The requests replayed at load: serving_default at batch 1 and 8, sampled `generate`, `score`,
+    and with `chat` (a model trained on conversations) a sampled `chat` of one user turn.
 
     `generation` is the GenerationOptions whose defaults the export uses; batch 1 and 8 cover the
-    batch buckets most clients hit.
+    batch buckets most clients hit. A lone user turn is a conversation every chat template renders,
+    so the `chat` request runs the whole render-and-decode path (TF Serving refuses to load a
+    version whose warm-up request fails).
     """
     prompt = "Hello"
-    return [
+    sampling = dict(
+        max_new_tokens=generation.max_new_tokens,
+        temperature=max(generation.temperature, 0.7),
+        top_k=generation.top_k,
+        top_p=generation.top_p,
+        seed=0,
+    )
+    requests = [
         predict_request(model_name, signatures.SERVING_DEFAULT, prompts=[prompt]),
         predict_request(model_name, signatures.SERVING_DEFAULT, prompts=[prompt] * 8),
-        predict_request(
-            model_name,
-            signatures.GENERATE,
-            prompts=[prompt],
-            max_new_tokens=generation.max_new_tokens,
-            temperature=max(generation.temperature, 0.7),
-            top_k=generation.top_k,
-            top_p=generation.top_p,
-            seed=0,
-        ),
+        predict_request(model_name, signatures.GENERATE, prompts=[prompt], **sampling),
         predict_request(model_name, signatures.SCORE, texts=[prompt]),
     ]
+    if chat:
+        requests.append(predict_request(model_name, signatures.CHAT, roles=[["user"]], contents=[[prompt]], **sampling))
+    return requests
 
 
 def write_warmup_file(export_dir: str, requests: Sequence[predict_pb2.PredictRequest]) -> str:
