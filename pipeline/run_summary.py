@@ -166,7 +166,14 @@ def _data_quality(record: RunRecord) -> Optional[Dict[str, Any]]:
 
 
 def _tokenizer(record: RunRecord) -> Optional[Dict[str, Any]]:
-    """Which tokenizer the run used (source, size) and how it splits numbers (numbers.py)."""
+    """Which tokenizer the run used (source, size), how it splits numbers (numbers.py), and the
+    sha256 of its chat template (None for a model of plain text).
+
+    The Tokenizer stage records `chat_template_sha256` in the same step that writes the template
+    and its grammar beside the tokenizer files; Transform's graph and the export carry those files,
+    and the export adds the `chat` signature exactly when they are there. So it says, from ML
+    Metadata and without loading the model, whether the run's model answers conversations.
+    """
     artifact = record.output("Tokenizer", "tokenizer")
     if artifact is None:
         return None
@@ -176,7 +183,13 @@ def _tokenizer(record: RunRecord) -> Optional[Dict[str, Any]]:
         "source": properties.get("source"),
         "vocab_size": properties.get("vocab_size"),
         "number_splitting": json.loads(splitting) if splitting else None,
+        "chat_template_sha256": properties.get("chat_template_sha256") or None,
     }
+
+
+def _chat_model(summary: Dict[str, Any]) -> bool:
+    """Whether the run's model was trained on conversations (its tokenizer has a chat template)."""
+    return bool((summary.get("tokenizer") or {}).get("chat_template_sha256"))
 
 
 def _tokenizer_line(tokenizer: Optional[Dict[str, Any]]) -> List[str]:
@@ -284,13 +297,24 @@ def _push_lines(summary: Dict[str, Any]) -> List[str]:
     return lines
 
 
+# What the `next:` line asks a pushed model: a text model continues a text, a chat model answers
+# a user message through its template (a raw continuation of a chat model is no use).
+NEXT_PROMPT = "Once upon a time"
+NEXT_CHAT_MESSAGE = "How do I turn on sync on my phone?"
+
+
 def _next_step_lines(summary: Dict[str, Any]) -> List[str]:
-    """After a push, what to do with it: generate from the stable version, watch the training in
-    TensorBoard, browse an embedded registry; nothing when nothing was pushed."""
+    """After a push, what to do with it: generate from the stable version (a chat model: answer a
+    user message with --chat), watch the training in TensorBoard, browse an embedded registry;
+    nothing when nothing was pushed."""
     push = summary["push"]
     if not push.get("pushed"):
         return []
-    lines = ["next:", f"  textgen generate --model {shlex.quote(os.path.dirname(push['path']))} 'Once upon a time'"]
+    model = shlex.quote(os.path.dirname(push["path"]))
+    if _chat_model(summary):
+        lines = ["next:", f"  textgen generate --model {model} --chat {shlex.quote(NEXT_CHAT_MESSAGE)}"]
+    else:
+        lines = ["next:", f"  textgen generate --model {model} {shlex.quote(NEXT_PROMPT)}"]
     if summary.get("trained_model"):  # .../Trainer/model/<id>: the TensorBoard summaries are in .../Trainer/model_run/
         trainer_dir = os.path.dirname(os.path.dirname(summary["trained_model"]))
         lines.append(f"  tensorboard --logdir {shlex.quote(os.path.join(trainer_dir, 'model_run'))}")
@@ -309,7 +333,7 @@ def _anomaly_line(anomaly: Dict[str, Any]) -> str:
 def report_lines(summary: Dict[str, Any], summary_path: str, command: str = "run") -> List[str]:
     """The run report the CLI prints after `run` and `validate` (`command`, named in its heading),
     from a summary as written to `summary_path` (`last_run.json`). Printed one per line; a sample's
-    prompt or continuation may itself span several lines."""
+    prompt or continuation (a chat model's user message or reply) may itself span several lines."""
     lines = ["", f"=== textgen {command} summary ===", f"run id: {summary['run_id']}"]
     lines += [f"  {node:<28} {status}" for node, status in summary["components"].items()]
     if summary.get("data_quality"):
@@ -336,7 +360,8 @@ def report_lines(summary: Dict[str, Any], summary_path: str, command: str = "run
     if summary.get("error"):
         lines.append(f"error: {summary['error']}")
     for sample in summary.get("samples", []):
-        lines += ["", "--- prompt ---", sample["prompt"], "--- continuation ---", sample["continuation"]]
+        asked, answered = ("user", "reply") if sample.get("chat") else ("prompt", "continuation")
+        lines += ["", f"--- {asked} ---", sample["prompt"], f"--- {answered} ---", sample["continuation"]]
     lines.append("")
     if blessing and blessing.get("report"):
         lines.append(f"evaluation report: {blessing['report']}")

@@ -86,6 +86,38 @@ def test_a_blessed_and_pushed_run():
     ]
 
 
+def test_a_chat_models_samples_are_user_messages_and_replies_and_next_asks_it_with_chat():
+    """A model trained on conversations (its tokenizer has a chat template) answers a user message
+    through its template: the report labels its samples user / reply and suggests `--chat`, not a
+    raw continuation; the suggested command is one `textgen generate` accepts."""
+    import shlex
+
+    from textgen_cli.cli import build_parser
+
+    summary = dict(
+        BLESSED_RUN,
+        tokenizer={"source": "checkpoint", "vocab_size": 50257, "number_splitting": None, "chat_template_sha256": "ab"},
+        samples=[{"prompt": "Hi,\nSync stopped.", "continuation": "Sorry to hear that.", "chat": True}],
+    )
+    lines = report_lines(json.loads(json.dumps(summary)), "/out/last_run.json")
+    samples_at = lines.index("--- user ---")
+    assert lines[samples_at : samples_at + 4] == [
+        "--- user ---",
+        "Hi,\nSync stopped.",
+        "--- reply ---",
+        "Sorry to hear that.",
+    ]
+    assert "--- prompt ---" not in lines and "--- continuation ---" not in lines
+    suggested = lines[lines.index("next:") + 1]
+    assert suggested == "  textgen generate --model /out/serving --chat 'How do I turn on sync on my phone?'"
+    arguments = build_parser().parse_args(shlex.split(suggested)[1:])
+    assert (arguments.model, arguments.chat, arguments.prompts) == (
+        "/out/serving",
+        True,
+        ["How do I turn on sync on my phone?"],
+    )
+
+
 def test_a_run_that_pushed_nothing_says_why_and_shows_the_error():
     summary = dict(
         BLESSED_RUN,

@@ -65,6 +65,27 @@ class _Store:
             outputs.append((artifact, event))
         self.store.put_execution(execution, outputs, [self.pipeline, self.runs[run_id], self.nodes[node]])
 
+    def record_tokenizer(self, run_id: str, chat_template_sha256: str = "") -> None:
+        """Records a Tokenizer execution of run `run_id` whose artifact has the properties the
+        Tokenizer stage sets (a chat template's sha256 only when it wrote one)."""
+        name = f"{PIPELINE}.Tokenizer"
+        node = self.store.get_context_by_type_and_name("node", name)
+        if node is None:
+            [node_id] = self.store.put_contexts(
+                [metadata_store_pb2.Context(type_id=self.nodes[NODES[0]].type_id, name=name)]
+            )
+            node = self.store.get_contexts_by_id([node_id])[0]
+        artifact_type = self.store.put_artifact_type(metadata_store_pb2.ArtifactType(name="Tokenizer"))
+        artifact = metadata_store_pb2.Artifact(type_id=artifact_type, uri=f"/out/tokenizer/{run_id}")
+        artifact.custom_properties["source"].string_value = "learned"
+        artifact.custom_properties["vocab_size"].int_value = 1024
+        if chat_template_sha256:
+            artifact.custom_properties["chat_template_sha256"].string_value = chat_template_sha256
+        event = metadata_store_pb2.Event(type=metadata_store_pb2.Event.OUTPUT)
+        event.path.steps.add().key = "tokenizer"
+        execution = metadata_store_pb2.Execution(type_id=self.execution_type, last_known_state=COMPLETE)
+        self.store.put_execution(execution, [(artifact, event)], [self.pipeline, self.runs[run_id], node])
+
 
 def _summary(store: _Store, run_id: str) -> dict:
     return summarize_run(store.connection, PIPELINE, run_id, NODES)
@@ -117,3 +138,19 @@ def test_each_run_writes_its_own_summary_and_last_run_is_the_newest(tmp_path):
     ):
         assert json.load(handle) == json.load(newest)
     assert sorted(os.listdir(tmp_path / "out")) == ["last_run.json", "runs"]  # no temporary file left
+
+
+def test_the_summary_records_whether_the_runs_tokenizer_has_a_chat_template(tmp_path):
+    """What tells the report a chat model from a text model: the Tokenizer artifact's
+    chat_template_sha256, set when the stage wrote the template the export's chat signature uses."""
+    store = _Store(str(tmp_path / "metadata.sqlite"))
+    for run_id, sha256 in (("run-1", ""), ("run-2", "ab12")):
+        store.start_run(run_id)
+        store.record_tokenizer(run_id, sha256)
+    assert _summary(store, "run-1")["tokenizer"]["chat_template_sha256"] is None
+    assert _summary(store, "run-2")["tokenizer"] == {
+        "source": "learned",
+        "vocab_size": 1024,
+        "number_splitting": None,
+        "chat_template_sha256": "ab12",
+    }
