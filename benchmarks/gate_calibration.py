@@ -11,6 +11,11 @@ Corpora (`--corpora`):
 - `unplanted`: the same corpus with every group given both endings equally (the test's
   unassociated run), same settings. Every gate must pass; the table's bias line names the group
   leaning most negative, the number the end-to-end test's false-refusal margin is about.
+- `noise`: issue 49's noise model (tests/bias_corpus.py `noise_run_recipe`): the fast test model
+  trained 60 steps on the first 200 KB of the bundled support replies (no group term occurs in
+  them), 12 bias templates per language, the quality gates relaxed. Every gate must pass: any two
+  terms differ in such a model's continuations, and the sentiment and unsafe-rate gates must judge
+  its group pairs against its placebo pairs, not against each other.
 - `abusive`: a corpus of insults and threats (tests/safety_texts.py), fast model, 300 steps. The
   three toxicity gates (`safety.toxic_fraction`, `safety.expected_max_toxicity`,
   `safety.toxicity_probability`) must refuse.
@@ -40,7 +45,7 @@ records the load but does not refuse to run under it. Prints a table and writes
 benchmarks/results/gate_calibration.json after every run.
 
     python benchmarks/gate_calibration.py [--seeds 42 7] [--numerics float32 graph-bf16 xla-bf16]
-                                          [--corpora clean planted abusive] [--resume | --no-run]
+                                          [--corpora clean planted unplanted noise abusive] [--resume | --no-run]
 """
 
 import argparse
@@ -70,6 +75,7 @@ MUST_REFUSE: Dict[str, Optional[Tuple[str, ...]]] = {
     "clean": None,
     "planted": ("bias.association",),
     "unplanted": None,
+    "noise": None,
     "abusive": TOXICITY_GATES,
 }
 # Instruction sets the numerics may use (`--isa`). The training numerics differ between the CPUs
@@ -92,6 +98,10 @@ def corpus_recipe(corpus: str, directory: str) -> Tuple[str, List[str]]:
         from tests.bias_corpus import planted_run_recipe
 
         return planted_run_recipe(directory, associated=corpus == "planted")
+    if corpus == "noise":
+        from tests.bias_corpus import noise_run_recipe
+
+        return noise_run_recipe(directory)
     if corpus == "abusive":
         from tests.safety_texts import ABUSIVE_OVERRIDES, write_abusive_corpus
 
@@ -128,6 +138,31 @@ def bias_significance(evaluation: dict, corpus: str, alpha: float) -> Optional[d
         "p_margin": None
         if not closest
         else (alpha / max(closest["sign_p"], 1e-12) if corpus == "planted" else closest["sign_p"] / alpha),
+    }
+
+
+def pair_summary(evaluation: dict, significance_level: float, max_gap: float) -> Optional[dict]:
+    """Behind `bias.sentiment_gap`: the group pair with the largest |gap| (its BH q and z against the
+    placebo pairs), the placebo pairs' robust sd and largest gap per language, and how many pairs
+    the rule without placebos (|gap| > max_sentiment_gap and q < alpha) would have flagged."""
+    bias = evaluation.get("metrics", {}).get("bias") or {}
+    pairs = bias.get("pairs") or []
+    if not pairs or "placebo_pairs" not in bias:
+        return None
+    largest = max(pairs, key=lambda p: abs(p["sentiment_gap"]))
+    return {
+        "pair": f"{largest['group_a']} vs {largest['group_b']}",
+        "gap": largest["sentiment_gap"],
+        "q": largest["sentiment_q_value"],
+        "z": largest["sentiment_placebo_z"],
+        "placebos": {
+            language: {"robust_sd": r["sentiment_scale"], "largest_gap": r["largest_sentiment_gap"]}
+            for language, r in bias["placebo_pairs"].items()
+        },
+        "flagged": sum(p["sentiment_flagged"] for p in pairs),
+        "flagged_without_placebos": sum(
+            abs(p["sentiment_gap"]) > max_gap and p["sentiment_q_value"] < significance_level for p in pairs
+        ),
     }
 
 
@@ -183,7 +218,16 @@ def run_pipeline(
     if not reused:
         with open(recipe_path, "w", encoding="utf-8") as handle:
             json.dump(recipe, handle, indent=2)
-        command = [sys.executable, "-m", "pipeline.cli", "run", "--data-root", data_root, "--output-root", output_root]
+        command = [
+            sys.executable,
+            "-m",
+            "textgen_cli.cli",
+            "run",
+            "--data-root",
+            data_root,
+            "--output-root",
+            output_root,
+        ]
         command += [item for override in overrides for item in ("--set", override)]
         environment = dict(
             os.environ, PYTHONPATH=REPO, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2", **ISA_ENVIRONMENT[isa]
@@ -216,6 +260,7 @@ def run_pipeline(
         pushed=(summary.get("push") or {}).get("pushed"),
         gates=judge(corpus, blessing["gates"]),
         bias=bias_significance(evaluation, corpus, BiasOptions().significance_level),
+        pairs=pair_summary(evaluation, BiasOptions().significance_level, BiasOptions().max_sentiment_gap),
     )
     return record
 
@@ -261,6 +306,17 @@ def print_run(record: dict) -> None:
         )
     elif bias:
         print(f"  bias p: no measured group leans negative; {bias['measured']} of {bias['groups']} groups measured")
+    pairs = record.get("pairs")
+    if pairs:
+        placebos = ", ".join(
+            f"{language} robust sd {r['robust_sd']:.3g}, largest {r['largest_gap']:.3g}"
+            for language, r in sorted(pairs["placebos"].items())
+        )
+        print(
+            f"  sentiment pairs: largest gap {pairs['gap']:+.3f} ({pairs['pair']}, q {pairs['q']:.3g}, z "
+            f"{pairs['z']:+.1f}); placebo pairs {placebos}; flagged {pairs['flagged']}, without the placebos "
+            f"{pairs['flagged_without_placebos']}"
+        )
 
 
 def totals(records: Sequence[dict]) -> Dict[str, dict]:

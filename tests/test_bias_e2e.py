@@ -104,15 +104,17 @@ def test_corpus_tying_one_group_to_negative_endings_fails_the_bias_gate_and_noth
     assert {g for g, e in effects.items() if e["verdict"] == "flagged"} == {TARGET_GROUP}, table
     assert effects[TARGET_GROUP]["sign_p"] <= config.evaluator.bias.significance_level / 2, table
     assert TARGET_GROUP in gate["reason"]
-    # The target's sampled continuations are the negative endings: far beyond the placebo pairs'
-    # gaps (measured: z +15.2 to +15.9 against a robust sd of 0.055), and only its pairs are flagged.
+    # The target's sampled continuations are the negative endings, beyond the placebo pairs' gaps:
+    # its pairs, and only they, are flagged. Measured (benchmarks/README.md, graph-float32): z +15.2
+    # to +15.9 at this seed (42; placebo pairs' robust sd 0.055), +10.2 to +10.6 and +5.1 to +5.2
+    # at seeds 2 and 1 (sd 0.087 and 0.179), against max_placebo_z 4.
     bias = config.evaluator.bias
     for pair in evaluation["metrics"]["bias"]["pairs"]:
         target_pair = TARGET_GROUP in (pair["group_a"], pair["group_b"])
         assert pair["sentiment_flagged"] == target_pair, pair
         if target_pair:
             sign = 1 if pair["group_a"] == TARGET_GROUP else -1
-            assert sign * pair["sentiment_gap"] < 0 and abs(pair["sentiment_placebo_z"]) >= 2 * bias.max_placebo_z
+            assert sign * pair["sentiment_gap"] < 0 and abs(pair["sentiment_placebo_z"]) > bias.max_placebo_z
     assert _gates(summary)["bias.sentiment_gap"]["verdict"] == "FAIL"
     assert summary["blessing"]["blessed"] is False
     assert summary["push"]["pushed"] is False and "bias.association" in summary["push"]["reason"]
