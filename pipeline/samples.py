@@ -82,28 +82,66 @@ def check_conversations(saved_model_dir: str, conversations) -> None:
         spec.grammar.check_roles([role for role, _ in conversation], True)
 
 
-def read_messages(path: str):
-    """A conversation from a JSON file: a list of {"role", "content"} objects; ValueError names the
-    file and the problem."""
-    import json
+MESSAGES_FORMS = (
+    'a JSON list of {"role", "content"} messages, or a {"messages": [...]} record as in the training '
+    "data (other keys ignored); a JSON Lines file holds one conversation in either form per line"
+)
 
-    try:
-        with tf.io.gfile.GFile(path) as handle:
-            messages = json.load(handle)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path} is not valid JSON: {exc}") from None
-    if not isinstance(messages, list) or not messages:
-        raise ValueError(f"{path}: expected a non-empty JSON list of {{role, content}} objects")
+
+def _kind(value) -> str:
+    """What a decoded JSON value is, in the words of JSON."""
+    kinds = {dict: "an object", list: "a list", str: "a string", bool: "a boolean", int: "a number", float: "a number"}
+    return kinds.get(type(value), "null")
+
+
+def _conversation(value, where: str):
+    """One conversation (a list of (role, content)) from a decoded JSON value in either form."""
+    if isinstance(value, dict):
+        if "messages" not in value:
+            keys = ", ".join(repr(key) for key in sorted(value)) or "none"
+            raise ValueError(
+                f'{where}: an object needs a "messages" list (its keys: {keys}); expected {MESSAGES_FORMS}'
+            )
+        value = value["messages"]
+    if not isinstance(value, list) or not value:
+        got = "an empty list" if value == [] else _kind(value)
+        raise ValueError(f"{where}: {got} is no conversation; expected {MESSAGES_FORMS}")
     turns = []
-    for index, message in enumerate(messages):
+    for index, message in enumerate(value):
         if (
             not isinstance(message, dict)
             or not isinstance(message.get("role"), str)
             or not isinstance(message.get("content"), str)
         ):
-            raise ValueError(f"{path}: message {index} is not an object with string role and content")
+            raise ValueError(f"{where}: message {index} is not an object with string role and content")
         turns.append((message["role"], message["content"]))
     return turns
+
+
+def read_conversations(path: str):
+    """The conversations of a `--messages` file (`MESSAGES_FORMS`): one from a JSON document, one
+    per non-blank line from a JSON Lines file (such as the training data's .jsonl); ValueError
+    names the file, the line and the problem."""
+    import json
+
+    with tf.io.gfile.GFile(path) as handle:
+        text = handle.read()
+    try:
+        return [_conversation(json.loads(text), path)]
+    except json.JSONDecodeError as exc:
+        lines = [(number, line) for number, line in enumerate(text.splitlines(), 1) if line.strip()]
+        if len(lines) < 2:
+            raise ValueError(f"{path} is not valid JSON: {exc}") from None
+    conversations = []
+    for number, line in lines:
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"{path} is neither one JSON document nor JSON Lines: line {number} is not valid JSON: {exc}"
+            ) from None
+        conversations.append(_conversation(value, f"{path} line {number}"))
+    return conversations
 
 
 def resolve_model_dir(path: str, serving_dir: str = "") -> str:

@@ -468,6 +468,33 @@ def test_textgen_generate_chat_answers_as_transformers(served, tmp_path, capsys)
     assert printed[0]["messages"] == [{"role": role, "content": content} for role, content in conversation]
 
 
+def test_textgen_generate_messages_answers_each_conversation_of_a_json_lines_file(served, tmp_path, capsys):
+    """--messages with a .jsonl file in the training data's record form (a bare list on another
+    line): one reply per conversation, in order, from one call, each transformers' greedy reply."""
+    from textgen_cli.cli import main
+
+    name, _, _, _, export_dir, _ = served
+    rows = _rows(name)
+    conversations = list(rows)[:3]
+    lines = tmp_path / "conversations.jsonl"
+    records = [
+        {"messages": [{"role": role, "content": content} for role, content in conversation], "id": number}
+        if number % 2 == 0
+        else [{"role": role, "content": content} for role, content in conversation]
+        for number, conversation in enumerate(conversations)
+    ]
+    lines.write_text("\n".join(json.dumps(record) for record in records) + "\n", encoding="utf-8")
+    flags = ["--max-new-tokens", str(_generations(name)["max_new_tokens"]), "--temperature", "0", "--top-k", "0"]
+    assert main(["generate", "--model", export_dir, *flags, "--json", "--messages", str(lines)]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [[(m["role"], m["content"]) for m in line["messages"]] for line in printed] == [
+        list(c) for c in conversations
+    ]
+    assert [(line["reply"], line["stopped"]) for line in printed] == [
+        (rows[c]["text"], rows[c]["stopped"]) for c in conversations
+    ]
+
+
 def test_score_replies_scores_the_reply_tokens_of_transformers_ids(served):
     """The reply of a conversation: the tokens between its prompt (transformers' ids with the
     generation prompt) and the conversation's end (transformers' ids without), end-of-turn included."""

@@ -220,6 +220,66 @@ def test_generate_from_a_saved_model_that_does_not_load_is_one_line(tmp_path, ca
     assert f"textgen: cannot generate from {model}: Cannot parse file" in _one_line_error(capsys)
 
 
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Sync stopped."}]
+TURNS = [("system", "Be brief."), ("user", "Sync stopped.")]
+
+
+def test_messages_reads_a_bare_list_a_training_record_and_json_lines(tmp_path):
+    """`generate --messages`: a JSON list of turns, the training data's {"messages": [...]} record
+    (its other keys ignored), pretty-printed or not, or a JSON Lines file of either, one
+    conversation per line."""
+    import json
+
+    from pipeline.samples import read_conversations
+
+    bare, record, lines = tmp_path / "bare.json", tmp_path / "record.json", tmp_path / "data.jsonl"
+    bare.write_text(json.dumps(MESSAGES), encoding="utf-8")
+    record.write_text(json.dumps({"messages": MESSAGES, "id": 7}, indent=2), encoding="utf-8")
+    lines.write_text(
+        json.dumps({"messages": MESSAGES, "source": "tickets"}) + "\n\n" + json.dumps(MESSAGES[1:]) + "\n",
+        encoding="utf-8",
+    )
+    assert read_conversations(str(bare)) == [TURNS]
+    assert read_conversations(str(record)) == [TURNS]
+    assert read_conversations(str(lines)) == [TURNS, TURNS[1:]]
+
+
+@pytest.mark.parametrize(
+    "text,problem",
+    [
+        (
+            '{"prompt": "Hi", "completion": "Hello"}',
+            """: an object needs a "messages" list (its keys: 'completion', 'prompt'); expected a JSON list""",
+        ),
+        ('"Hi"', ": a string is no conversation; expected a JSON list"),
+        ('{"messages": []}', ": an empty list is no conversation"),
+        ('[{"role": "user"}]', ": message 0 is not an object with string role and content"),
+        ('[{"role": "user", "content": "Hi"}]\n{"messages": 3}', " line 2: a number is no conversation"),
+        (
+            '[{"role": "user", "content": "Hi"}]\n{"messages": [',
+            " is neither one JSON document nor JSON Lines: line 2 is not valid JSON",
+        ),
+        ("[{", " is not valid JSON"),
+    ],
+)
+def test_messages_in_any_other_form_is_a_usage_error_naming_the_file_and_the_forms(text, problem, tmp_path, capsys):
+    model = fake_saved_model(tmp_path / "model")  # the file is read before the model is loaded
+    path = tmp_path / "conversation.json"
+    path.write_text(text, encoding="utf-8")
+    assert main(["generate", "--model", model, "--messages", str(path)]) == EXIT_USAGE
+    assert _one_line_error(capsys).startswith(f"textgen: generate: --messages {path}{problem}")
+
+
+def test_messages_with_system_or_prompts_is_a_usage_error(tmp_path, capsys):
+    model = fake_saved_model(tmp_path / "model")
+    path = tmp_path / "conversation.json"
+    path.write_text("[]", encoding="utf-8")
+    assert main(["generate", "--model", model, "--messages", str(path), "--system", "Be brief."]) == EXIT_USAGE
+    assert "with --messages put a system turn in the conversation" in _one_line_error(capsys)
+    assert main(["generate", "--model", model, "--messages", str(path), "Hi"]) == EXIT_USAGE
+    assert "--messages takes whole conversations; give no prompts with it" in _one_line_error(capsys)
+
+
 def test_a_refused_rollback_creates_nothing(tmp_path, capsys):
     missing = tmp_path / "no" / "such" / "dir"
     assert main(["rollback", "--output-root", str(missing)]) == EXIT_FAILED

@@ -252,10 +252,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     generate.add_argument(
         "--messages",
-        metavar="FILE.json",
+        metavar="FILE",
         default=None,
-        help="A JSON list of {role, content} turns (roles system, user, assistant): the model's "
-        "reply to that conversation, through its chat template.",
+        help="Conversations to reply to, through the model's chat template (roles system, user, "
+        'assistant): a JSON list of {role, content} turns, or a {"messages": [...]} record as in the '
+        "training data; a JSON Lines file (.jsonl) holds one conversation per line, each answered "
+        "in the same call.",
     )
     generate.add_argument(
         "--max-new-tokens",

@@ -188,7 +188,7 @@ def generate(args: argparse.Namespace) -> int:
     if args.chat or args.messages or args.system is not None:
         return _chat(args, model_dir)
     if not args.prompts:
-        raise errors.UsageError("generate: give one or more prompts (or --messages FILE.json)")
+        raise errors.UsageError("generate: give one or more prompts (or --messages FILE)")
     try:
         continuations = samples.generate(
             model_dir, args.prompts, args.max_new_tokens, args.temperature, args.top_k, args.seed, top_p=args.top_p
@@ -210,9 +210,13 @@ def _chat(args: argparse.Namespace, model_dir: str) -> int:
 
     if args.messages:
         if args.prompts:
-            raise errors.UsageError("generate: --messages takes the whole conversation; give no prompts with it")
+            raise errors.UsageError("generate: --messages takes whole conversations; give no prompts with it")
+        if args.system is not None:
+            raise errors.UsageError(
+                "generate: --system is for --chat prompts; with --messages put a system turn in the conversation"
+            )
         try:
-            conversations = [samples.read_messages(args.messages)]
+            conversations = samples.read_conversations(args.messages)
         except ValueError as exc:
             raise errors.UsageError(f"generate: --messages {exc}") from exc
     elif not args.prompts:
