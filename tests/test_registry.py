@@ -83,6 +83,29 @@ def test_embedded_registry_records_lineage_is_idempotent_and_moves_the_alias(tmp
     assert os.path.exists(os.path.join(registry_dir, "mlflow.db"))
 
 
+def test_creating_the_embedded_store_leaves_the_process_logging_as_it_was(tmp_path):
+    """MLflow's migrations configure logging from alembic.ini when they create a store's tables;
+    the root logger keeps the handler it had (the CLI's, with its progress filter) and its level,
+    and the migrations' records go through that handler, not a stderr handler of their own."""
+    import io
+    import logging
+
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    ours = logging.StreamHandler(io.StringIO())
+    root.handlers[:] = [ours]
+    root.setLevel(logging.INFO)
+    try:
+        registry.ModelRegistry(registry.embedded_tracking_uri(str(tmp_path / "registry")), "textgen")
+        kept = (root.handlers[:], root.level, logging.getLogger("alembic").level)
+    finally:
+        root.handlers[:], level = saved
+        root.setLevel(level)
+    assert os.path.exists(tmp_path / "registry" / registry.EMBEDDED_DB_NAME)
+    assert kept == ([ours], logging.INFO, logging.NOTSET)
+    assert "Running upgrade" in ours.stream.getvalue()
+
+
 def test_tracking_uri_precedence_and_credentials_file(tmp_path, monkeypatch):
     monkeypatch.delenv(registry.TRACKING_URI_ENV, raising=False)
     assert registry.resolve_tracking_uri("", str(tmp_path)).startswith("sqlite:///")

@@ -218,6 +218,27 @@ def _default_artifact_root(path: str):
         tracking_utils.DEFAULT_LOCAL_FILE_AND_ARTIFACT_PATH = saved
 
 
+@contextlib.contextmanager
+def _process_logging_kept():
+    """Keeps the process's logging as it is while MLflow opens a store.
+
+    Opening a SQL store whose tables do not exist yet runs MLflow's alembic migrations, whose
+    env.py calls `logging.config.fileConfig(alembic.ini)`: that replaced the root logger's handlers
+    (the CLI's filtered progress handler) with a plain stderr one at WARN and set the `alembic`
+    logger to INFO, so the first run under an output root printed about 20
+    `INFO [alembic.runtime.migration]` lines and then every absl INFO line unfiltered. The
+    migrations' records now go through the handlers the process has (`textgen --verbose` shows them).
+    """
+    import logging.config
+
+    saved = logging.config.fileConfig
+    logging.config.fileConfig = lambda *args, **kwargs: None
+    try:
+        yield
+    finally:
+        logging.config.fileConfig = saved
+
+
 def find_production_model(registry_config, model_name: str, registry_dir: Optional[str]) -> Optional[ProductionModel]:
     """The production model of the registry `registry_config` points at, or None.
 
@@ -251,13 +272,14 @@ class ModelRegistry:
         self.model_name = model_name
         self.production_alias = production_alias
         self.artifact_root = artifact_root
-        if tracking_uri.startswith("sqlite:///"):  # the embedded store: its directory is ours to make
-            store_dir = os.path.dirname(tracking_uri[len("sqlite:///") :]) or "."
-            os.makedirs(store_dir, exist_ok=True)
-            with _default_artifact_root(artifact_root or os.path.join(store_dir, "artifacts")):
+        with _process_logging_kept():  # the client opens the tracking store (and creates its tables)
+            if tracking_uri.startswith("sqlite:///"):  # the embedded store: its directory is ours to make
+                store_dir = os.path.dirname(tracking_uri[len("sqlite:///") :]) or "."
+                os.makedirs(store_dir, exist_ok=True)
+                with _default_artifact_root(artifact_root or os.path.join(store_dir, "artifacts")):
+                    self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
+            else:
                 self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
-        else:
-            self.client = MlflowClient(tracking_uri=tracking_uri, registry_uri=tracking_uri)
 
     @classmethod
     def from_config(
