@@ -144,6 +144,11 @@ def read_conversations(path: str):
     return conversations
 
 
+def _versions(serving_dir: str) -> List[int]:
+    """The integer version directories under a serving base path, lowest first."""
+    return sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(serving_dir) if name.rstrip("/").isdigit())
+
+
 def resolve_model_dir(path: str, serving_dir: str = "") -> str:
     """A SavedModel directory as given; under a serving base path, the version its models.config
     labels `stable` (what TF Serving serves as stable: after a rollback, the version rolled back
@@ -152,7 +157,13 @@ def resolve_model_dir(path: str, serving_dir: str = "") -> str:
     if path.isdigit() and serving_dir and not tf.io.gfile.exists(path):
         version_dir = os.path.join(serving_dir, path)
         if not tf.io.gfile.exists(os.path.join(version_dir, "saved_model.pb")):
-            raise FileNotFoundError(f"no pushed model version {path}: {version_dir} holds no saved_model.pb")
+            pushed = _versions(serving_dir) if tf.io.gfile.isdir(serving_dir) else []
+            found = f"its versions are {', '.join(map(str, pushed))}" if pushed else "it holds no pushed version"
+            raise FileNotFoundError(
+                f"no pushed model version {path} under {serving_dir} ({found}); a version number is looked "
+                "up under the --output-root's serving/ (default runs/local): give --output-root for another "
+                "run's, or --model with the SavedModel's path"
+            )
         return version_dir
     if tf.io.gfile.exists(os.path.join(path, "saved_model.pb")):
         return path
@@ -160,7 +171,7 @@ def resolve_model_dir(path: str, serving_dir: str = "") -> str:
         stable = serving_config.read_labels(path).get(serving_config.STABLE_LABEL)
         if stable is not None:
             return os.path.join(path, str(stable))
-        versions = sorted(int(name.rstrip("/")) for name in tf.io.gfile.listdir(path) if name.rstrip("/").isdigit())
+        versions = _versions(path)
         if versions:
             return os.path.join(path, str(versions[-1]))
     raise FileNotFoundError(f"{path} is neither a SavedModel directory nor a serving directory with versions")

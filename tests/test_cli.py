@@ -199,7 +199,15 @@ def test_generate_resolves_a_version_number_under_the_serving_dir(tmp_path, caps
     assert resolve_model_dir("2", str(serving)) == str(serving / "2")
     assert resolve_model_dir(str(serving)) == str(serving / "2")
     assert main(["generate", "--model", "7", "--output-root", str(tmp_path), "hello"]) == EXIT_FAILED
-    assert "no pushed model version 7" in _one_line_error(capsys)
+    assert _one_line_error(capsys) == (
+        f"textgen: no pushed model version 7 under {serving} (its versions are 2); a version number is looked up "
+        "under the --output-root's serving/ (default runs/local): give --output-root for another run's, or "
+        "--model with the SavedModel's path\n"
+    )
+    assert main(["generate", "--model", "1", "--output-root", str(tmp_path / "elsewhere"), "hello"]) == EXIT_FAILED
+    assert f"no pushed model version 1 under {tmp_path / 'elsewhere' / 'serving'} (it holds no pushed version)" in (
+        _one_line_error(capsys)
+    )
 
 
 def test_generate_from_a_serving_dir_uses_the_stable_version_not_the_highest(tmp_path):
