@@ -160,6 +160,21 @@ def test_a_rest_body_carries_text_that_is_not_utf8_as_b64():
     assert body["inputs"]["texts"] == [{"b64": base64.b64encode(b"\xff\xfeok").decode("ascii")}, "Zoë"]
 
 
+def test_the_documented_way_to_call_a_signature_without_textgen_runs(exported_model, capsys):
+    """docs/serving.md, "Calling a signature without `textgen`": its Python block, on the model."""
+    from pipeline.config import PROJECT_ROOT
+
+    _, export_dir = exported_model
+    with open(os.path.join(PROJECT_ROOT, "docs", "serving.md"), encoding="utf-8") as handle:
+        page = handle.read()
+    section = page[page.index("### Calling a signature without `textgen`") :]
+    block = section[section.index("```python\n") + len("```python\n") : section.index("\n```\n")]
+    assert 'tf.saved_model.load("runs/local/serving/1")' in block
+    exec(block.replace("runs/local/serving/1", export_dir), {})
+    printed = capsys.readouterr().out
+    assert printed.endswith("]\n") and 1 <= int(printed[printed.rindex("[") + 1 : -2]) <= 20, printed
+
+
 def test_a_grpc_score_request_returns_one_score_per_text(exported_model):
     model, _ = exported_model
     request = _over_the_wire(predict_requests.predict_request("textgen", "score", texts=["ab", "hello there"]))
