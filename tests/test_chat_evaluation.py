@@ -110,26 +110,26 @@ def test_the_paired_bootstrap_interval_covers_a_known_difference():
 
 def test_a_model_tuned_on_the_task_passes_the_non_regression_gate_against_its_base(models):
     result = chat_eval.evaluate_replies(models["tuned"], models["base"], CONVERSATIONS, ReplyOptions(), "")
-    gate = next(g for g in result["gates"] if g.name == "quality.reply_rouge_l")
+    gate = next(g for g in result.gates if g.name == "quality.reply_rouge_l")
     assert gate.passed and not gate.skipped, gate.reason
     assert_passes_with_margin(gate.to_dict())
-    comparison = result["metrics"]["comparison"]["rouge_l"]
+    comparison = result.metrics["comparison"]["rouge_l"]
     assert comparison["wins"] == len(CONVERSATIONS) and comparison["low"] > 0.3
-    assert result["samples"][0]["candidate"] == CONVERSATIONS[0][1][1]
+    assert result.samples[0]["candidate"] == CONVERSATIONS[0][1][1]
 
 
 def test_a_model_whose_replies_were_shuffled_between_conversations_is_refused(models):
     result = chat_eval.evaluate_replies(models["shuffled"], models["tuned"], CONVERSATIONS, ReplyOptions(), "")
-    gate = next(g for g in result["gates"] if g.name == "quality.reply_rouge_l")
+    gate = next(g for g in result.gates if g.name == "quality.reply_rouge_l")
     assert not gate.passed, gate.reason
     assert_refused_with_margin(gate.to_dict())
-    comparison = result["metrics"]["comparison"]["rouge_l"]
+    comparison = result.metrics["comparison"]["rouge_l"]
     assert comparison["high"] < -0.3 and comparison["losses"] == len(CONVERSATIONS)
 
 
 def test_without_a_baseline_the_non_regression_gate_is_skipped_with_the_reason(models):
     result = chat_eval.evaluate_replies(models["tuned"], None, CONVERSATIONS, ReplyOptions(), "first run")
-    gate = next(g for g in result["gates"] if g.name == "quality.reply_rouge_l")
+    gate = next(g for g in result.gates if g.name == "quality.reply_rouge_l")
     assert gate.skipped and "first run" in gate.reason
 
 
@@ -137,8 +137,8 @@ def test_the_stop_rate_gate_refuses_a_model_that_never_ends_its_reply(models):
     options = ReplyOptions()
     stops = chat_eval.evaluate_replies(models["tuned"], None, CONVERSATIONS, options, "")
     never = chat_eval.evaluate_replies(models["never_stops"], None, CONVERSATIONS, options, "")
-    passing = next(g for g in stops["gates"] if g.name == "quality.stop_rate")
-    refused = next(g for g in never["gates"] if g.name == "quality.stop_rate")
+    passing = next(g for g in stops.gates if g.name == "quality.stop_rate")
+    refused = next(g for g in never.gates if g.name == "quality.stop_rate")
     assert passing.passed and passing.value == 1.0
     assert not refused.passed and refused.value == 0.0
     assert_refused_with_margin(refused.to_dict())
@@ -152,8 +152,8 @@ def test_safety_probes_through_the_template_reach_the_replies_raw_text_would_not
     scorer = load_scorer(config.scorer, config)
     as_raw_text = safety.evaluate_safety(models["abusive_replies"], scorer, config)
     as_user_turns = safety.evaluate_safety(ChatProbeClient(models["abusive_replies"]), scorer, config)
-    raw = {g.name: g for g in as_raw_text["gates"]}
-    templated = {g.name: g for g in as_user_turns["gates"]}
+    raw = {g.name: g for g in as_raw_text.gates}
+    templated = {g.name: g for g in as_user_turns.gates}
     assert raw["safety.toxic_fraction"].passed  # its raw continuations are polite
     assert not templated["safety.toxic_fraction"].passed  # its replies are not
     assert_refused_with_margin(templated["safety.toxic_fraction"].to_dict())
@@ -207,10 +207,10 @@ def test_a_model_that_follows_the_bundled_instructions_scores_them_all(tmp_path)
         8,
         required=signatures.CHAT_SIGNATURES,
     )
-    assert instruction_following.evaluate_instruction_following(good, options)["metrics"]["strict_accuracy"] == 1.0
+    assert instruction_following.evaluate_instruction_following(good, options).metrics["strict_accuracy"] == 1.0
     gated = options.model_copy(update={"min_accuracy": 0.5})
     result = instruction_following.evaluate_instruction_following(poor, gated)
-    assert result["metrics"]["strict_accuracy"] < 0.5 and not result["gates"][0].passed
+    assert result.metrics["strict_accuracy"] < 0.5 and not result.gates[0].passed
 
 
 def _regex_literal(text: str) -> str:
@@ -238,7 +238,7 @@ def test_the_evaluator_judges_a_conversation_model_on_its_replies_and_reports_th
     """evaluate_candidate on a conversation model (transformed examples with a loss mask): quality
     on the replies, the reply and stop-rate gates, safety and bias through the template, rule
     checks, and a report with the conversations side by side."""
-    from components.evaluator.evaluation import evaluate_candidate
+    from components.evaluator.evaluation import EvaluationInputs, evaluate_candidate
     from components.evaluator.report import render_report
     from tests.test_packing import SPEC, _write
 
@@ -252,7 +252,15 @@ def test_the_evaluator_judges_a_conversation_model_on_its_replies_and_reports_th
         bias={"templates_per_group": 2}, safety={"prompts_per_category": 1, "completions_per_prompt": 1}
     )
     evaluation = evaluate_candidate(
-        candidate, tokens, SPEC, config, train_files=[str(raw)], train_token_files=[tokens], raw_eval_files=[str(raw)]
+        EvaluationInputs(
+            candidate,
+            tokens,
+            SPEC,
+            config,
+            train_files=[str(raw)],
+            train_token_files=[tokens],
+            raw_eval_files=[str(raw)],
+        )
     )
     result = evaluation.to_dict()
     assert result["metrics"]["quality"]["measured_on"].startswith("replies")

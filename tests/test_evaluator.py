@@ -179,7 +179,7 @@ def test_candidate_and_baseline_with_different_tokenizers_compare_in_bits_per_by
 ):
     """Each model tokenizes the raw eval text with its own tokenizer; the change gate is their
     bits-per-byte ratio, as computed independently here (not skipped, no id out of range)."""
-    from components.evaluator.evaluation import evaluate_candidate
+    from components.evaluator.evaluation import EvaluationInputs, evaluate_candidate
     from components.evaluator.options import EvaluatorOptions
 
     output_dir, examples, documents = transform_artifacts
@@ -199,12 +199,14 @@ def test_candidate_and_baseline_with_different_tokenizers_compare_in_bits_per_by
     )
     baseline_dir, baseline_model = other_tokenizer_export
     evaluation = evaluate_candidate(
-        exported_model[1],
-        examples,
-        tft.TFTransformOutput(output_dir).transformed_feature_spec(),
-        config,
-        baseline_dir=baseline_dir,
-        raw_eval_files=[raw],
+        EvaluationInputs(
+            exported_model[1],
+            examples,
+            tft.TFTransformOutput(output_dir).transformed_feature_spec(),
+            config,
+            baseline_dir=baseline_dir,
+            raw_eval_files=[raw],
+        )
     )
     candidate_bpb = _independent_bits_per_byte(exported_model[1], tokenizer_model, documents)
     baseline_bpb = _independent_bits_per_byte(baseline_dir, baseline_model, documents)

@@ -17,7 +17,7 @@ import tensorflow_transform as tft
 
 from components.evaluator import pii, safety
 from components.evaluator.bias import load_suite
-from components.evaluator.evaluation import evaluate_candidate
+from components.evaluator.evaluation import EvaluationInputs, evaluate_candidate
 from components.evaluator.gates import margin
 from components.evaluator.group_pairs import paired_test
 from components.evaluator.options import EvaluatorOptions, SafetyOptions
@@ -119,7 +119,9 @@ def _gates(evaluation):
 
 
 def test_clean_model_passes_every_gate(models, eval_data, train_documents):
-    evaluation = evaluate_candidate(models["clean"], *eval_data, _config(), train_files=[train_documents[0]])
+    evaluation = evaluate_candidate(
+        EvaluationInputs(models["clean"], *eval_data, _config(), train_files=[train_documents[0]])
+    )
     assert evaluation.blessed, evaluation.reason
     gates = _gates(evaluation)
     assert gates["quality.perplexity"].value == pytest.approx(math.exp(2.0), rel=1e-5)
@@ -136,7 +138,7 @@ def test_clean_model_passes_every_gate(models, eval_data, train_documents):
 
 
 def test_model_emitting_unsafe_text_is_refused(models, eval_data):
-    evaluation = evaluate_candidate(models["unsafe"], *eval_data, _config())
+    evaluation = evaluate_candidate(EvaluationInputs(models["unsafe"], *eval_data, _config()))
     gates = _gates(evaluation)
     assert not evaluation.blessed
     for name in ("safety.toxic_fraction", "safety.expected_max_toxicity", "safety.toxicity_probability"):
@@ -149,7 +151,7 @@ def test_model_emitting_unsafe_text_is_refused(models, eval_data):
 
 
 def test_model_leaking_planted_email_addresses_is_refused(models, eval_data):
-    evaluation = evaluate_candidate(models["leaky"], *eval_data, _config())
+    evaluation = evaluate_candidate(EvaluationInputs(models["leaky"], *eval_data, _config()))
     gates = _gates(evaluation)
     assert not evaluation.blessed
     assert gates["safety.pii_leak_rate"].verdict == "FAIL" and gates["safety.pii_leak_rate"].value == 1.0
@@ -159,7 +161,9 @@ def test_model_leaking_planted_email_addresses_is_refused(models, eval_data):
 
 
 def test_leak_rate_threshold_is_configurable(models, eval_data):
-    evaluation = evaluate_candidate(models["leaky"], *eval_data, _config(safety={"max_pii_leak_rate": 1.0}))
+    evaluation = evaluate_candidate(
+        EvaluationInputs(models["leaky"], *eval_data, _config(safety={"max_pii_leak_rate": 1.0}))
+    )
     assert _gates(evaluation)["safety.pii_leak_rate"].passed
 
 
@@ -168,7 +172,7 @@ def _verdicts(evaluation):
 
 
 def test_model_treating_one_group_differently_fails_the_bias_gates(models, eval_data):
-    evaluation = evaluate_candidate(models["biased"], *eval_data, _config())
+    evaluation = evaluate_candidate(EvaluationInputs(models["biased"], *eval_data, _config()))
     json.dumps(evaluation.to_dict())
     gates = _gates(evaluation)
     assert not evaluation.blessed
@@ -196,7 +200,7 @@ def test_model_treating_one_group_differently_fails_the_bias_gates(models, eval_
 
 
 def test_model_that_knows_every_group_and_treats_them_alike_passes_the_bias_gates(models, eval_data):
-    evaluation = evaluate_candidate(models["fair"], *eval_data, _config())
+    evaluation = evaluate_candidate(EvaluationInputs(models["fair"], *eval_data, _config()))
     gates = _gates(evaluation)
     assert evaluation.blessed, evaluation.reason
     assert set(_verdicts(evaluation).values()) == {"passed"}
@@ -206,18 +210,22 @@ def test_model_that_knows_every_group_and_treats_them_alike_passes_the_bias_gate
 def test_groups_the_model_does_not_know_are_unmeasured_not_failed_unless_configured(models, eval_data):
     """A model that finds group terms no likelier than the placebos: every group is reported
     `unmeasured`; the gate passes by default and fails when every group must be measured."""
-    evaluation = evaluate_candidate(models["clean"], *eval_data, _config())
+    evaluation = evaluate_candidate(EvaluationInputs(models["clean"], *eval_data, _config()))
     gates = _gates(evaluation)
     assert set(_verdicts(evaluation).values()) == {"unmeasured"}
     assert gates["bias.association"].passed and gates["bias.unmeasured_groups"].value == 1.0
     assert gates["bias.unmeasured_groups"].passed and evaluation.blessed
-    strict = evaluate_candidate(models["clean"], *eval_data, _config(bias={"max_unmeasured_fraction": 0.0}))
+    strict = evaluate_candidate(
+        EvaluationInputs(models["clean"], *eval_data, _config(bias={"max_unmeasured_fraction": 0.0}))
+    )
     assert not _gates(strict)["bias.unmeasured_groups"].passed and not strict.blessed
     assert "en a young person" in _gates(strict)["bias.unmeasured_groups"].reason
 
 
 def test_model_regurgitating_training_documents_fails_the_memorization_gate(models, eval_data, train_documents):
-    evaluation = evaluate_candidate(models["memorising"], *eval_data, _config(), train_files=[train_documents[0]])
+    evaluation = evaluate_candidate(
+        EvaluationInputs(models["memorising"], *eval_data, _config(), train_files=[train_documents[0]])
+    )
     gate = _gates(evaluation)["safety.memorization"]
     assert gate.verdict == "FAIL" and gate.value == 1.0
     assert evaluation.metrics["memorization"]["documents_probed"] == 4
@@ -232,7 +240,9 @@ def _programmed_bits_per_byte(documents, nll, bytes_per_token):
 def test_baseline_change_gate_in_both_directions(models, eval_data, raw_eval):
     raw_files, documents = raw_eval
     worse = evaluate_candidate(
-        models["clean"], *eval_data, _config(), baseline_dir=models["better"], raw_eval_files=raw_files
+        EvaluationInputs(
+            models["clean"], *eval_data, _config(), baseline_dir=models["better"], raw_eval_files=raw_files
+        )
     )
     gate = _gates(worse)["quality.bits_per_byte_change"]
     assert gate.verdict == "FAIL" and gate.value == pytest.approx(1.0, rel=1e-5)  # twice the NLL, same tokens
@@ -242,7 +252,9 @@ def test_baseline_change_gate_in_both_directions(models, eval_data, raw_eval):
     assert quality["baseline_perplexity"] == pytest.approx(math.e, rel=1e-5)
     assert quality["text_bytes"] == sum(len(d.encode()) for d in documents)
     improved = evaluate_candidate(
-        models["better"], *eval_data, _config(), baseline_dir=models["clean"], raw_eval_files=raw_files
+        EvaluationInputs(
+            models["better"], *eval_data, _config(), baseline_dir=models["clean"], raw_eval_files=raw_files
+        )
     )
     assert _gates(improved)["quality.bits_per_byte_change"].verdict == "PASS" and improved.blessed
 
@@ -254,7 +266,7 @@ def test_a_model_probed_as_a_candidate_is_not_probed_again_as_the_next_runs_base
     back from the probe cache (same model, same settings), equal to probing it again; a copy of
     the model (what the Pusher publishes) hits, other settings or another model miss."""
     cache = ProbeCache(str(tmp_path / "probes"))
-    earlier = evaluate_candidate(models["unsafe"], *eval_data, _config(), probe_cache=cache)
+    earlier = evaluate_candidate(EvaluationInputs(models["unsafe"], *eval_data, _config(), probe_cache=cache))
     production = str(tmp_path / "serving" / "1")
     shutil.copytree(models["unsafe"], production)  # published as the Pusher does, with its push record beside
     os.makedirs(os.path.join(production, "assets.extra"), exist_ok=True)
@@ -265,7 +277,9 @@ def test_a_model_probed_as_a_candidate_is_not_probed_again_as_the_next_runs_base
     monkeypatch.setattr(
         safety, "evaluate_safety", lambda client, *args: probed.append(client) or real_safety(client, *args)
     )
-    reused = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=production, probe_cache=cache)
+    reused = evaluate_candidate(
+        EvaluationInputs(models["clean"], *eval_data, _config(), baseline_dir=production, probe_cache=cache)
+    )
     comparison = reused.metrics["baseline_comparison"]
     assert comparison["baseline_probes"] == "reused" and len(probed) == 1  # the candidate's own probes only
     assert (
@@ -274,16 +288,20 @@ def test_a_model_probed_as_a_candidate_is_not_probed_again_as_the_next_runs_base
         > 0.5
     )
     probed.clear()
-    again = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=production)  # no cache
+    again = evaluate_candidate(
+        EvaluationInputs(models["clean"], *eval_data, _config(), baseline_dir=production)
+    )  # no cache
     assert again.metrics["baseline_comparison"]["baseline_probes"] == "run" and len(probed) == 2
     assert again.metrics["baseline_comparison"]["safety"] == comparison["safety"]
     assert again.metrics["baseline_comparison"]["bias"] == comparison["bias"]
     other_seed = evaluate_candidate(
-        models["clean"], *eval_data, _config(safety={"seed": 7}), baseline_dir=production, probe_cache=cache
+        EvaluationInputs(
+            models["clean"], *eval_data, _config(safety={"seed": 7}), baseline_dir=production, probe_cache=cache
+        )
     )
     assert other_seed.metrics["baseline_comparison"]["baseline_probes"] == "run"
     other_model = evaluate_candidate(
-        models["unsafe"], *eval_data, _config(), baseline_dir=models["leaky"], probe_cache=cache
+        EvaluationInputs(models["unsafe"], *eval_data, _config(), baseline_dir=models["leaky"], probe_cache=cache)
     )
     assert other_model.metrics["baseline_comparison"]["baseline_probes"] == "run"
 
@@ -293,7 +311,9 @@ def test_change_gate_compares_models_with_different_tokenizers_in_bits_per_byte(
     it is better, so the candidate fails the change gate, by exactly the independent ratio."""
     raw_files, documents = raw_eval
     evaluation = evaluate_candidate(
-        models["clean"], *eval_data, _config(), baseline_dir=models["coarser"], raw_eval_files=raw_files
+        EvaluationInputs(
+            models["clean"], *eval_data, _config(), baseline_dir=models["coarser"], raw_eval_files=raw_files
+        )
     )
     gate = _gates(evaluation)["quality.bits_per_byte_change"]
     expected = _programmed_bits_per_byte(documents, 2.0, 4) / _programmed_bits_per_byte(documents, 3.0, 8) - 1
@@ -303,7 +323,9 @@ def test_change_gate_compares_models_with_different_tokenizers_in_bits_per_byte(
 
 
 def test_without_raw_eval_text_the_change_gate_says_why(models, eval_data):
-    evaluation = evaluate_candidate(models["clean"], *eval_data, _config(), baseline_dir=models["better"])
+    evaluation = evaluate_candidate(
+        EvaluationInputs(models["clean"], *eval_data, _config(), baseline_dir=models["better"])
+    )
     gate = _gates(evaluation)["quality.bits_per_byte_change"]
     assert gate.skipped and "no raw eval examples" in gate.reason
 
@@ -363,7 +385,7 @@ def test_every_gate_through_the_real_exported_model(exported_model, eval_data, t
         bias={"templates_per_group": 2, "max_new_tokens": 4, "templates_file": str(templates), "placebo_endings": True},
         safety={"max_new_tokens": 4},
     )
-    evaluation = evaluate_candidate(model_dir, *eval_data, config)
+    evaluation = evaluate_candidate(EvaluationInputs(model_dir, *eval_data, config))
     expected = eval_split_perplexity(model_dir, *eval_data, batch_size=config.batch_size)
     assert evaluation.metrics["quality"]["perplexity"] == pytest.approx(expected.perplexity, rel=1e-5)
     assert {g.name for g in evaluation.gates} >= {
@@ -464,7 +486,9 @@ def test_external_scorer_plugs_in_by_dotted_path(models, eval_data):
     with pytest.raises(ValueError, match="cannot be imported"):
         load_scorer("tests.no_such_module.Scorer", SafetyOptions())
     evaluation = evaluate_candidate(
-        models["clean"], *eval_data, _config(safety={"scorer": "tests.test_evaluator_gates.AlwaysToxic"})
+        EvaluationInputs(
+            models["clean"], *eval_data, _config(safety={"scorer": "tests.test_evaluator_gates.AlwaysToxic"})
+        )
     )
     assert not evaluation.blessed and not _gates(evaluation)["safety.toxic_fraction"].passed
 

@@ -44,7 +44,7 @@ from components.evaluator.association import (
     measure_groups,
     needs_placebo_endings,
 )
-from components.evaluator.gates import upper_bound_gate
+from components.evaluator.gates import FamilyResult, upper_bound_gate
 from components.evaluator.group_pairs import (
     compare_pair,
     continuation_placebos,
@@ -389,7 +389,7 @@ def judge_group_pairs(
 
 def evaluate_bias(
     client: ModelClient, toxicity: ToxicityScorer, sentiment: SentimentScorer, config, toxicity_threshold: float
-) -> Dict[str, Any]:
+) -> FamilyResult:
     """Measures every group and group pair (see module docstring); `config` is the `BiasOptions`."""
     suite = _sampled_suite(config)
     effects, truncated, scored = measure_associations(client, suite, config)
@@ -409,4 +409,4 @@ def evaluate_bias(
         "truncated_texts": truncated,
         "flagged_pairs": sum(p["sentiment_flagged"] or p["unsafe_flagged"] for p in pairs),
     }
-    return {"metrics": metrics, "gates": gates, "flagged": flagged}
+    return FamilyResult("bias", gates, metrics, flagged, scored={"groups": len(effects), "texts": scored})

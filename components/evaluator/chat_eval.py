@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from components.evaluator import reply_metrics
-from components.evaluator.gates import GateResult, lower_bound_gate
+from components.evaluator.gates import FamilyResult, GateResult, lower_bound_gate
 from components.model_client import ModelClient
 
 Conversation = List[Tuple[str, str]]
@@ -93,12 +93,14 @@ def evaluate_replies(
     conversations: Sequence[Conversation],
     options,
     baseline_skip_reason: str,
-) -> Dict[str, Any]:
-    """The reply metrics and gates of a chat model (module docstring): {"gates", "metrics", "samples"}."""
+) -> FamilyResult:
+    """The reply metrics and gates of a chat model (module docstring), with `options.report_samples`
+    conversations side by side."""
     tasks = reply_tasks(conversations, options.conversations)
     if not tasks:
-        return {
-            "gates": [
+        return FamilyResult(
+            "replies",
+            [
                 GateResult.skip(
                     "quality.stop_rate", options.min_stop_rate, "no eval conversation ends in an assistant turn"
                 ),
@@ -108,9 +110,8 @@ def evaluate_replies(
                     "no eval conversation ends in an assistant turn",
                 ),
             ],
-            "metrics": {"conversations": 0},
-            "samples": [],
-        }
+            {"conversations": 0},
+        )
     ours = generate_and_score(candidate, tasks, options)
     theirs = generate_and_score(baseline, tasks, options) if baseline is not None else None
     comparisons = {}
@@ -157,4 +158,4 @@ def evaluate_replies(
                 ),
             }
         )
-    return {"gates": gates, "metrics": metrics, "samples": samples}
+    return FamilyResult("replies", gates, metrics, samples=samples, scored={"conversations": len(tasks)})

@@ -32,7 +32,7 @@ from tfx.types import artifact_utils, standard_artifacts
 from tfx.utils import path_utils
 
 from components.evaluator.blessing_files import HTML_REPORT_FILE, REPORT_FILE
-from components.evaluator.evaluation import evaluate_candidate
+from components.evaluator.evaluation import EvaluationInputs, evaluate_candidate
 from components.evaluator.options import EvaluatorOptions
 from components.evaluator.probe_cache import ProbeCache
 from components.evaluator.report import render_report
@@ -102,7 +102,7 @@ def GatedEvaluator(
     config = EvaluatorOptions.from_parameter(options)
     production = find_production_model(RegistryOptions.from_parameter(registry), model_name, registry_dir or None)
     baseline_dir, baseline_reason = _baseline(model, production)
-    evaluation = evaluate_candidate(
+    inputs = EvaluationInputs(
         path_utils.serving_model_path(model.uri),
         os.path.join(artifact_utils.get_split_uri([examples], EVAL_SPLIT), "*"),
         tft.TFTransformOutput(transform_graph.uri).transformed_feature_spec(),
@@ -116,6 +116,7 @@ def GatedEvaluator(
         special=loaded.load(loaded.transform_graph_dir(transform_graph.uri)).special,
         probe_cache=ProbeCache(probe_cache_dir),
     )
+    evaluation = evaluate_candidate(inputs)
     result = evaluation.to_dict()
     if production is not None and baseline_dir:
         result["baseline"] = dict(result["baseline"] or {}, kind="production", registry=production.describe())

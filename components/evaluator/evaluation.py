@@ -1,22 +1,24 @@
-"""Runs every gate on a candidate model and decides the blessing.
+"""Runs every gate family on a candidate model and decides the blessing.
 
-Gates: quality (gain over a train-split unigram model, optional absolute perplexity per token,
-change in bits per byte vs the baseline), safety
-(HELM toxicity metrics, PII leaks, memorisation) and bias (association against placebo terms, sentiment
-gap, four-fifths rule). The model is blessed only if no gate fails; skipped gates (e.g. no
-baseline yet) are recorded with a reason.
+Families, in report order: quality (gain over a train-split unigram model, optional absolute
+perplexity per token, change in bits per byte vs the baseline), replies and instruction following
+(chat models), safety (HELM toxicity metrics, PII leaks), memorisation, bias (association against
+placebo terms, sentiment gap, four-fifths rule) and the baseline comparison (reported, not gated).
+Each returns a `FamilyResult` (gates.py); `Evaluation` composes them into evaluation.json. The
+model is blessed only if no gate fails; skipped gates (e.g. no baseline yet) are recorded with a
+reason.
 """
 
+import dataclasses
 import logging
 import math
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from components.evaluator import bias, chat_eval, instruction_following, memorization, perplexity, replies, safety
 from components.evaluator.chat_probes import ChatProbeClient
-from components.evaluator.gates import GateResult, blessing_reason
+from components.evaluator.gates import FamilyResult, GateResult, blessing_reason
 from components.evaluator.probe_cache import ProbeCache
 from components.evaluator.scorers import load_scorer
 from components.evaluator.sentiment import SentimentScorer
@@ -28,16 +30,74 @@ from components.transform.preprocessing import LOSS_MASK_KEY, RAW_TEXT_KEY
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class EvaluationInputs:
+    """What `evaluate_candidate` evaluates, built by component.py; `config` is the `EvaluatorOptions`.
+
+    `eval_files`: transformed eval examples (the candidate's tokens: perplexity per token);
+    `raw_eval_files`: raw eval examples (bits per byte of every model, each with its own
+    tokenizer; empty skips the change gate); `train_files`: raw train examples (memorisation
+    probe; empty skips it); `train_token_files`: transformed train examples (the unigram
+    reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare
+    with, or None with the reason; `special`: the candidate tokenizer's special ids (how its packed
+    blocks frame documents); `probe_cache`: where the candidate's safety and bias results are kept
+    and the baseline's looked up (probe_cache.py; None: none).
+    """
+
+    candidate_dir: str
+    eval_files: str
+    feature_spec: Dict[str, Any]
+    config: Any
+    train_files: Sequence[str] = ()
+    train_token_files: Sequence[str] = ()
+    baseline_dir: Optional[str] = None
+    baseline_skip_reason: str = "no blessed model exists yet"
+    beam_pipeline: Any = None
+    raw_eval_files: Sequence[str] = ()
+    special: SpecialTokens = LEARNED
+    probe_cache: Optional[ProbeCache] = None
+
+    @property
+    def conversational(self) -> bool:
+        """A chat model's examples (with a loss mask): its replies are measured, through its template."""
+        return LOSS_MASK_KEY in self.feature_spec
+
+    @property
+    def skip_reason(self) -> str:
+        """Why the comparisons with the baseline are skipped, when they are."""
+        if self.baseline_dir and not self.raw_eval_files:
+            return "no raw eval examples given to compare in bits per byte"
+        return self.baseline_skip_reason
+
+
 @dataclass
 class Evaluation:
-    """Everything the evaluator measured and decided; `to_dict` is the evaluation JSON."""
+    """Every gate family's result and the baseline compared with; `to_dict` is the evaluation JSON."""
 
-    gates: List[GateResult]
-    metrics: Dict[str, Any]
-    flagged: List[Dict[str, Any]] = field(default_factory=list)
+    families: List[FamilyResult]
     baseline: Optional[Dict[str, Any]] = None
-    seconds: Dict[str, float] = field(default_factory=dict)  # wall time per gate family (what each costs)
-    samples: List[Dict[str, Any]] = field(default_factory=list)  # chat models: conversations side by side
+
+    @property
+    def gates(self) -> List[GateResult]:
+        return [gate for family in self.families for gate in family.gates]
+
+    @property
+    def metrics(self) -> Dict[str, Any]:
+        return {family.name: family.metrics for family in self.families}
+
+    @property
+    def flagged(self) -> List[Dict[str, Any]]:
+        return [item for family in self.families for item in family.flagged]
+
+    @property
+    def seconds(self) -> Dict[str, float]:
+        """Wall time per family that ran (what each costs)."""
+        return {family.name: family.seconds for family in self.families if family.seconds is not None}
+
+    @property
+    def samples(self) -> List[Dict[str, Any]]:
+        """Chat models: conversations side by side."""
+        return [sample for family in self.families for sample in family.samples]
 
     @property
     def blessed(self) -> bool:
@@ -63,18 +123,103 @@ class Evaluation:
         }
 
 
-@contextmanager
-def _timed(seconds: Dict[str, float], family: str):
-    """Adds the wall time of the block to `seconds[family]`, and says when it starts and ends (the
-    families take minutes at real model sizes)."""
-    log.info("Evaluator: measuring %s ...", family.replace("_", " "))
+def _timed(name: str, measure: Callable[..., FamilyResult], *args) -> FamilyResult:
+    """`measure(*args)` with its wall time, saying when it starts and ends (the families take
+    minutes at real model sizes)."""
+    what = name.replace("_", " ")
+    log.info("Evaluator: measuring %s ...", what)
     started = time.perf_counter()
-    try:
-        yield
-    finally:
-        elapsed = time.perf_counter() - started
-        seconds[family] = round(seconds.get(family, 0.0) + elapsed, 3)
-        log.info("Evaluator: %s measured in %.1f s", family.replace("_", " "), elapsed)
+    result = measure(*args)
+    elapsed = time.perf_counter() - started
+    log.info("Evaluator: %s measured in %.1f s %s", what, elapsed, result.scored or "")
+    return dataclasses.replace(result, seconds=round(elapsed, 3))
+
+
+def evaluate_candidate(inputs: EvaluationInputs) -> Evaluation:
+    """Every gate family on the SavedModel at `inputs.candidate_dir`, in report order."""
+    config = inputs.config
+    probe_cache = inputs.probe_cache or ProbeCache()
+    quality = _timed("quality", _quality, inputs)
+    required = REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,)
+    client = ModelClient(inputs.candidate_dir, config.generation_batch_size, required=required)
+    # A chat model is probed as it is used: through its template, the probes as user turns.
+    through_chat = inputs.conversational and client.has_chat
+    probes = ChatProbeClient(client) if through_chat else client
+    families = [quality]
+    if through_chat:
+        families.append(_timed("replies", _replies, inputs, client))
+        following = instruction_following.evaluate_instruction_following
+        families.append(_timed("instruction_following", following, client, config.instruction_following))
+    scorer = load_scorer(config.safety.scorer, config.safety)
+    safety_result = _timed("safety", safety.evaluate_safety, probes, scorer, config.safety)
+    families += [safety_result, _memorization(inputs, client)]
+    sentiment = SentimentScorer(config.bias.zh_sentiment_lexicon)
+    threshold = config.safety.toxicity_threshold
+    bias_result = _timed("bias", bias.evaluate_bias, probes, scorer, sentiment, config.bias, threshold)
+    families.append(bias_result)
+    probed = _probe_record(safety_result.metrics, bias_result.metrics)
+    probe_cache.store(inputs.candidate_dir, config, through_chat, probed)
+    if inputs.baseline_dir and config.compare_baseline_safety:
+        compared = (inputs.baseline_dir, probed, scorer, sentiment, config, through_chat, probe_cache)
+        families.append(_timed("baseline_comparison", _baseline_comparison, *compared))
+    return Evaluation(families, _baseline_record(inputs, quality.metrics))
+
+
+def _quality(inputs: EvaluationInputs) -> FamilyResult:
+    """Perplexity per token against the unigram reference, and the change in bits per byte against
+    the baseline; of a chat model, of its replies (replies.py)."""
+    config, candidate = inputs.config, {"candidate": inputs.candidate_dir}
+    text_models = dict(candidate, baseline=inputs.baseline_dir) if inputs.baseline_dir else candidate
+    if inputs.conversational:
+        candidate_ppl, bits, unigram = replies.measure_reply_quality(
+            text_models if inputs.raw_eval_files else candidate,
+            inputs.raw_eval_files,
+            inputs.train_token_files,
+            [inputs.eval_files],
+            inputs.feature_spec,
+            config.generation_batch_size,
+            config.max_reply_conversations,
+        )
+    else:
+        request = perplexity.QualityRequest(
+            candidate,
+            inputs.eval_files,
+            inputs.feature_spec,
+            text_models if inputs.raw_eval_files else {},
+            inputs.raw_eval_files,
+            config.batch_size,
+            config.generation_batch_size,
+            inputs.train_token_files,
+            inputs.special,
+        )
+        perplexities, bits, unigram = perplexity.measure_quality(request, inputs.beam_pipeline)
+        candidate_ppl = perplexities["candidate"]
+    candidate_bits, baseline_bits = bits.get("candidate"), bits.get("baseline")
+    gates = [
+        perplexity.perplexity_gate(candidate_ppl.perplexity, config.max_perplexity),
+        perplexity.unigram_gain_gate(candidate_ppl.mean_nll, unigram, config.min_gain_over_unigram),
+        perplexity.bits_per_byte_change_gate(
+            candidate_bits.bits_per_byte if candidate_bits else math.nan,
+            baseline_bits.bits_per_byte if baseline_bits else None,
+            config.max_bits_per_byte_increase,
+            inputs.skip_reason,
+        ),
+    ]
+    metrics = {
+        "measured_on": "replies (assistant turns, through each model's chat template)"
+        if inputs.conversational
+        else "text",
+        "perplexity": candidate_ppl.perplexity,
+        "mean_nll": candidate_ppl.mean_nll,
+        "num_tokens": candidate_ppl.num_tokens,
+        "unigram_perplexity": unigram.perplexity if unigram else None,
+        "unigram_mean_nll": unigram.mean_nll if unigram else None,
+        **_text_metrics("", candidate_bits),
+        **_text_metrics("baseline_", baseline_bits),
+        # The baseline's perplexity per token of its own tokenizer (a different unit when tokenizers differ).
+        "baseline_perplexity": baseline_bits.perplexity if baseline_bits else None,
+    }
+    return FamilyResult("quality", gates, metrics, scored={"tokens": candidate_ppl.num_tokens})
 
 
 def _text_metrics(prefix: str, result: Optional[perplexity.BitsPerByteResult]) -> Dict[str, Any]:
@@ -90,163 +235,39 @@ def _text_metrics(prefix: str, result: Optional[perplexity.BitsPerByteResult]) -
     return {prefix + key: value for key, value in values.items()}
 
 
-def evaluate_candidate(
-    candidate_dir: str,
-    eval_files: str,
-    feature_spec,
-    config,
-    train_files: Sequence[str] = (),
-    train_token_files: Sequence[str] = (),
-    baseline_dir: Optional[str] = None,
-    baseline_skip_reason: str = "no blessed model exists yet",
-    beam_pipeline=None,
-    raw_eval_files: Sequence[str] = (),
-    special: SpecialTokens = LEARNED,
-    probe_cache: Optional[ProbeCache] = None,
-) -> Evaluation:
-    """All gates for the SavedModel at `candidate_dir`; `config` is the `EvaluatorOptions`.
-
-    `eval_files`: transformed eval examples (the candidate's tokens: perplexity per token);
-    `raw_eval_files`: raw eval examples (bits per byte of every model, each with its own
-    tokenizer; empty skips the change gate); `train_files`: raw train examples (memorisation
-    probe; empty skips it); `train_token_files`: transformed train examples (the unigram
-    reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare with, or None with the reason;
-    `special`: the candidate tokenizer's special ids (how its packed blocks frame documents);
-    `probe_cache`: where the candidate's safety and bias results are kept and the baseline's looked
-    up (probe_cache.py; None: none).
-    """
-    probe_cache = probe_cache or ProbeCache()
-    seconds: Dict[str, float] = {}
-    text_models = {"candidate": candidate_dir}
-    if baseline_dir:
-        text_models["baseline"] = baseline_dir
-    request = perplexity.QualityRequest(
-        {"candidate": candidate_dir},
-        eval_files,
-        feature_spec,
-        text_models if raw_eval_files else {},
-        raw_eval_files,
-        config.batch_size,
-        config.generation_batch_size,
-        train_token_files,
-        special,
-    )
-    conversational = LOSS_MASK_KEY in feature_spec
-    with _timed(seconds, "quality"):
-        if conversational:  # a chat model: the likelihood of its replies (replies.py)
-            candidate_ppl, bits, unigram = replies.measure_reply_quality(
-                text_models if raw_eval_files else {"candidate": candidate_dir},
-                raw_eval_files,
-                train_token_files,
-                [eval_files],
-                feature_spec,
-                config.generation_batch_size,
-                config.max_reply_conversations,
-            )
-        else:
-            perplexities, bits, unigram = perplexity.measure_quality(request, beam_pipeline)
-            candidate_ppl = perplexities["candidate"]
-    candidate_bits, baseline_bits = bits.get("candidate"), bits.get("baseline")
-    if baseline_dir and not raw_eval_files:
-        baseline_skip_reason = "no raw eval examples given to compare in bits per byte"
-    gates = [
-        perplexity.perplexity_gate(candidate_ppl.perplexity, config.max_perplexity),
-        perplexity.unigram_gain_gate(candidate_ppl.mean_nll, unigram, config.min_gain_over_unigram),
-        perplexity.bits_per_byte_change_gate(
-            candidate_bits.bits_per_byte if candidate_bits else math.nan,
-            baseline_bits.bits_per_byte if baseline_bits else None,
-            config.max_bits_per_byte_increase,
-            baseline_skip_reason,
-        ),
-    ]
-    metrics: Dict[str, Any] = {
-        "quality": {
-            "measured_on": "replies (assistant turns, through each model's chat template)"
-            if conversational
-            else "text",
-            "perplexity": candidate_ppl.perplexity,
-            "mean_nll": candidate_ppl.mean_nll,
-            "num_tokens": candidate_ppl.num_tokens,
-            "unigram_perplexity": unigram.perplexity if unigram else None,
-            "unigram_mean_nll": unigram.mean_nll if unigram else None,
-            **_text_metrics("", candidate_bits),
-            **_text_metrics("baseline_", baseline_bits),
-            # The baseline's perplexity per token of its own tokenizer (a different unit when tokenizers differ).
-            "baseline_perplexity": baseline_bits.perplexity if baseline_bits else None,
-        }
+def _baseline_record(inputs: EvaluationInputs, quality: Dict[str, Any]) -> Dict[str, Any]:
+    """evaluation.json's `baseline`: the model compared in bits per byte, or why none was."""
+    if quality["baseline_bits_per_byte"] is None:
+        return {"skipped": inputs.skip_reason}
+    return {
+        "path": inputs.baseline_dir,
+        "bits_per_byte": quality["baseline_bits_per_byte"],
+        "perplexity": quality["baseline_text_perplexity"],
     }
 
-    client = ModelClient(
-        candidate_dir, config.generation_batch_size, required=REQUIRED_SIGNATURES + (signatures.SCORE_CONTINUATION,)
-    )
-    # A chat model is probed as it is used: through its template, the probes as user turns.
-    probes = ChatProbeClient(client) if conversational and client.has_chat else client
-    samples: List[Dict[str, Any]] = []
-    if conversational and client.has_chat:
-        with _timed(seconds, "replies"):
-            baseline_client, reply_skip_reason = _chat_baseline(baseline_dir, config, baseline_skip_reason)
-            conversations = replies.read_conversations(raw_eval_files, config.replies.conversations * 4)
-            reply_result = chat_eval.evaluate_replies(
-                client, baseline_client, conversations, config.replies, reply_skip_reason
-            )
-        gates += reply_result["gates"]
-        metrics["replies"] = reply_result["metrics"]
-        samples = reply_result["samples"]
-        with _timed(seconds, "instruction_following"):
-            following = instruction_following.evaluate_instruction_following(client, config.instruction_following)
-        gates += following["gates"]
-        metrics["instruction_following"] = dict(following["metrics"], samples=following["samples"])
-    scorer = load_scorer(config.safety.scorer, config.safety)
-    with _timed(seconds, "safety"):
-        safety_result = safety.evaluate_safety(probes, scorer, config.safety)
-    gates += safety_result["gates"]
-    metrics["safety"] = safety_result["metrics"]
-    flagged = list(safety_result["flagged"])
 
-    if train_files and config.safety.memorization_documents:
-        with _timed(seconds, "memorization"):
-            documents = memorization.read_documents(train_files, RAW_TEXT_KEY, config.safety.memorization_documents * 8)
-            memo = memorization.evaluate_memorization(client, documents, config.safety)
-    else:
-        memo = {
-            "metrics": {},
-            "flagged": [],
-            "gates": [
-                GateResult.skip(
-                    "safety.memorization",
-                    config.safety.max_memorized_fraction,
-                    "disabled (safety.memorization_documents=0)" if train_files else "no training examples given",
-                )
-            ],
-        }
-    gates += memo["gates"]
-    metrics["memorization"] = memo["metrics"]
-    flagged += memo["flagged"]
+def _replies(inputs: EvaluationInputs, client: ModelClient) -> FamilyResult:
+    """A chat model's replies to the eval conversations, against the baseline's (chat_eval.py)."""
+    config = inputs.config
+    baseline_client, skip_reason = _chat_baseline(inputs.baseline_dir, config, inputs.skip_reason)
+    conversations = replies.read_conversations(inputs.raw_eval_files, config.replies.conversations * 4)
+    return chat_eval.evaluate_replies(client, baseline_client, conversations, config.replies, skip_reason)
 
-    sentiment = SentimentScorer(config.bias.zh_sentiment_lexicon)
-    with _timed(seconds, "bias"):
-        bias_result = bias.evaluate_bias(probes, scorer, sentiment, config.bias, config.safety.toxicity_threshold)
-    gates += bias_result["gates"]
-    metrics["bias"] = bias_result["metrics"]
-    flagged += bias_result["flagged"]
-    baseline = (
-        {"path": baseline_dir, "bits_per_byte": baseline_bits.bits_per_byte, "perplexity": baseline_bits.perplexity}
-        if baseline_bits
-        else {"skipped": baseline_skip_reason}
+
+def _memorization(inputs: EvaluationInputs, client: ModelClient) -> FamilyResult:
+    """The memorisation probe on the raw training documents, or its gate skipped with the reason."""
+    options = inputs.config.safety
+    if inputs.train_files and options.memorization_documents:
+        return _timed("memorization", _probe_memorization, inputs.train_files, client, options)
+    reason = "disabled (safety.memorization_documents=0)" if inputs.train_files else "no training examples given"
+    return FamilyResult(
+        "memorization", [GateResult.skip("safety.memorization", options.max_memorized_fraction, reason)]
     )
-    probe_cache.store(candidate_dir, config, probes is not client, _probe_record(metrics["safety"], metrics["bias"]))
-    if baseline_dir and config.compare_baseline_safety:
-        with _timed(seconds, "baseline_comparison"):
-            metrics["baseline_comparison"] = compare_safety_and_bias(
-                baseline_dir,
-                metrics,
-                scorer,
-                sentiment,
-                config,
-                through_chat=probes is not client,
-                probe_cache=probe_cache,
-            )
-    return Evaluation(gates, metrics, flagged, baseline, seconds, samples)
+
+
+def _probe_memorization(train_files: Sequence[str], client: ModelClient, options) -> FamilyResult:
+    documents = memorization.read_documents(train_files, RAW_TEXT_KEY, options.memorization_documents * 8)
+    return memorization.evaluate_memorization(client, documents, options)
 
 
 def _chat_baseline(baseline_dir: Optional[str], config, skip_reason: str):
@@ -282,21 +303,27 @@ def _probe_baseline(baseline_dir: str, scorer, sentiment, config, through_chat: 
             return {"skipped": f"the baseline {baseline_dir} has no chat signature: its probes would not be comparable"}
         client = ChatProbeClient(client)
     return _probe_record(
-        safety.evaluate_safety(client, scorer, config.safety)["metrics"],
-        bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold)["metrics"],
+        safety.evaluate_safety(client, scorer, config.safety).metrics,
+        bias.evaluate_bias(client, scorer, sentiment, config.bias, config.safety.toxicity_threshold).metrics,
     )
+
+
+def _baseline_comparison(*args) -> FamilyResult:
+    """`compare_safety_and_bias` as a family: reported, no gates."""
+    return FamilyResult("baseline_comparison", [], compare_safety_and_bias(*args))
 
 
 def compare_safety_and_bias(
     baseline_dir: str,
-    metrics: Dict[str, Any],
+    candidate: Dict[str, Any],
     scorer,
     sentiment,
     config,
     through_chat: bool = False,
     probe_cache: Optional[ProbeCache] = None,
 ) -> Dict[str, Any]:
-    """The safety and bias probes run on the baseline too, and the candidate's change against it:
+    """The safety and bias probes run on the baseline too, and the change of the `candidate`'s
+    (as `_probe_record` keeps them) against it:
     {"safety": {metric: {"candidate", "baseline", "change"}}, "bias": [{group..., "candidate_effect",
     "baseline_effect", "change", "candidate_verdict", "baseline_verdict"}], "baseline_probes":
     "run" or "reused"} or {"skipped": why}. Reported, not gated: a fine-tuned model is judged by the
@@ -313,7 +340,7 @@ def compare_safety_and_bias(
             return baseline
         probe_cache.store(baseline_dir, config, through_chat, baseline)
     baseline_safety, baseline_bias = baseline["safety"]["overall"], baseline["bias"]
-    candidate_safety = metrics["safety"]["overall"]
+    candidate_safety = candidate["safety"]["overall"]
     safety_change = {
         name: {
             "candidate": candidate_safety[name],
@@ -324,7 +351,7 @@ def compare_safety_and_bias(
     }
     baseline_effects = {_group_key(effect): effect for effect in baseline_bias["group_effects"]}
     bias_change = []
-    for effect in metrics["bias"]["group_effects"]:
+    for effect in candidate["bias"]["group_effects"]:
         before = baseline_effects.get(_group_key(effect))
         if before is None:
             continue

@@ -1,8 +1,9 @@
-"""A gate's outcome: the measured value, its threshold, the verdict and why."""
+"""A gate's outcome (the measured value, its threshold, the verdict and why) and a gate family's
+result (its gates with what it measured, flagged and cost)."""
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, Optional, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Dict, List, Optional, Sequence
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,22 @@ class GateResult:
 
     def to_dict(self) -> Dict[str, Any]:
         return dict(asdict(self), verdict=self.verdict)
+
+
+@dataclass
+class FamilyResult:
+    """What one gate family (quality, replies, safety, ...) measured and decided: its `gates`, the
+    `metrics` written under `metrics[name]` in evaluation.json, the completions it `flagged`, the
+    conversations it shows side by side (`samples`), how many items it `scored` (for the log) and
+    its wall time in `seconds` (None: it did not run, e.g. a skipped probe)."""
+
+    name: str
+    gates: List[GateResult]
+    metrics: Dict[str, Any] = field(default_factory=dict)
+    flagged: List[Dict[str, Any]] = field(default_factory=list)
+    samples: List[Dict[str, Any]] = field(default_factory=list)
+    scored: Dict[str, int] = field(default_factory=dict)
+    seconds: Optional[float] = None
 
 
 def upper_bound_gate(name: str, value: float, threshold: float, what: str) -> GateResult:

@@ -20,7 +20,7 @@ import re
 from collections import defaultdict
 from typing import Any, Callable, Dict, List, NamedTuple
 
-from components.evaluator.gates import GateResult, lower_bound_gate
+from components.evaluator.gates import FamilyResult, GateResult, lower_bound_gate
 from components.resources import resolve
 
 
@@ -73,8 +73,9 @@ def followed(check: Check, reply: str) -> bool:
     return RULES[check.constraint](reply, check.value)
 
 
-def evaluate_instruction_following(client, options) -> Dict[str, Any]:
-    """{"metrics", "gates", "samples"} for a chat `client` (model_client.ModelClient)."""
+def evaluate_instruction_following(client, options) -> FamilyResult:
+    """Strict accuracy of a chat `client` (model_client.ModelClient); each prompt's reply is kept in
+    `metrics["samples"]`."""
     checks = load_checks(options.prompts_file)
     replies = client.chat([[("user", check.prompt)] for check in checks], options.max_new_tokens, 0.0)
     results = [followed(check, reply.text) for check, reply in zip(checks, replies)]
@@ -111,4 +112,5 @@ def evaluate_instruction_following(client, options) -> Dict[str, Any]:
         }
         for check, reply, result in zip(checks, replies, results)
     ]
-    return {"metrics": metrics, "gates": [gate], "samples": samples}
+    metrics["samples"] = samples
+    return FamilyResult("instruction_following", [gate], metrics, scored={"prompts": len(checks)})

@@ -9,11 +9,11 @@ the measure does not depend on the model's tokenizer and works for Chinese text.
 
 import random
 import re
-from typing import Any, Dict, List, Sequence
+from typing import List, Sequence
 
 import tensorflow as tf
 
-from components.evaluator.gates import GateResult, upper_bound_gate
+from components.evaluator.gates import FamilyResult, GateResult, upper_bound_gate
 from components.file_patterns import matching_files
 from components.model_client import ModelClient
 
@@ -42,7 +42,7 @@ def verbatim_prefix_length(generated: str, reference: str) -> int:
     return matched
 
 
-def evaluate_memorization(client: ModelClient, documents: Sequence[str], config) -> Dict[str, Any]:
+def evaluate_memorization(client: ModelClient, documents: Sequence[str], config) -> FamilyResult:
     """Memorised fraction over sampled documents; `config` is the `SafetyOptions`."""
     needed = config.memorization_prefix_units + config.memorization_min_units
     eligible = [d for d in documents if len(units(d)) >= needed]
@@ -86,7 +86,7 @@ def evaluate_memorization(client: ModelClient, documents: Sequence[str], config)
                 "safety.memorization", config.max_memorized_fraction, f"no training document has {needed} units"
             )
         ]
-        return {"metrics": metrics, "gates": gates, "flagged": [], "continuations": []}
+        return FamilyResult("memorization", gates, metrics)
     gates = [
         upper_bound_gate(
             "safety.memorization",
@@ -95,4 +95,4 @@ def evaluate_memorization(client: ModelClient, documents: Sequence[str], config)
             f"fraction of prefixes continued verbatim for >= {config.memorization_min_units} units",
         )
     ]
-    return {"metrics": metrics, "gates": gates, "flagged": flagged, "continuations": continuations}
+    return FamilyResult("memorization", gates, metrics, flagged, scored={"documents": len(sample)})

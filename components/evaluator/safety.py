@@ -12,11 +12,11 @@ The same completions are checked for personal data (`pii`).
 import json
 import random
 from collections import defaultdict
-from typing import Any, Dict, List, NamedTuple, Sequence
+from typing import Dict, List, NamedTuple, Sequence
 
 from components.evaluator import pii
 from components.evaluator.chat_probes import refusal_rate
-from components.evaluator.gates import upper_bound_gate
+from components.evaluator.gates import FamilyResult, upper_bound_gate
 from components.evaluator.scorers import ToxicityScore, ToxicityScorer
 from components.model_client import ModelClient
 from components.resources import resolve
@@ -79,10 +79,10 @@ def helm_metrics(scores_per_prompt: Sequence[Sequence[float]], threshold: float)
     }
 
 
-def evaluate_safety(client: ModelClient, scorer: ToxicityScorer, config) -> Dict[str, Any]:
+def evaluate_safety(client: ModelClient, scorer: ToxicityScorer, config) -> FamilyResult:
     """Samples completions for the configured prompt subset and measures toxicity and PII leaks.
 
-    `config` is the `SafetyOptions`. Returns metrics, gates and the flagged completions.
+    `config` is the `SafetyOptions`. The flagged completions are the toxic and the leaking ones.
     """
     prompts = stratified_sample(load_prompts(config.prompts_file), config.prompts_per_category, config.seed)
     k = config.completions_per_prompt
@@ -150,4 +150,5 @@ def evaluate_safety(client: ModelClient, scorer: ToxicityScorer, config) -> Dict
         ),
         upper_bound_gate("safety.pii_leak_rate", rate, config.max_pii_leak_rate, "PII leak rate of completions"),
     ]
-    return {"metrics": metrics, "gates": gates, "flagged": flagged}
+    scored = {"prompts": len(prompts), "completions": len(completions)}
+    return FamilyResult("safety", gates, metrics, flagged, scored=scored)
