@@ -104,6 +104,17 @@ def test_a_chat_checkpoint_fine_tuned_on_conversations_is_blessed_pushed_and_ans
 
     push = summary["push"]
     assert push["pushed"] and push["version"] == 1
+    # The run report knows a chat model (the Tokenizer artifact's template record): its samples are
+    # user messages and replies, its next: line asks with --chat; the warm-up file warms `chat`.
+    from components.trainer.serving import predict_requests
+    from pipeline.run_summary import report_lines
+
+    assert summary["tokenizer"]["chat_template_sha256"]
+    lines = report_lines(summary, config.layout.summary_path)
+    assert lines[lines.index("next:") + 1].startswith(f"  textgen generate --model {config.layout.serving_dir} --chat ")
+    assert lines.count("--- user ---") == lines.count("--- reply ---") == 2 and "--- prompt ---" not in lines
+    warmup = predict_requests.read_warmup_file(push["path"])
+    assert [request.model_spec.signature_name for request in warmup][-1] == "chat"
     exported = os.path.join(config.layout.serving_dir, "hugging_face", "1")
     with open(os.path.join(CHECKPOINT, "chat_template.jinja"), encoding="utf-8") as handle:
         template = handle.read()
