@@ -34,7 +34,7 @@ CONVERSATION_SCHEMA_FILE = "conversation_schema.pbtxt"  # curated schema of raw 
 TRANSFORMED_CONVERSATION_SCHEMA_FILE = "transformed_conversation_schema.pbtxt"  # their rendered, masked tokens
 DRIFT_STATE_DIR = "state/drift_baseline"  # under the output root (local) or the pipeline root (Kubeflow)
 PROBE_CACHE_DIR = (
-    "state/evaluator_probes"  # the Evaluator's probe results by model (components/evaluator/probe_cache.py)
+    "state/evaluator_probes"  # the Evaluator's probe results by model (components/evaluator/probes/probe_cache.py)
 )
 # Where the local files of an object-store output root go (module docstring).
 OBJECT_STORE_LOCAL_ROOT = "runs/object-store"

@@ -54,7 +54,7 @@ LANGUAGE, DIMENSION, TARGET_GROUP = "en", "religion", "a Buddhist"
 # text was an accident of that packing: the most negative-leaning group of the unassociated model
 # reached +0.154 nats per token, 22 of 31 templates, on an AVX-512 machine (issue 36). Documents
 # are now shuffled before packing every epoch (components/trainer/training/data.py), and the
-# familiarity probe no longer scores a lone space token (components/evaluator/bias.py): over 3
+# familiarity probe no longer scores a lone space token (components/evaluator/probes/bias.py): over 3
 # seeds and both instruction sets, the most negative-leaning unassociated group stays at +0.012
 # nats per token or less (threshold 0.25), corrected p >= 0.7, every group measured, and the planted
 # target is +2.9 to +3.7 (30-31 of 31 templates, corrected p <= 7.5e-08) at 1,000 steps (2,000

@@ -22,7 +22,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from components.evaluator.safety import helm_metrics
+from components.evaluator.probes.safety import helm_metrics
 from components.resources import bundled_path
 
 CATEGORIES = 7  # data/safety/prompts.jsonl: 7 categories, each in English and Chinese

@@ -1,4 +1,4 @@
-"""The association statistic (`components/evaluator/association.py`), on numbers made here: what
+"""The association statistic (`components/evaluator/probes/association.py`), on numbers made here: what
 it flags, what it leaves alone, and what it calls unmeasured."""
 
 import zlib
@@ -6,9 +6,15 @@ import zlib
 import numpy as np
 import pytest
 
-from components.evaluator.association import decide_verdicts, measure_groups, needs_placebo_endings, robust_z, sign_test
-from components.evaluator.bias import load_suite, measure_associations
 from components.evaluator.options import BiasOptions
+from components.evaluator.probes.association import (
+    decide_verdicts,
+    measure_groups,
+    needs_placebo_endings,
+    robust_z,
+    sign_test,
+)
+from components.evaluator.probes.bias import load_suite, measure_associations
 from components.model_client import ContinuationScores
 
 TEMPLATES, PLACEBOS, GROUPS = 32, 60, 5  # templates per language in data/bias/templates.json

@@ -1,4 +1,4 @@
-"""The sentiment-gap and unsafe-rate gates judged against placebo pairs (components/evaluator/group_pairs.py),
+"""The sentiment-gap and unsafe-rate gates judged against placebo pairs (components/evaluator/probes/group_pairs.py),
 on synthetic scored continuations: both ways, a gap that any two terms of the model show passes, a
 planted one far beyond them is refused."""
 
@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
-from components.evaluator.bias import PLACEBO, judge_group_pairs
-from components.evaluator.group_pairs import continuation_placebos, pair_differences, reference_record
 from components.evaluator.options import BiasOptions
+from components.evaluator.probes.bias import PLACEBO, judge_group_pairs
+from components.evaluator.probes.group_pairs import continuation_placebos, pair_differences, reference_record
 
 TEMPLATES = 32
 GROUPS = ["a Christian", "a Muslim", "a Jewish person", "a Hindu", "a Buddhist"]

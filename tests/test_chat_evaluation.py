@@ -12,9 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from components.evaluator import chat_eval, instruction_following, reply_metrics
-from components.evaluator.chat_probes import ChatProbeClient, refusal_rate
+from components.evaluator.metrics import reply_metrics
 from components.evaluator.options import EvaluatorOptions, ReplyOptions
+from components.evaluator.probes import chat_eval, instruction_following
+from components.evaluator.probes.chat_probes import ChatProbeClient, refusal_rate
 from components.model_client import ModelClient
 from components.trainer.serving import signatures
 from tests.gate_margins import assert_passes_with_margin, assert_refused_with_margin
@@ -145,7 +146,7 @@ def test_the_stop_rate_gate_refuses_a_model_that_never_ends_its_reply(models):
 
 
 def test_safety_probes_through_the_template_reach_the_replies_raw_text_would_not(models):
-    from components.evaluator import safety
+    from components.evaluator.probes import safety
     from components.evaluator.scorers import load_scorer
 
     config = EvaluatorOptions().safety

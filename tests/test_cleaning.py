@@ -69,7 +69,7 @@ def test_national_ids_are_scrubbed_and_numbers_that_only_look_like_them_are_kept
 
 def test_scrubbed_training_text_holds_nothing_the_evaluator_counts_as_a_leak():
     """ExampleGen's scrubber and the Evaluator's leak detector share their patterns (pii_patterns)."""
-    from components.evaluator import pii
+    from components.evaluator.metrics import pii
 
     text = (
         "mail a.b@corp.io; card 4111 1111 1111 1111; ssn 123-45-6789; nino QQ123456C is invalid but AB123456C is not; "

@@ -9,14 +9,14 @@ import pytest
 import tensorflow as tf
 import tensorflow_transform as tft
 
-from components.evaluator.options import EvaluatorOptions
-from components.evaluator.perplexity import (
+from components.evaluator.metrics.perplexity import (
     UnigramReference,
     decide_blessing,
     eval_split_perplexity,
     unigram_gain_gate,
     unigram_reference,
 )
+from components.evaluator.options import EvaluatorOptions
 from tests.conftest import FIXTURE_VOCAB_SIZE, write_raw_examples
 
 
@@ -74,7 +74,7 @@ def test_gain_over_unigram_gate_in_both_directions(candidate_nll, verdict):
 def test_an_untrained_model_does_not_beat_the_unigram_reference(exported_model, transform_artifacts):
     """The untrained fixture model is near uniform over its vocabulary; a unigram model of the
     same tokens is better, so the relative quality gate refuses it whatever the perplexity gate says."""
-    from components.evaluator.perplexity import QualityRequest, measure_quality
+    from components.evaluator.metrics.perplexity import QualityRequest, measure_quality
 
     output_dir, examples, _ = transform_artifacts
     spec = tft.TFTransformOutput(output_dir).transformed_feature_spec()
@@ -92,7 +92,7 @@ def test_each_saved_model_is_loaded_once_per_process_for_all_its_scoring(
     Beam run, then called by the probes' client: each SavedModel is loaded once (TensorFlow keeps a
     loaded model's memory after the object is gone: a 1.1B one is 5.4 GiB a load, and the repeated
     loads did not fit in 24 GiB); an export rewritten in place is loaded anew."""
-    from components.evaluator.perplexity import QualityRequest, measure_quality
+    from components.evaluator.metrics.perplexity import QualityRequest, measure_quality
     from components.model_client import ModelClient
 
     output_dir, examples, documents = transform_artifacts

@@ -15,16 +15,17 @@ import shutil
 import pytest
 import tensorflow_transform as tft
 
-from components.evaluator import pii, safety
-from components.evaluator.bias import load_suite
 from components.evaluator.evaluation import EvaluationInputs, evaluate_candidate
 from components.evaluator.gates import margin
-from components.evaluator.group_pairs import paired_test
+from components.evaluator.metrics import pii
+from components.evaluator.metrics.perplexity import bits_per_byte_change_gate, eval_split_perplexity
 from components.evaluator.options import EvaluatorOptions, SafetyOptions
-from components.evaluator.perplexity import bits_per_byte_change_gate, eval_split_perplexity
-from components.evaluator.probe_cache import ProbeCache
+from components.evaluator.probes import safety
+from components.evaluator.probes.bias import load_suite
+from components.evaluator.probes.group_pairs import paired_test
+from components.evaluator.probes.probe_cache import ProbeCache
+from components.evaluator.probes.safety import helm_metrics, load_prompts, stratified_sample
 from components.evaluator.report import render_report
-from components.evaluator.safety import helm_metrics, load_prompts, stratified_sample
 from components.evaluator.scorers import LexiconScorer, ToxicityScore, load_scorer
 from tests.conftest import write_raw_examples
 from tests.gate_margins import assert_passes_with_margin, assert_refused_with_margin
@@ -545,7 +546,7 @@ def test_default_scorer_is_the_classifier_for_english_and_the_lexicon_for_chines
 def test_the_four_fifths_rule_needs_a_significant_rate_difference():
     import numpy as np
 
-    from components.evaluator.group_pairs import unsafe_rate_test
+    from components.evaluator.probes.group_pairs import unsafe_rate_test
 
     one_in_twelve, none = np.array([1] + [0] * 11), np.zeros(12)
     assert unsafe_rate_test(one_in_twelve, none) == 1.0  # a ratio of 0, but chance

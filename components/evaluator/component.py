@@ -34,7 +34,7 @@ from tfx.utils import path_utils
 from components.evaluator.blessing_files import HTML_REPORT_FILE, REPORT_FILE
 from components.evaluator.evaluation import EvaluationInputs, evaluate_candidate
 from components.evaluator.options import EvaluatorOptions
-from components.evaluator.probe_cache import ProbeCache
+from components.evaluator.probes.probe_cache import ProbeCache
 from components.evaluator.report import render_report
 from components.registry.model_registry import TAG_MODEL_ID, ProductionModel, find_production_model
 from components.registry.options import RegistryOptions
@@ -96,7 +96,7 @@ def GatedEvaluator(
     memorisation). `registry` (`RegistryOptions` as JSON), `model_name` and
     `registry_dir` (the embedded store's directory; empty on a cluster) say where the
     production model, the baseline, is looked up; `probe_cache_dir` where the safety and bias
-    results of each model probed are kept, so the baseline is not probed again (probe_cache.py;
+    results of each model probed are kept, so the baseline is not probed again (probes/probe_cache.py;
     empty: always probed).
     """
     config = EvaluatorOptions.from_parameter(options)

@@ -16,12 +16,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from components.evaluator import bias, chat_eval, instruction_following, memorization, perplexity, replies, safety
-from components.evaluator.chat_probes import ChatProbeClient
 from components.evaluator.gates import FamilyResult, GateResult, blessing_reason
-from components.evaluator.probe_cache import ProbeCache
+from components.evaluator.metrics import perplexity, replies
+from components.evaluator.metrics.sentiment import SentimentScorer
+from components.evaluator.probes import bias, chat_eval, instruction_following, memorization, safety
+from components.evaluator.probes.chat_probes import ChatProbeClient
+from components.evaluator.probes.probe_cache import ProbeCache
 from components.evaluator.scorers import load_scorer
-from components.evaluator.sentiment import SentimentScorer
 from components.model_client import REQUIRED_SIGNATURES, ModelClient
 from components.tokenizer.special import LEARNED, SpecialTokens
 from components.trainer.serving import signatures
@@ -41,7 +42,7 @@ class EvaluationInputs:
     reference of the relative quality gate; empty skips it); `baseline_dir`: the model to compare
     with, or None with the reason; `special`: the candidate tokenizer's special ids (how its packed
     blocks frame documents); `probe_cache`: where the candidate's safety and bias results are kept
-    and the baseline's looked up (probe_cache.py; None: none).
+    and the baseline's looked up (probes/probe_cache.py; None: none).
     """
 
     candidate_dir: str
@@ -167,7 +168,7 @@ def evaluate_candidate(inputs: EvaluationInputs) -> Evaluation:
 
 def _quality(inputs: EvaluationInputs) -> FamilyResult:
     """Perplexity per token against the unigram reference, and the change in bits per byte against
-    the baseline; of a chat model, of its replies (replies.py)."""
+    the baseline; of a chat model, of its replies (metrics/replies.py)."""
     config, candidate = inputs.config, {"candidate": inputs.candidate_dir}
     text_models = dict(candidate, baseline=inputs.baseline_dir) if inputs.baseline_dir else candidate
     if inputs.conversational:
@@ -247,7 +248,7 @@ def _baseline_record(inputs: EvaluationInputs, quality: Dict[str, Any]) -> Dict[
 
 
 def _replies(inputs: EvaluationInputs, client: ModelClient) -> FamilyResult:
-    """A chat model's replies to the eval conversations, against the baseline's (chat_eval.py)."""
+    """A chat model's replies to the eval conversations, against the baseline's (probes/chat_eval.py)."""
     config = inputs.config
     baseline_client, skip_reason = _chat_baseline(inputs.baseline_dir, config, inputs.skip_reason)
     conversations = replies.read_conversations(inputs.raw_eval_files, config.replies.conversations * 4)
@@ -328,7 +329,7 @@ def compare_safety_and_bias(
     "baseline_effect", "change", "candidate_verdict", "baseline_verdict"}], "baseline_probes":
     "run" or "reused"} or {"skipped": why}. Reported, not gated: a fine-tuned model is judged by the
     gates themselves. A baseline probed before under the same settings (the production model was
-    an earlier run's candidate) is read from `probe_cache` instead (probe_cache.py)."""
+    an earlier run's candidate) is read from `probe_cache` instead (probes/probe_cache.py)."""
     probe_cache = probe_cache or ProbeCache()
     baseline = probe_cache.lookup(baseline_dir, config, through_chat)
     reused = baseline is not None

@@ -78,7 +78,7 @@ class SafetyOptions(Options):
 
 class BiasOptions(Options):
     """Counterfactual bias suites and the thresholds of the bias gates
-    (`components/evaluator/association.py` says what each association threshold means)."""
+    (`components/evaluator/probes/association.py` says what each association threshold means)."""
 
     templates_file: str = Field(
         bundled("data/bias/templates.json"),
@@ -148,13 +148,13 @@ class BiasOptions(Options):
     max_placebo_z: float = Field(
         4.0,
         ge=0.0,
-        description="A group pair's sentiment gap or unsafe-rate difference counts only beyond this many robust standard deviations of the placebo pairs' (components/evaluator/group_pairs.py); 0 judges the groups only against each other.",
+        description="A group pair's sentiment gap or unsafe-rate difference counts only beyond this many robust standard deviations of the placebo pairs' (components/evaluator/probes/group_pairs.py); 0 judges the groups only against each other.",
     )
 
 
 class ReplyOptions(Options):
     """Conversation models: replies generated for eval conversations, against the baseline's
-    (components/evaluator/chat_eval.py)."""
+    (components/evaluator/probes/chat_eval.py)."""
 
     conversations: int = Field(
         64,
@@ -192,7 +192,8 @@ class ReplyOptions(Options):
 
 
 class InstructionFollowingOptions(Options):
-    """Conversation models: verifiable instructions checked by rules (instruction_following.py)."""
+    """Conversation models: verifiable instructions checked by rules
+    (components/evaluator/probes/instruction_following.py)."""
 
     prompts_file: str = Field(
         bundled("data/instruction_following/prompts.jsonl"),

@@ -106,7 +106,7 @@ def _bias_plot(effects: List[Dict[str, Any]], threshold: float) -> str:
 
 def _replies_plot(replies: Dict[str, Any]) -> str:
     """Each reply metric's distribution (candidate and baseline), and the win / tie / loss bar."""
-    from components.evaluator.reply_metrics import METRICS
+    from components.evaluator.metrics.reply_metrics import METRICS
 
     distributions = replies["distributions"]
     figure, axes = plt.subplots(1, len(METRICS) + 1, figsize=(4 * (len(METRICS) + 1), 3))

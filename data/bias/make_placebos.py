@@ -9,7 +9,7 @@ its group, and a model that ties the group to an ending carries that tie over to
 (measured: the shuffles of the planted group in `tests/test_bias_e2e.py` leaned like the group).
 Characters or syllables of any group term are never used. What a model does after a placebo is
 what it does after a term that means nothing to it: the null distribution of the association
-statistic (`components/evaluator/association.py`).
+statistic (`components/evaluator/probes/association.py`).
 
 Deterministic: run `python data/bias/make_placebos.py` to rebuild the committed file after
 changing `groups.json`; the seed is below.

@@ -36,7 +36,9 @@ from typing import Any, Dict, List, Sequence, Tuple
 
 import numpy as np
 
-from components.evaluator.association import (
+from components.evaluator.gates import FamilyResult, upper_bound_gate
+from components.evaluator.metrics.sentiment import SentimentScorer
+from components.evaluator.probes.association import (
     GroupEffect,
     decide_verdicts,
     familiarity_ranks,
@@ -44,8 +46,7 @@ from components.evaluator.association import (
     measure_groups,
     needs_placebo_endings,
 )
-from components.evaluator.gates import FamilyResult, upper_bound_gate
-from components.evaluator.group_pairs import (
+from components.evaluator.probes.group_pairs import (
     compare_pair,
     continuation_placebos,
     flag_pairs,
@@ -55,7 +56,6 @@ from components.evaluator.group_pairs import (
     unsafe_rate_ratio_gate,
 )
 from components.evaluator.scorers import ToxicityScorer
-from components.evaluator.sentiment import SentimentScorer
 from components.model_client import ModelClient
 from components.resources import resolve
 

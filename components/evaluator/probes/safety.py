@@ -14,9 +14,9 @@ import random
 from collections import defaultdict
 from typing import Dict, List, NamedTuple, Sequence
 
-from components.evaluator import pii
-from components.evaluator.chat_probes import refusal_rate
 from components.evaluator.gates import FamilyResult, upper_bound_gate
+from components.evaluator.metrics import pii
+from components.evaluator.probes.chat_probes import refusal_rate
 from components.evaluator.scorers import ToxicityScore, ToxicityScorer
 from components.model_client import ModelClient
 from components.resources import resolve

@@ -34,8 +34,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 from scipy import stats
 
-from components.evaluator.association import robust_center_and_scale, robust_z
 from components.evaluator.gates import GateResult, lower_bound_gate, upper_bound_gate
+from components.evaluator.probes.association import robust_center_and_scale, robust_z
 
 
 def continuation_placebos(placebos: Sequence[str], count: int) -> List[str]:

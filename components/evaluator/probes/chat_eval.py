@@ -4,7 +4,7 @@ the references, compared with the baseline's; whether it learned to stop.
 For a sample of the eval split's conversations that end in an assistant turn (the first
 `evaluator.replies.conversations`), the conversation without that last turn is sent to the
 candidate's `chat` signature (greedy by default, `max_new_tokens`), and the reply is scored against
-the last turn with exact match, ROUGE-L and chrF (reply_metrics.py); the baseline (the base
+the last turn with exact match, ROUGE-L and chrF (metrics/reply_metrics.py); the baseline (the base
 checkpoint on a first run, else the production model) answers the same conversations through its
 own template.
 
@@ -25,8 +25,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from components.evaluator import reply_metrics
 from components.evaluator.gates import FamilyResult, GateResult, lower_bound_gate
+from components.evaluator.metrics import reply_metrics
 from components.model_client import ModelClient
 
 Conversation = List[Tuple[str, str]]

@@ -21,7 +21,12 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 import tensorflow as tf
 
-from components.evaluator.perplexity import BitsPerByteResult, PerplexityResult, UnigramReference, unigram_reference
+from components.evaluator.metrics.perplexity import (
+    BitsPerByteResult,
+    PerplexityResult,
+    UnigramReference,
+    unigram_reference,
+)
 from components.file_patterns import matching_files
 from components.model_client import ModelClient
 from components.trainer.serving import signatures
