@@ -132,7 +132,8 @@ def _timed(name: str, measure: Callable[..., FamilyResult], *args) -> FamilyResu
     started = time.perf_counter()
     result = measure(*args)
     elapsed = time.perf_counter() - started
-    log.info("Evaluator: %s measured in %.1f s %s", what, elapsed, result.scored or "")
+    scored = ", ".join(f"{count} {unit}" for unit, count in result.scored.items())
+    log.info("Evaluator: %s measured in %.1f s%s", what, elapsed, f" ({scored} scored)" if scored else "")
     return dataclasses.replace(result, seconds=round(elapsed, 3))
 
 
