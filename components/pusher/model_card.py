@@ -227,7 +227,7 @@ def _evaluation_section(evaluation: Dict[str, Any]) -> List[str]:
 
 
 def _replies_lines(replies: Dict[str, Any]) -> List[str]:
-    """A chat model's generated replies against the baseline's (components/evaluator/chat_eval.py)."""
+    """A chat model's generated replies against the baseline's (components/evaluator/probes/chat_eval.py)."""
     if not replies.get("conversations"):
         return []
     candidate, baseline = replies.get("candidate") or {}, replies.get("baseline") or {}
